@@ -1,0 +1,38 @@
+# Everything a fresh Debian machine (as root) needs for the demo and the tests.
+SHELL := /bin/bash
+VENV := .venv
+SIM_DIR ?= .sim/demo
+# What macsim and the tests use from Debian: sshd/ssh for the simulated Macs, iproute2 and
+# util-linux for namespaces, sudo and zsh as on a Mac, python3 for the nodes' interpreter,
+# graphviz for topology pictures, chromium for the printable checklist test.
+APT_PACKAGES := openssh-server openssh-client iproute2 util-linux sudo zsh python3 python3-venv \
+	python3-pip graphviz make git ca-certificates
+
+.PHONY: demo test deps venv lint clean
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml | deps
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	touch $@
+
+demo: deps venv
+	SIM_DIR=$(SIM_DIR) $(VENV)/bin/python scripts/demo.py
+
+test: deps venv
+	$(VENV)/bin/pytest
+
+lint: venv
+	$(VENV)/bin/ansible-lint --offline --profile production
+
+clean:
+	-$(VENV)/bin/mlx-fleet sim down --dir $(SIM_DIR)
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,114 @@
+"""The cable plan: which Thunderbolt port of which Mac is cabled to which.
+
+One format serves the inventory (what the user intends) and `mlx-fleet sim up
+--topology FILE` (what the simulator builds), so a declared cluster can be
+rehearsed as written. A cable is written ``host:port -- host:port`` where port
+is the Thunderbolt receptacle number that macOS names ``Thunderbolt N``
+(``tb3`` and ``Thunderbolt 3`` are accepted too).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+
+class CablePlanError(ValueError):
+    """A cable plan that cannot be right; the message is one line for the user."""
+
+
+@dataclass(frozen=True, order=True)
+class Port:
+    host: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.number}"
+
+
+@dataclass(frozen=True)
+class Cable:
+    a: Port
+    b: Port
+
+    def __str__(self) -> str:
+        return f"{self.a} -- {self.b}"
+
+    @property
+    def key(self) -> tuple[Port, Port]:
+        """Orientation-free identity: the same cable whichever end is written first."""
+        return (self.a, self.b) if self.a <= self.b else (self.b, self.a)
+
+
+_PORT_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.-]*)\s*:\s*(?:tb|thunderbolt\s*)?(\d+)\s*$", re.I)
+
+
+def parse_port(text: str) -> Port:
+    match = _PORT_RE.match(str(text))
+    if not match:
+        raise CablePlanError(f"cable end {text!r} is not host:port (port = Thunderbolt receptacle number)")
+    number = int(match.group(2))
+    if number < 1:
+        raise CablePlanError(f"cable end {text!r}: Thunderbolt ports are numbered from 1")
+    return Port(match.group(1), number)
+
+
+def parse_cable(text: str) -> Cable:
+    ends = str(text).split("--")
+    if len(ends) != 2:
+        raise CablePlanError(f"cable {text!r} is not 'host:port -- host:port'")
+    a, b = (parse_port(end) for end in ends)
+    if a.host == b.host:
+        raise CablePlanError(f"cable {text!r} connects {a.host} to itself")
+    return Cable(a, b)
+
+
+def parse_cables(entries, port_counts: dict[str, int] | None = None) -> list[Cable]:
+    """Parse cable strings and check them against the hosts and their port counts.
+
+    ``port_counts`` maps each known host to its number of Thunderbolt ports; when
+    given, a cable naming an unknown host or a port the model does not have is an
+    error. A port used by two cables is always an error.
+    """
+    cables: list[Cable] = []
+    used: dict[Port, Cable] = {}
+    for entry in entries or []:
+        cable = parse_cable(entry)
+        for end in (cable.a, cable.b):
+            if port_counts is not None:
+                if end.host not in port_counts:
+                    raise CablePlanError(f"cable {cable}: unknown host {end.host!r}")
+                if end.number > port_counts[end.host]:
+                    raise CablePlanError(
+                        f"cable {cable}: {end.host} has Thunderbolt ports 1-{port_counts[end.host]}, not {end.number}"
+                    )
+            if end in used:
+                raise CablePlanError(f"cable {cable}: port {end} is already used by cable {used[end]}")
+            used[end] = cable
+        cables.append(cable)
+    return cables
+
+
+@dataclass
+class PlanFile:
+    """A cluster as a plan file declares it: hosts with their attributes, and cables."""
+
+    nodes: dict[str, dict]
+    cables: list[str]
+
+
+def load_plan_file(path: str | Path) -> PlanFile:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CablePlanError(f"cannot read cable plan {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not data["nodes"]:
+        raise CablePlanError(f"cable plan {path}: needs a 'nodes:' mapping of host names")
+    nodes = {str(name): dict(attrs or {}) for name, attrs in data["nodes"].items()}
+    cables = data.get("cables") or []
+    if not isinstance(cables, list):
+        raise CablePlanError(f"cable plan {path}: 'cables:' must be a list of 'host:port -- host:port'")
+    return PlanFile(nodes, [str(c) for c in cables])

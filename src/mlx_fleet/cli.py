@@ -1,0 +1,110 @@
+"""The `mlx-fleet` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from mlx_fleet.cableplan import CablePlanError
+
+DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
+
+
+def _sim_parser(sub) -> None:
+    sim = sub.add_parser("sim", help="a simulated Mac cluster (macsim) to rehearse on; needs root")
+    ssub = sim.add_subparsers(dest="sim_command", required=True)
+
+    def with_dir(p):
+        p.add_argument("--dir", default=DEFAULT_SIM_DIR, help="cluster folder (default: %(default)s)")
+        return p
+
+    up = with_dir(ssub.add_parser("up", help="build the cluster and write DIR/inventory.yml and DIR/ssh_config"))
+    up.add_argument("--nodes", type=int, help="number of Macs (not needed with a plan file)")
+    up.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, or a cable-plan FILE")
+    up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
+    up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
+    with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
+    with_dir(ssub.add_parser("status", help="nodes, their state and the cables"))
+    for name, helptext in (("exec", "run a command as root on a node's console"),
+                           ("recovery", "boot a node into macOS Recovery and run a Terminal command there")):
+        p = with_dir(ssub.add_parser(name, help=helptext))
+        p.add_argument("node")
+        p.add_argument("command", nargs=argparse.REMAINDER)
+    with_dir(ssub.add_parser("reboot", help="restart a node (keeps networksetup settings, drops ifconfig ones)")).add_argument("node")
+    with_dir(ssub.add_parser("unplug", help="pull the cable out of NODE:PORT")).add_argument("port")
+    plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
+    plug.add_argument("a")
+    plug.add_argument("b")
+    st = with_dir(ssub.add_parser("set", help="change a node's hardware or OS facts, e.g. os_build=25C57"))
+    st.add_argument("node")
+    st.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
+
+
+def _strip_dashes(command: list[str]) -> list[str]:
+    return command[1:] if command[:1] == ["--"] else command
+
+
+def _run_sim(args) -> int:
+    from mlx_fleet.sim.cluster import Cluster
+    from mlx_fleet.sim.layout import build_layout
+
+    cluster = Cluster(args.dir)
+    cmd = args.sim_command
+    if cmd == "up":
+        cluster.up(build_layout(args.nodes, args.model, args.topology, args.rdma), seed=args.seed)
+        status = cluster.status()
+        print(f"macsim: {len(status['nodes'])} Macs up in {status['dir']}")
+        _print_status(status)
+        print(f"\ninventory: {cluster.dir / 'inventory.yml'}   try: ssh {status['nodes'][0]['name']} sw_vers")
+    elif cmd == "down":
+        cluster.down()
+        print(f"macsim: cluster in {cluster.dir} removed")
+    elif cmd == "status":
+        _print_status(cluster.status())
+    elif cmd == "exec":
+        return cluster.exec(args.node, _strip_dashes(args.command))
+    elif cmd == "recovery":
+        return cluster.recovery(args.node, _strip_dashes(args.command))
+    elif cmd == "reboot":
+        cluster.reboot(args.node)
+        print(f"{args.node} restarted")
+    elif cmd == "unplug":
+        print(f"unplugged {cluster.unplug(args.port)}")
+    elif cmd == "plug":
+        print(f"plugged {cluster.plug(args.a, args.b)}")
+    elif cmd == "set":
+        profile = cluster.set(args.node, args.assignments)
+        print(json.dumps({k.split('=')[0]: profile[k.split('=')[0]] for k in args.assignments}))
+    return 0
+
+
+def _print_status(status: dict) -> None:
+    print(f"{'node':<14} {'model':<20} {'status':<9} {'address':<14} {'RDMA':<9} {'macOS':<14} serial")
+    for n in status["nodes"]:
+        print(f"{n['name']:<14} {n['model']:<20} {n['status']:<9} {n['management_ip']:<14} {n['rdma']:<9} {n['macos']:<14} {n['serial']}")
+    print("cables:" if status["cables"] else "cables: none")
+    for cable in status["cables"]:
+        print(f"  {cable}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _sim_parser(sub)
+    args = parser.parse_args(argv)
+    from mlx_fleet.sim.host import SimError
+
+    try:
+        if args.command == "sim":
+            return _run_sim(args)
+    except (SimError, CablePlanError) as exc:
+        print(f"mlx-fleet: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

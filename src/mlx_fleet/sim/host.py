@@ -1,0 +1,148 @@
+"""Host-side plumbing for macsim: commands, the cluster registry and shared host resources.
+
+Several simulated clusters can be up at once (one per --dir). Each gets an index
+K from a registry under /run, which keeps their namespace and interface names
+(`mfs<K>...`) and management subnets (10.213.K.0/24) apart. Resources shared by
+all clusters on the machine (the `admin` user and the /Users and /Library
+mount points) are created by the first cluster and removed with the last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+from pathlib import Path
+
+REGISTRY = Path("/run/mlx-fleet-sim")
+ADMIN_USER = "admin"
+ADMIN_UID = 501  # the first account on every Mac
+ADMIN_HOME_ROOT = "/Users"
+# Directories a Mac has that a Debian host lacks; nodes mount their own copies there.
+MAC_ONLY_DIRS = ("/Users", "/Library")
+MAX_CLUSTERS = 250
+
+
+class SimError(RuntimeError):
+    """A failure to report to the user as one clear message."""
+
+
+def run(argv: list[str], *, check: bool = True, capture: bool = True, input: str | None = None):
+    result = subprocess.run(argv, text=True, capture_output=capture, input=input)
+    if check and result.returncode != 0:
+        detail = (result.stderr or result.stdout or "").strip()
+        raise SimError(f"{' '.join(argv)} failed ({result.returncode}): {detail}")
+    return result
+
+
+def require_host_tools() -> None:
+    if os.geteuid() != 0:
+        raise SimError("macsim needs root (network and mount namespaces); run it with sudo")
+    missing = [t for t in ("ip", "nsenter", "unshare", "ssh-keygen", "sudo", "zsh") if not shutil.which(t)]
+    missing += [p for p in ("/usr/sbin/sshd", "/usr/bin/python3") if not os.path.exists(p)]
+    if missing:
+        raise SimError(
+            f"missing on this machine: {', '.join(missing)}; install with: "
+            "apt-get install -y openssh-server openssh-client iproute2 sudo zsh python3 util-linux"
+        )
+
+
+@contextlib.contextmanager
+def registry_lock():
+    REGISTRY.mkdir(mode=0o700, exist_ok=True)
+    with open(REGISTRY / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _entries() -> dict[int, dict]:
+    out = {}
+    for path in REGISTRY.glob("cluster-*.json"):
+        with contextlib.suppress(ValueError, OSError):
+            out[int(path.stem.split("-")[1])] = json.loads(path.read_text())
+    return out
+
+
+def claim_index(sim_dir: Path) -> int:
+    """The cluster index for sim_dir, claiming a free one if it has none (call under the lock)."""
+    entries = _entries()
+    for index, entry in entries.items():
+        if entry.get("dir") == str(sim_dir):
+            return index
+    for index in range(1, MAX_CLUSTERS + 1):
+        if index not in entries:
+            (REGISTRY / f"cluster-{index}.json").write_text(json.dumps({"dir": str(sim_dir)}))
+            return index
+    raise SimError(f"{MAX_CLUSTERS} simulated clusters are up already; take one down first")
+
+
+def release_index(index: int) -> None:
+    (REGISTRY / f"cluster-{index}.json").unlink(missing_ok=True)
+
+
+def clusters_up() -> int:
+    return len(_entries())
+
+
+def _shared_state() -> dict:
+    path = REGISTRY / "shared.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def acquire_shared_resources() -> str:
+    """Make the admin user and Mac-only mount points exist; returns the admin password."""
+    state = _shared_state()
+    if not state:
+        state = {"created_dirs": [], "created_user": False, "password": secrets.token_urlsafe(18)}
+        for d in MAC_ONLY_DIRS:
+            if not os.path.exists(d):
+                os.mkdir(d, 0o755)
+                state["created_dirs"].append(d)
+        try:
+            pwd.getpwnam(ADMIN_USER)
+        except KeyError:
+            uid = ADMIN_UID if not _uid_taken(ADMIN_UID) else None
+            argv = ["useradd", "--no-create-home", "--home-dir", f"{ADMIN_HOME_ROOT}/{ADMIN_USER}",
+                    "--shell", shutil.which("zsh"), "--comment", "macsim admin"]
+            run(argv + (["--uid", str(uid)] if uid else []) + [ADMIN_USER])
+            state["created_user"] = True
+        else:
+            if pwd.getpwnam(ADMIN_USER).pw_dir != f"{ADMIN_HOME_ROOT}/{ADMIN_USER}":
+                raise SimError(f"a host user {ADMIN_USER!r} exists already with another home; macsim needs that name")
+        # A real password, so `sudo` with a password (--ask-become-pass) can be rehearsed.
+        run(["chpasswd"], input=f"{ADMIN_USER}:{state['password']}\n")
+        path = REGISTRY / "shared.json"
+        path.write_text(json.dumps(state))
+        path.chmod(0o600)
+    return state["password"]
+
+
+def _uid_taken(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+def release_shared_resources() -> None:
+    """Remove what acquire_shared_resources made once no cluster is left (call under the lock)."""
+    if clusters_up():
+        return
+    state = _shared_state()
+    if state.get("created_user"):
+        run(["userdel", ADMIN_USER], check=False)
+    for d in state.get("created_dirs", []):
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+    (REGISTRY / "shared.json").unlink(missing_ok=True)
+
+
+def admin_ids() -> tuple[int, int]:
+    entry = pwd.getpwnam(ADMIN_USER)
+    return entry.pw_uid, entry.pw_gid

@@ -1,0 +1,90 @@
+"""What `sim up` builds: node names, models and cables for a topology keyword or a plan file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlx_fleet.cableplan import Cable, CablePlanError, Port, load_plan_file, parse_cables
+from mlx_fleet.sim.models import DEFAULT_MODEL, MODELS, Model
+
+TOPOLOGIES = ("mesh", "ring", "line")
+_NAME_PREFIX = {"studio-m3-ultra": "studio", "mini-m4-pro": "mini", "mini-m4": "mini", "macbook-pro-m4-max": "mbp"}
+
+
+@dataclass
+class Layout:
+    models: dict[str, Model]  # node name -> model, in rank order
+    cables: list[Cable]
+    rdma: dict[str, bool] = field(default_factory=dict)
+
+
+def _pick_port(model: Model, used: set[int]) -> int:
+    """The next free port, RDMA-capable ones first, as a careful installer would cable."""
+    free = [n for n, _ in model.thunderbolt_devices if n not in used]
+    good = [n for n in free if n not in model.rdma_broken_ports]
+    if not free:
+        raise CablePlanError(f"{model.model_name} ({model.key}) has only {model.port_count} Thunderbolt ports")
+    return (good or free)[0]
+
+
+def generated_cables(models: dict[str, Model], topology: str) -> list[Cable]:
+    names = list(models)
+    n = len(names)
+    if topology == "mesh":
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    elif topology == "ring":
+        pairs = [(i, (i + 1) % n) for i in range(n if n > 2 else n - 1)]
+    elif topology == "line":
+        pairs = [(i, i + 1) for i in range(n - 1)]
+    else:
+        raise CablePlanError(f"unknown topology {topology!r} (mesh, ring, line or a plan file)")
+    used: dict[str, set[int]] = {name: set() for name in names}
+    cables = []
+    for i, j in pairs:
+        ends = []
+        for name in (names[i], names[j]):
+            port = _pick_port(models[name], used[name])
+            used[name].add(port)
+            ends.append(Port(name, port))
+        cables.append(Cable(*ends))
+    return cables
+
+
+def _model(key: str) -> Model:
+    if key not in MODELS:
+        raise CablePlanError(f"unknown model {key!r}; known: {', '.join(MODELS)}")
+    return MODELS[key]
+
+
+def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str) -> Layout:
+    if topology not in TOPOLOGIES:
+        plan = load_plan_file(Path(topology))
+        models = {name: _model(attrs.get("model", model or DEFAULT_MODEL)) for name, attrs in plan.nodes.items()}
+        if nodes is not None and nodes != len(models):
+            raise CablePlanError(f"--nodes {nodes} but plan file {topology} declares {len(models)} nodes")
+        cables = parse_cables(plan.cables, {name: m.port_count for name, m in models.items()})
+        plan_rdma = {name: bool(attrs.get("rdma", True)) for name, attrs in plan.nodes.items()}
+    else:
+        if not nodes or nodes < 1:
+            raise CablePlanError("--nodes must be at least 1")
+        chosen = _model(model or DEFAULT_MODEL)
+        prefix = _NAME_PREFIX[chosen.key]
+        models = {f"{prefix}-{i}": chosen for i in range(1, nodes + 1)}
+        cables = generated_cables(models, topology)
+        plan_rdma = {name: True for name in models}
+    return Layout(models, cables, rdma=_rdma_choice(rdma, plan_rdma))
+
+
+def _rdma_choice(rdma: str, default: dict[str, bool]) -> dict[str, bool]:
+    if rdma in ("", "plan"):
+        return default
+    if rdma == "all":
+        return {name: True for name in default}
+    if rdma == "none":
+        return {name: False for name in default}
+    enabled = {n.strip() for n in rdma.split(",") if n.strip()}
+    unknown = enabled - set(default)
+    if unknown:
+        raise CablePlanError(f"--rdma names unknown node(s): {', '.join(sorted(unknown))}")
+    return {name: name in enabled for name in default}
