@@ -60,7 +60,7 @@ def parse_cable(text: str) -> Cable:
     ends = str(text).split("--")
     if len(ends) != 2:
         raise CablePlanError(f"cable {text!r} is not 'host:port -- host:port'")
-    a, b = (parse_port(end) for end in ends)
+    a, b = (parse_port(end.strip()) for end in ends)
     if a.host == b.host:
         raise CablePlanError(f"cable {text!r} connects {a.host} to itself")
     return Cable(a, b)
