@@ -1,0 +1,43 @@
+"""The macOS doubles a simulated Mac runs, and how the controller installs them.
+
+``install_doubles(fs_root)`` copies the stdlib-only ``macsim`` package and
+``dispatch.py`` into the node's private filesystem and writes a shim per tool in
+``/usr/local/bin`` plus the root-only boot program ``/usr/local/libexec/macsim/boot``.
+"""
+
+import shutil
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LIBDIR = "usr/local/libexec/macsim/lib"
+BOOT = "usr/local/libexec/macsim/boot"
+
+TOOLS = (
+    "system_profiler", "networksetup", "ifconfig", "route", "ipconfig", "sw_vers", "sysctl",
+    "pmset", "scutil", "systemsetup", "xcode-select", "softwareupdate", "hostname",
+    "ibv_devices", "ibv_devinfo", "rdma_ctl", "launchctl",
+)
+
+
+def _shim(tool: str) -> str:
+    return f'#!/bin/sh\nexec /usr/bin/python3 /{LIBDIR}/dispatch.py {tool} "$@"\n'
+
+
+def install_doubles(fs_root: Path) -> None:
+    """Install (or refresh) the doubles under ``fs_root``, the node's view of ``/``."""
+    fs_root = Path(fs_root)
+    lib = fs_root / LIBDIR
+    if lib.exists():
+        shutil.rmtree(lib)
+    lib.mkdir(parents=True)
+    shutil.copytree(HERE / "macsim", lib / "macsim", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(HERE / "dispatch.py", lib / "dispatch.py")
+    bin_dir = fs_root / "usr/local/bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for tool in TOOLS:
+        shim = bin_dir / tool
+        shim.write_text(_shim(tool))
+        shim.chmod(0o755)
+    boot = fs_root / BOOT
+    boot.write_text(_shim("boot"))
+    boot.chmod(0o700)  # root only: it configures the node

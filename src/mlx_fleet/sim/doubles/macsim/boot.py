@@ -1,0 +1,47 @@
+"""The node's boot: what launchd, configd and the kernel do when a Mac starts.
+
+Run as root by the sim controller inside the node's namespaces, at first boot and
+after every simulated reboot (the controller has flushed addresses and wiped the
+run directory). It brings the ports up, gives the management port its DHCP lease,
+applies every enabled network service, sets bridge0 from the Thunderbolt Bridge
+service, names the host and starts RunAtLoad LaunchDaemons.
+"""
+
+import os
+import socket
+import sys
+
+from . import launchctl, names, net, services, state
+from .state import Fail
+
+
+def main(argv: list[str]) -> int:
+    if not state.is_root():
+        raise Fail("boot: must be run as root\n", 77)
+    node = state.node()
+    for port in node["interfaces"]:
+        if net.link(port["device"]) is not None:
+            net.set_up(port["device"], True)
+    all_services = services.load()
+    bridge = next((s for s in all_services if s["device"] == "bridge0"), None)
+    # configd enslaves the Thunderbolt ports only while the Thunderbolt Bridge service is on.
+    members = state.thunderbolt_devices() if bridge and bridge["enabled"] else []
+    state.save_runtime("bridge", {"members": members})
+    if bridge is None and net.link("bridge0") is not None:
+        net.set_up("bridge0", False)  # no service: nothing brings the bridge up
+    for service in all_services:
+        services.apply(service)
+    _set_hostname(names.get("LocalHostName"))
+    daemons = state.path(state.LAUNCH_DAEMONS)
+    for plist in sorted(daemons.glob("*.plist")) if daemons.is_dir() else []:
+        try:
+            launchctl.load("/" + str(plist.relative_to(state.root())))
+        except Fail as e:
+            sys.stderr.write(f"boot: {plist.name}: {e.message}")
+    return 0
+
+
+def _set_hostname(name: str | None) -> None:
+    # Only in a private UTS namespace: never rename the machine the sim runs on.
+    if name and os.readlink("/proc/self/ns/uts") != os.readlink("/proc/1/ns/uts"):
+        socket.sethostname(name)
