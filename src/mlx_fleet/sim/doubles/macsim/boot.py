@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
 
 
 def _set_hostname(name: str | None) -> None:
-    # Only in a private UTS namespace: never rename the machine the sim runs on.
-    if name and os.readlink("/proc/self/ns/uts") != os.readlink("/proc/1/ns/uts"):
+    # The controller boots nodes in a private UTS namespace; under a test MACSIM_ROOT the
+    # boot runs on the host itself, whose name must never change.
+    if name and str(state.root()) == "/":
         socket.sethostname(name)

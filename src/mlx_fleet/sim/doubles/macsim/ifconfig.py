@@ -67,21 +67,21 @@ def describe(entry: dict, by_name: dict) -> str:
     mtu = 16384 if kind == "loopback" else entry.get("mtu", 1500)
     lines = [f"{name}: {_flags(entry, kind)} mtu {mtu}", f"\toptions={OPTIONS[kind]}"]
     if kind != "loopback":
-        lines.append(f"\tether {entry.get('address', '00:00:00:00:00:00')}")
+        lines.append(f"\tether {entry.get('address', '00:00:00:00:00:00')} ")  # trailing space as printed
     addrs = entry.get("addr_info", [])
     scope_id = f"scopeid 0x{entry['ifindex']:x}"
     inet6 = [a for a in addrs if a["family"] == "inet6"]
     for a in sorted(inet6, key=lambda a: a.get("scope") != "link"):
         if a.get("scope") == "link":
-            lines.append(f"\tinet6 {a['local']}%{name} prefixlen {a['prefixlen']} secured {scope_id}")
+            lines.append(f"\tinet6 {a['local']}%{name} prefixlen {a['prefixlen']} secured {scope_id} ")
         else:
-            lines.append(f"\tinet6 {a['local']} prefixlen {a['prefixlen']}")
+            lines.append(f"\tinet6 {a['local']} prefixlen {a['prefixlen']} ")
     for a in net.ipv4(entry):
         mask = int(ipaddress.IPv4Network(f"0.0.0.0/{a['prefixlen']}").netmask)
-        line = f"\tinet {a['local']} netmask 0x{mask:08x}"
+        line = f"\tinet {a['local']} netmask 0x{mask:08x} "
         if kind != "loopback":
             bcast = a.get("broadcast") or ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False).broadcast_address
-            line += f" broadcast {bcast}"
+            line += f"broadcast {bcast}"
         lines.append(line)
     if kind == "bridge":
         lines += [
@@ -89,7 +89,7 @@ def describe(entry: dict, by_name: dict) -> str:
             "\t\tid 0:0:0:0:0:0 priority 0 hellotime 0 fwddelay 0",
             "\t\tmaxage 0 holdcnt 0 proto stp maxaddr 100 timeout 1200",
             "\t\troot id 0:0:0:0:0:0 priority 0 ifcost 0 port 0",
-            "\t\tipfilter disabled flags 0x0",
+            "\t\tipfilter disabled flags 0x2",
         ]
         for member in bridge_members():
             port = by_name[member]["ifindex"] if member in by_name else 0

@@ -44,7 +44,7 @@ def _alive(record: dict) -> bool:
 
 
 def _not_found(label: str) -> Fail:
-    return Fail(f'Could not find service "{label}" in domain for system\n', 113)
+    return Fail(f'Bad request.\nCould not find service "{label}" in domain for system\n', 113)
 
 
 def _require_root(verb: str) -> None:

@@ -1,9 +1,9 @@
 """networksetup(8): hardware ports and network services.
 
-Formats: -listallhardwareports from the reference capture (Knurlogic, M3 Ultra) with the
-'Ethernet Address:' lines and the leading blank line a real, untrimmed Mac prints
-(superuser.com/questions/267660 shows them); -listnetworkserviceorder, -getinfo and the
-'is not a recognized network service' error as quoted in public parsers' test data.
+Formats from the reference capture (Knurlogic, M3 Ultra, trimmed) and the untrimmed
+captures in tests/fixtures/macos (leading blank line, 'Ethernet Address:' lines, the
+Thunderbolt Bridge port with 'N/A', the VLAN block; -listnetworkserviceorder, -getinfo).
+The 'is not a recognized network service' error as quoted in public parsers' test data.
 """
 
 import ipaddress
@@ -23,8 +23,9 @@ def _require_root() -> None:
 
 def list_all_hardware_ports(_args) -> None:
     text = "\n"
-    for port in state.node()["interfaces"]:
-        text += f"Hardware Port: {port['hardware_port']}\nDevice: {port['device']}\nEthernet Address: {port['mac']}\n\n"
+    for port in services.hardware_ports():
+        mac = port.get("mac", "N/A")  # configd lists the bridge with no address of its own
+        text += f"Hardware Port: {port['hardware_port']}\nDevice: {port['device']}\nEthernet Address: {mac}\n\n"
     out(text + "VLAN Configurations\n===================\n")
 
 

@@ -17,8 +17,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--get":
         value = names.get(key)
         if value is None:
-            out(f"{key}: not set\n")
-            return 1
+            raise Fail(f"{key}: not set\n", 1)
         out(value + "\n")
         return 0
     if not state.is_root():

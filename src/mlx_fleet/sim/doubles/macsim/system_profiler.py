@@ -11,7 +11,7 @@ import json
 import re
 
 from . import state
-from .state import Fail, out
+from .state import out
 
 SERVICE_IP_UUID = "066216C9-46DB-48B5-A472-768F7EA51471"  # as in the reference capture
 
@@ -24,12 +24,13 @@ def _cores(node: dict) -> tuple[str, ...]:
 def hardware_items(node: dict) -> list[dict]:
     item = {
         "_name": "hardware_overview",
-        "activation_lock_status": "activation_lock_disabled",
+        "activation_lock_status": node.get("activation_lock_status", "activation_lock_disabled"),
         "boot_rom_version": node["boot_rom"],
         "chip_type": node["chip"],
         "machine_model": node["model_id"],
         "machine_name": node["model_name"],
-        "number_processors": "proc " + ":".join(_cores(node)),
+        # Chips differ in how many fields they report (proc 16:12:4, proc 24:16:8:0).
+        "number_processors": node.get("number_processors", "proc " + ":".join(_cores(node))),
         "os_loader_version": node["boot_rom"],
         "physical_memory": f"{node['memory_gb']} GB",
         "platform_UUID": node["hardware_uuid"],
@@ -61,7 +62,8 @@ def hardware_text(node: dict) -> str:
         f"      Serial Number (system): {node['serial']}",
         f"      Hardware UUID: {node['hardware_uuid']}",
         f"      Provisioning UDID: {node['provisioning_udid']}",
-        "      Activation Lock Status: Disabled",
+        "      Activation Lock Status: "
+        + ("Enabled" if node.get("activation_lock_status") == "activation_lock_enabled" else "Disabled"),
         "",
     ]
     return "\n".join(lines) + "\n"
@@ -185,10 +187,8 @@ DATA_TYPES = {
 
 def main(argv: list[str]) -> int:
     as_json = "-json" in argv
-    wanted = [a for a in argv if a != "-json"]
-    unknown = [a for a in wanted if a not in DATA_TYPES]
-    if unknown or not wanted:
-        raise Fail(f"Usage: system_profiler [-json] SPHardwareDataType|SPThunderboltDataType ...\n", 64)
+    # Like system_profiler, data types it does not know produce nothing.
+    wanted = [a for a in argv if a in DATA_TYPES]
     node = state.node()
     if as_json:
         data = {name: DATA_TYPES[name][0](node) for name in wanted}
