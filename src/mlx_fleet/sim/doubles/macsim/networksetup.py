@@ -37,7 +37,9 @@ def list_all_network_services(_args) -> None:
 
 def list_network_service_order(_args) -> None:
     text = "An asterisk (*) denotes that a network service is disabled.\n"
-    for n, s in enumerate(services.load(), 1):
+    n = 0
+    for s in services.load():
+        n += s["enabled"]  # disabled services take no number: (3), (*), (4)
         mark = str(n) if s["enabled"] else "*"
         text += f"({mark}) {s['name']}\n(Hardware Port: {s['hardware_port']}, Device: {s['device']})\n\n"
     out(text)
