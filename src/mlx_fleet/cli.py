@@ -32,7 +32,7 @@ def _sim_parser(sub) -> None:
                            ("recovery", "boot a node into macOS Recovery and run a Terminal command there")):
         p = with_dir(ssub.add_parser(name, help=helptext))
         p.add_argument("node")
-        p.add_argument("command", nargs=argparse.REMAINDER)
+        p.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
     with_dir(ssub.add_parser("reboot", help="restart a node (keeps networksetup settings, drops ifconfig ones)")).add_argument("node")
     with_dir(ssub.add_parser("unplug", help="pull the cable out of NODE:PORT")).add_argument("port")
     plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
@@ -65,9 +65,9 @@ def _run_sim(args) -> int:
     elif cmd == "status":
         _print_status(cluster.status())
     elif cmd == "exec":
-        return cluster.exec(args.node, _strip_dashes(args.command))
+        return cluster.exec(args.node, _strip_dashes(args.node_command))
     elif cmd == "recovery":
-        return cluster.recovery(args.node, _strip_dashes(args.command))
+        return cluster.recovery(args.node, _strip_dashes(args.node_command))
     elif cmd == "reboot":
         cluster.reboot(args.node)
         print(f"{args.node} restarted")
@@ -92,13 +92,13 @@ def _print_status(status: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="tool", required=True)
     _sim_parser(sub)
     args = parser.parse_args(argv)
     from mlx_fleet.sim.host import SimError
 
     try:
-        if args.command == "sim":
+        if args.tool == "sim":
             return _run_sim(args)
     except (SimError, CablePlanError) as exc:
         print(f"mlx-fleet: {exc}", file=sys.stderr)

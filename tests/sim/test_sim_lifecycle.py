@@ -46,7 +46,7 @@ def test_up_gives_ssh_reachable_macs_with_host_key_checking(make_sim):
     assert group["vars"]["ansible_python_interpreter"] == "/usr/bin/python3"
     for node in sim.nodes:
         out = sim.ssh(node, "sw_vers -productVersion; hostname; id -un; sudo -n id -u").stdout.split()
-        assert out == ["26.2", node, "admin", "0"]
+        assert out == ["26.2", f"{node}.local", "admin", "0"]
     # Host keys are pinned: a wrong key in known_hosts must be refused.
     known = sim.dir / "known_hosts"
     lines = known.read_text().splitlines()

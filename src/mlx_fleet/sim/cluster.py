@@ -49,8 +49,8 @@ fs=$1; name=$2; shift 2
 for d in opt usr/local Library Users etc/sudoers.d etc/hosts; do mount --bind "$fs/$d" "/$d"; done
 mount -t tmpfs -o mode=755 macsim-run /run
 mkdir -p /run/sshd
-hostname "$name"
-ip link set lo up
+/bin/hostname "$name"
+/sbin/ip link set lo up
 exec "$@"
 """
 _BOOT_THEN_SSHD = (
@@ -217,12 +217,11 @@ class Cluster:
             device = iface["device"]
             if device == mgmt["device"] or device in tb_devices:
                 continue
-            if device == "bridge0":
-                run(["ip", "-n", ns, "link", "add", device, "address", iface["mac"], "type", "bridge"])
-            else:  # Wi-Fi or another Ethernet: present but connected to nothing, so inactive
-                far = f"m{self.index}n{rank}{device}"
-                run(["ip", "-n", ns, "link", "add", device, "address", iface["mac"],
-                     "type", "veth", "peer", "name", far, "netns", self.patch_ns])
+            # Wi-Fi or another Ethernet: present but connected to nothing, so inactive
+            far = f"m{self.index}n{rank}{device}"
+            run(["ip", "-n", ns, "link", "add", device, "address", iface["mac"],
+                 "type", "veth", "peer", "name", far, "netns", self.patch_ns])
+        run(["ip", "-n", ns, "link", "add", "bridge0", "address", profile["bridge_mac"], "type", "bridge"])
         for port in profile["thunderbolt"]:
             far = self._patch_end(Port(name, port["receptacle"]))
             run(["ip", "-n", ns, "link", "add", port["device"], "address", macs[port["device"]],

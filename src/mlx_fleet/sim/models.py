@@ -26,7 +26,8 @@ class Model:
     ncpu: int
     memory_gb: int
     tb_generation: int  # 5: 80 Gb/s links, 4: 40 Gb/s
-    # networksetup hardware ports in -listallhardwareports order: (port name, device)
+    # networksetup hardware ports in -listallhardwareports order: (port name, device);
+    # the Thunderbolt Bridge (bridge0) every Mac has comes on top.
     hardware_ports: tuple[tuple[str, str], ...]
     management_device: str
     # Thunderbolt receptacles whose RDMA never comes up (the Mac Studio port beside Ethernet)
@@ -55,25 +56,25 @@ MODELS: dict[str, Model] = {
         Model(
             "studio-m3-ultra", "Mac Studio", "Mac15,14", "Apple M3 Ultra",
             "32 (24 performance and 8 efficiency)", 32, 512, 5,
-            (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 6) + (("Thunderbolt Bridge", "bridge0"),),
+            (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 6),
             "en0", rdma_broken_ports=(1,),
         ),
         Model(
             "mini-m4-pro", "Mac mini", "Mac16,11", "Apple M4 Pro",
             "14 (10 performance and 4 efficiency)", 14, 64, 5,
-            (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 3) + (("Thunderbolt Bridge", "bridge0"),),
+            (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 3),
             "en0",
         ),
         Model(
             "mini-m4", "Mac mini", "Mac16,10", "Apple M4",
             "10 (4 performance and 6 efficiency)", 10, 32, 4,
-            (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 3) + (("Thunderbolt Bridge", "bridge0"),),
+            (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 3),
             "en0",
         ),
         Model(
             "macbook-pro-m4-max", "MacBook Pro", "Mac16,6", "Apple M4 Max",
             "16 (12 performance and 4 efficiency)", 16, 128, 5,
-            (("Wi-Fi", "en0"),) + _tb_ports(1, 3) + (("Thunderbolt Bridge", "bridge0"),),
+            (("Wi-Fi", "en0"),) + _tb_ports(1, 3),
             "en0",
         ),
     )
@@ -118,6 +119,7 @@ def make_profile(
          "management": device == model.management_device}
         for port, device in model.hardware_ports
     ]
+    bridge_mac = _mac_address(rng)
     thunderbolt = [
         {
             "receptacle": receptacle,
@@ -152,6 +154,7 @@ def make_profile(
         "in_recovery": False,
         "sudo": "nopasswd",
         "interfaces": interfaces,
+        "bridge_mac": bridge_mac,
         "management": {
             "device": model.management_device,
             "ip": management_ip,
