@@ -6,7 +6,7 @@ import pytest
 
 from mlx_fleet.cableplan import CablePlanError, Port, load_plan_file, parse_cable, parse_cables
 from mlx_fleet.sim.layout import build_layout, generated_cables
-from mlx_fleet.sim.models import MODELS
+from mlx_fleet.models import MODELS
 
 
 @pytest.mark.parametrize("text", ["a:1 -- b:2", "a:tb1--b:Thunderbolt 2", "  a : 1 --b:2 "])

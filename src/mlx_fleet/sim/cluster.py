@@ -29,7 +29,8 @@ from mlx_fleet.sim import host
 from mlx_fleet.sim.doubles import install_doubles
 from mlx_fleet.sim.host import SimError, run
 from mlx_fleet.sim.layout import Layout
-from mlx_fleet.sim.models import MODELS, link_speed, make_profile
+from mlx_fleet.models import MODELS, link_speed
+from mlx_fleet.sim.models import make_profile
 
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 LIBEXEC = "usr/local/libexec/macsim"

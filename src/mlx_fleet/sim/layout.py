@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlx_fleet.cableplan import Cable, CablePlanError, Port, load_plan_file, parse_cables
-from mlx_fleet.sim.models import DEFAULT_MODEL, MODELS, Model
+from mlx_fleet.models import DEFAULT_MODEL, MODELS, Model
 
 TOPOLOGIES = ("mesh", "ring", "line")
 _NAME_PREFIX = {"studio-m3-ultra": "studio", "mini-m4-pro": "mini", "mini-m4": "mini", "macbook-pro-m4-max": "mbp"}

@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+"""Every read-only macOS command whose output mlx-fleet reads, in one place.
+
+Modules run them through ``run_reads`` and ``mlx-fleet capture`` records exactly this
+list from a real Mac, so a capture always holds what the toolkit would have read, and
+a replayed node (``mlx-fleet sim up --replay``) can answer every one of them.
+Stdlib only, Python 3.9 compatible: it runs on the Mac's /usr/bin/python3.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# sysctl names read in one call; an unknown name only fails its own line.
+SYSCTL_NAMES = (
+    "hw.model", "hw.memsize", "hw.ncpu", "hw.optional.arm64", "kern.osversion",
+    "kern.osproductversion", "machdep.cpu.brand_string", "iogpu.wired_limit_mb",
+)
+
+READS = {
+    "sw_vers": ("sw_vers",),
+    "sysctl": ("sysctl",) + SYSCTL_NAMES,
+    "system_profiler": ("system_profiler", "SPHardwareDataType", "SPThunderboltDataType", "-json"),
+    "hardware_ports": ("networksetup", "-listallhardwareports"),
+    "service_order": ("networksetup", "-listnetworkserviceorder"),
+    "ifconfig": ("ifconfig",),
+    "pmset": ("pmset", "-g", "custom"),
+    "computer_name": ("scutil", "--get", "ComputerName"),
+    "local_host_name": ("scutil", "--get", "LocalHostName"),
+    "xcode_select": ("xcode-select", "-p"),
+    "ibv_devices": ("ibv_devices",),
+    "ibv_devinfo": ("ibv_devinfo",),
+    "rdma_ctl": ("rdma_ctl", "status"),
+}
+
+
+def capture_name(name):
+    """File name a capture stores a read's output under."""
+    return name + ".txt"
+
+
+def run_reads(module, names):
+    """Run the named reads; returns {name: (rc, stdout, stderr)}.
+
+    A tool missing from PATH is reported as rc 127 rather than failing the module, so
+    callers can say which tool is missing on which host.
+    """
+    results = {}
+    for name in names:
+        argv = list(READS[name])
+        path = module.get_bin_path(argv[0])
+        if path is None:
+            results[name] = (127, "", "{0}: command not found".format(argv[0]))
+            continue
+        rc, out, err = module.run_command([path] + argv[1:], environ_update={"LC_ALL": "C"})
+        results[name] = (rc, out, err)
+    return results
