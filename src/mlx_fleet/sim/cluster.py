@@ -34,7 +34,7 @@ from mlx_fleet.sim.models import make_profile
 
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 LIBEXEC = "usr/local/libexec/macsim"
-PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the file etc/hosts
+PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group
 SETTABLE = {
     "os_version": str, "os_build": str, "memory_gb": int, "serial": str,
     "clt_installed": lambda v: v.lower() in ("1", "true", "yes"),
@@ -47,7 +47,7 @@ SUDO_MODES = ("nopasswd", "password", "none")
 _NODE_INIT = r"""
 set -e
 fs=$1; name=$2; shift 2
-for d in opt usr/local Library Users etc/sudoers.d etc/hosts; do mount --bind "$fs/$d" "/$d"; done
+for d in opt usr/local Library Users etc/sudoers.d etc/hosts etc/group; do mount --bind "$fs/$d" "/$d"; done
 mount -t tmpfs -o mode=755 macsim-run /run
 mkdir -p /run/sshd
 /bin/hostname "$name"
@@ -229,15 +229,27 @@ class Cluster:
                  "type", "veth", "peer", "name", far, "netns", self.patch_ns])
 
     def _write_sudoers(self, name: str, mode: str) -> None:
+        """Sudo as on a Mac: members of `admin` may sudo with their password; `nopasswd` adds
+        the drop-in users write for unattended work; `none` is a standard (non-admin) account."""
         if mode not in SUDO_MODES:
             raise SimError(f"sudo must be one of {', '.join(SUDO_MODES)}, not {mode!r}")
-        path = self.fs(name) / "etc/sudoers.d/admin"
-        rule = {"nopasswd": f"{host.ADMIN_USER} ALL=(ALL) NOPASSWD: ALL\n", "password": f"{host.ADMIN_USER} ALL=(ALL) ALL\n"}
-        if mode == "none":
-            path.unlink(missing_ok=True)
-            return
-        path.write_text(rule[mode])
-        path.chmod(0o440)
+        fs = self.fs(name)
+        macos_rule = fs / "etc/sudoers.d/macos-admin-group"
+        macos_rule.write_text("%admin ALL = (ALL) ALL\n")
+        macos_rule.chmod(0o440)
+        nopasswd = fs / "etc/sudoers.d/admin-nopasswd"
+        if mode == "nopasswd":
+            nopasswd.write_text(f"{host.ADMIN_USER} ALL=(ALL) NOPASSWD: ALL\n")
+            nopasswd.chmod(0o440)
+        else:
+            nopasswd.unlink(missing_ok=True)
+        # The node's /etc/group: the host's, plus the groups every Mac has. Written in place,
+        # because the running node has this very file bind-mounted.
+        members = host.ADMIN_USER if mode != "none" else ""
+        groups = [line for line in Path("/etc/group").read_text().splitlines()
+                  if line.split(":")[0] not in ("admin", "wheel")]
+        with open(fs / "etc/group", "w") as group_file:
+            group_file.write("\n".join(groups + [f"admin:x:80:{members}", "wheel:x:0:root"]) + "\n")
 
     # ---- cables -------------------------------------------------------------------
     def _connect(self, cable: Cable) -> None:

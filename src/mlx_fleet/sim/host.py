@@ -107,8 +107,9 @@ def acquire_shared_resources() -> str:
             pwd.getpwnam(ADMIN_USER)
         except KeyError:
             uid = ADMIN_UID if not _uid_taken(ADMIN_UID) else None
+            # Primary group staff, as on a Mac; membership of `admin` is per node (see Cluster).
             argv = ["useradd", "--no-create-home", "--home-dir", f"{ADMIN_HOME_ROOT}/{ADMIN_USER}",
-                    "--shell", shutil.which("zsh"), "--comment", "macsim admin"]
+                    "--gid", "staff", "--shell", shutil.which("zsh"), "--comment", "macsim admin"]
             run(argv + (["--uid", str(uid)] if uid else []) + [ADMIN_USER])
             state["created_user"] = True
         else:
