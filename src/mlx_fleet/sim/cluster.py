@@ -464,6 +464,8 @@ class Cluster:
                 "ansible_user": host.ADMIN_USER,
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "ansible_ssh_common_args": f"-F {self.dir / 'ssh_config'}",
+                # The sim cannot download uv-managed Python builds: use the nodes' own Python.
+                "mlx_env_python_interpreter": "/usr/bin/python3",
             },
         }}}}
         (self.dir / "inventory.yml").write_text(
