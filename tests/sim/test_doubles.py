@@ -663,6 +663,30 @@ def test_launchctl_runs_runatload_jobs(make_node, tmp_path):
     assert n.run("launchctl", "bootout", "system/com.example.once") == (3, "", "Boot-out failed: 3: No such process\n")
 
 
+def test_launchd_jobs_run_the_doubles_for_macos_system_tool_paths(make_node, tmp_path):
+    # A LaunchDaemon names /usr/sbin/sysctl; the node's /usr/sbin is the Linux host's, so the
+    # job must get the node's double from /usr/local/bin instead.
+    n = make_node()
+    marker = tmp_path / "ran"
+    fake = tmp_path / "usr/local/bin/sysctl"
+    fake.parent.mkdir(parents=True, exist_ok=True)
+    fake.write_text(f"#!/bin/sh\n# stands in for the macsim shim\necho \"$@\" > {marker}\n")
+    fake.chmod(0o755)
+    daemons = tmp_path / "Library/LaunchDaemons"
+    daemons.mkdir(parents=True)
+    plist = {"Label": "com.example.wired", "RunAtLoad": True,
+             "ProgramArguments": ["/usr/sbin/sysctl", "-w", "iogpu.wired_limit_mb=1000"]}
+    (daemons / "com.example.wired.plist").write_bytes(plistlib.dumps(plist))
+    n.monkeypatch.setattr(sys, "argv", [str(doubles.HERE / "dispatch.py")])
+    assert n.run("launchctl", "bootstrap", "system", "/Library/LaunchDaemons/com.example.wired.plist")[0] == 0
+    deadline = time.time() + 5
+    while "last exit code" not in n.out("launchctl", "print", "system/com.example.wired") and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.read_text() == "-w iogpu.wired_limit_mb=1000\n"
+    printed = n.out("launchctl", "print", "system/com.example.wired")
+    assert "\tprogram = /usr/sbin/sysctl\n" in printed and "\tlast exit code = 0\n" in printed
+
+
 # --- installation -----------------------------------------------------------------------------
 
 def test_install_doubles_writes_shims_that_run_with_the_system_python(tmp_path, monkeypatch):

@@ -93,11 +93,26 @@ def start(label: str) -> None:
         time.sleep(0.02)
 
 
+# Where a Mac keeps its own tools (the sealed system volume); a job names them by these paths.
+SYSTEM_BIN_DIRS = ("/bin", "/sbin", "/usr/bin", "/usr/sbin")
+
+
+def _program(path: str) -> str:
+    """A macOS tool at its system path (/usr/sbin/sysctl) is the node's double in /usr/local/bin:
+    the node shares the Linux host's /usr/sbin, whose sysctl is not the Mac's."""
+    directory, name = os.path.split(path)
+    double = state.path(f"usr/local/bin/{name}")
+    if directory in SYSTEM_BIN_DIRS and double.is_file() and "macsim" in double.read_text(errors="replace"):
+        return str(double)
+    return path
+
+
 def supervise(label: str) -> int:
     """The supervisor: run ProgramArguments as launchd would, then record the exit status."""
     record = job(label)
     plist = record["plist"]
-    argv = plist.get("ProgramArguments") or [plist["Program"]]
+    argv = list(plist.get("ProgramArguments") or [plist["Program"]])
+    argv[0] = _program(plist.get("Program") or argv[0])
     user = pwd.getpwnam(plist["UserName"]) if plist.get("UserName") else None
 
     def stream(key):
