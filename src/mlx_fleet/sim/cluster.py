@@ -234,7 +234,8 @@ class Cluster:
         if mode not in SUDO_MODES:
             raise SimError(f"sudo must be one of {', '.join(SUDO_MODES)}, not {mode!r}")
         fs = self.fs(name)
-        macos_rule = fs / "etc/sudoers.d/macos-admin-group"
+        # Sorted first: on a Mac this rule is in /etc/sudoers, before every drop-in.
+        macos_rule = fs / "etc/sudoers.d/00-macos-admin-group"
         macos_rule.write_text("%admin ALL = (ALL) ALL\n")
         macos_rule.chmod(0o440)
         nopasswd = fs / "etc/sudoers.d/admin-nopasswd"
