@@ -94,12 +94,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__)
     sub = parser.add_subparsers(dest="tool", required=True)
     _sim_parser(sub)
+    from mlx_fleet.lock import add_lock_parser
+
+    add_lock_parser(sub)
     args = parser.parse_args(argv)
     from mlx_fleet.sim.host import SimError
 
     try:
         if args.tool == "sim":
             return _run_sim(args)
+        if args.tool == "lock":
+            from mlx_fleet.lock import run_lock
+
+            return run_lock(args)
     except (SimError, CablePlanError) as exc:
         print(f"mlx-fleet: {exc}", file=sys.stderr)
         return 2
