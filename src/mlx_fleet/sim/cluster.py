@@ -38,6 +38,8 @@ PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and 
 SETTABLE = {
     "os_version": str, "os_build": str, "memory_gb": int, "serial": str,
     "clt_installed": lambda v: v.lower() in ("1", "true", "yes"),
+    "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
+    "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
 }
 SUDO_MODES = ("nopasswd", "password", "none")

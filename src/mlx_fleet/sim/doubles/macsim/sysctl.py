@@ -36,6 +36,10 @@ def values() -> dict[str, str]:
         "machdep.cpu.thread_count": total,
         "sysctl.proc_translated": 0,
     }
+    if not node.get("apple_silicon", True):
+        # Intel Macs have no arm64 keys at all; reading one is an unknown oid.
+        for key in ("hw.optional.arm64", "hw.perflevel0.physicalcpu", "hw.perflevel1.physicalcpu", "hw.nperflevels"):
+            del keys[key]
     keys.update(WRITABLE)
     keys.update(state.runtime("sysctl", {}))
     return {k: str(v) for k, v in sorted(keys.items())}
