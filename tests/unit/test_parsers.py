@@ -5,21 +5,7 @@ import re
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
-from conftest import FIXTURE_DIR, REFERENCE_DIR
-
-# A prompt line the source kept: "% cmd", "~ % cmd", "$ cmd", "user@host dir % cmd".
-_PROMPT = re.compile(r"^(?:\S+(?: \S+)* )?[%$] \S")
-
-
-def load(path):
-    """The published output: without the '# source:' line and a leading prompt line."""
-    lines = path.read_text().split("\n")
-    assert lines[0].startswith("# source: "), path.name
-    body = lines[1:]
-    if body and _PROMPT.match(body[0]):
-        body = body[1:]
-    return "\n".join(body)
-
+from conftest import FIXTURE_DIR, REFERENCE_DIR, load
 
 def _sysctl_n(prefix):
     # sysctl-n-<name>-<name>...: the file name lists the names asked for, in order.

@@ -1,0 +1,35 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Judge a Mac's mlx_fleet_macos facts on the controller; the rules live in mlx_fleet.preflight."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from mlx_fleet.preflight import check_node
+
+HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset()
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        facts = task_vars.get("mlx_fleet_macos")
+        if facts is None:
+            raise AnsibleActionFail("no mlx_fleet_macos facts: run mlx_fleet.cluster.macos_facts first")
+        host = task_vars["inventory_hostname"]
+        become_password = bool(self._play_context.become_pass or task_vars.get("ansible_become_password")
+                               or task_vars.get("ansible_become_pass"))
+        host_vars = {k: task_vars[k] for k in HOST_VARS if k in task_vars}
+        problems = check_node(host, facts, host_vars, become_password=become_password)
+        if problems:
+            raise AnsibleActionFail("\n".join(problems), result={"problems": problems})
+        result.update(changed=False, msg=f"{host}: {facts['model_name']} ({facts['chip']}), macOS "
+                                         f"{facts['product_version']} ({facts['build_version']}), sudo {facts['sudo']}")
+        return result
