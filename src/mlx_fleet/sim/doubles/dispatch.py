@@ -18,6 +18,12 @@ def run(tool: str, argv: list[str]) -> int:
         from macsim import launchctl
 
         return launchctl.supervise(argv[0])
+    if tool != "boot":
+        from macsim import replay
+
+        recorded = replay.serve(tool, argv)  # a replayed real Mac's recorded output, if any
+        if recorded is not None:
+            return recorded
     module = importlib.import_module("macsim." + tool.replace("-", "_"))
     try:
         return module.main(argv)
