@@ -26,6 +26,8 @@ def _sim_parser(sub) -> None:
     up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, or a cable-plan FILE")
     up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
+    up.add_argument("--replay", action="append", metavar="NODE=CAPTURE_DIR",
+                    help="add NODE replaying a real Mac's capture (mlx-fleet capture); repeatable")
     with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
     with_dir(ssub.add_parser("status", help="nodes, their state and the cables"))
     for name, helptext in (("exec", "run a command as root on a node's console"),
@@ -43,6 +45,23 @@ def _sim_parser(sub) -> None:
     st.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
 
 
+def _capture_parser(sub) -> None:
+    cap = sub.add_parser("capture", help="record, read-only over ssh, every macOS output mlx-fleet reads from a Mac")
+    cap.add_argument("host", help="the Mac, as you reach it with plain ssh (your ssh config applies)")
+    cap.add_argument("--out", required=True, help="new folder for the capture (replay it: mlx-fleet sim up --replay NODE=DIR)")
+
+
+def _run_capture(args) -> int:
+    from mlx_fleet.capture import capture
+
+    manifest = capture(args.host, args.out)
+    failed = [f"{name} (exit {read['rc']})" for name, read in manifest["reads"].items() if read["rc"] != 0]
+    print(f"captured {len(manifest['reads'])} reads from {args.host} into {args.out}")
+    if failed:
+        print("non-zero exits (recorded as they are): " + ", ".join(failed))
+    return 0
+
+
 def _strip_dashes(command: list[str]) -> list[str]:
     return command[1:] if command[:1] == ["--"] else command
 
@@ -54,7 +73,13 @@ def _run_sim(args) -> int:
     cluster = Cluster(args.dir)
     cmd = args.sim_command
     if cmd == "up":
-        cluster.up(build_layout(args.nodes, args.model, args.topology, args.rdma), seed=args.seed)
+        from mlx_fleet.sim.replay import parse_replay_args
+
+        replays = parse_replay_args(args.replay)
+        cluster.up(build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays), seed=args.seed)
+        for name, replay in replays.items():
+            for note in replay.notes:
+                print(f"replay {name}: {note}")
         status = cluster.status()
         print(f"macsim: {len(status['nodes'])} Macs up in {status['dir']}")
         _print_status(status)
@@ -94,20 +119,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__)
     sub = parser.add_subparsers(dest="tool", required=True)
     _sim_parser(sub)
+    _capture_parser(sub)
     from mlx_fleet.lock import add_lock_parser
 
     add_lock_parser(sub)
     args = parser.parse_args(argv)
+    from mlx_fleet.capture import CaptureError
     from mlx_fleet.sim.host import SimError
 
     try:
         if args.tool == "sim":
             return _run_sim(args)
+        if args.tool == "capture":
+            return _run_capture(args)
         if args.tool == "lock":
             from mlx_fleet.lock import run_lock
 
             return run_lock(args)
-    except (SimError, CablePlanError) as exc:
+    except (SimError, CablePlanError, CaptureError) as exc:
         print(f"mlx-fleet: {exc}", file=sys.stderr)
         return 2
     return 0

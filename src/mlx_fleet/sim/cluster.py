@@ -29,7 +29,7 @@ from mlx_fleet.sim import host
 from mlx_fleet.sim.doubles import install_doubles
 from mlx_fleet.sim.host import SimError, run
 from mlx_fleet.sim.layout import Layout
-from mlx_fleet.models import MODELS, link_speed
+from mlx_fleet.sim import replay
 from mlx_fleet.sim.models import make_profile
 
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
@@ -159,16 +159,24 @@ class Cluster:
         self._write_client_key()
         (self.dir / "admin_password").write_text(password + "\n")
         (self.dir / "admin_password").chmod(0o600)
+        profiles = {}
         for name, model in layout.models.items():
             rank = self._rank(name)
-            profile = make_profile(
+            profiles[name] = make_profile(
                 name, model, seed=seed, management_ip=f"{net}.{11 + rank}", management_prefix=24,
                 router=f"{net}.1", rdma_enabled=layout.rdma.get(name, True),
             )
-            self.state["nodes"][name]["management_ip"] = profile["management"]["ip"]
+            if name in layout.replays:  # a real Mac's capture: its recorded hardware
+                replay.apply(profiles[name], layout.replays[name])
+            self.state["nodes"][name]["management_ip"] = profiles[name]["management"]["ip"]
+        cables = replay.merge_cables(layout.cables, replay.implied_cables(layout.replays, profiles),
+                                     {name: _port_count(p) for name, p in profiles.items()})
+        for name, profile in profiles.items():
             self._make_node(name, profile)
-        self.state["cables"] = [str(c) for c in layout.cables]
-        for cable in layout.cables:
+            if name in layout.replays:
+                replay.install(layout.replays[name].recording, self.fs(name), LIBEXEC)
+        self.state["cables"] = [str(c) for c in cables]
+        for cable in cables:
             self._connect(cable)
         self._refresh_links()
         for name in layout.models:
@@ -280,9 +288,11 @@ class Cluster:
         for cable in self.cables():
             for here, there in ((cable.a, cable.b), (cable.b, cable.a)):
                 peer = profiles[there.host]
+                generations = (ports[(here.host, here.number)]["generation"], ports[(there.host, there.number)]["generation"])
                 ports[(here.host, here.number)]["link"] = {
                     "kind": "mac",
-                    "speed_gbps": link_speed(MODELS[profiles[here.host]["model"]], MODELS[peer["model"]]),
+                    # TB5 (80 Gb/s) only when both ends are; replayed Macs may be models the catalogue lacks.
+                    "speed_gbps": 80 if min(generations) >= 5 else 40,
                     "peer": {
                         "name": peer["model_name"], "model_id": peer["model_id"],
                         "domain_uuid": ports[(there.host, there.number)]["domain_uuid"],
@@ -293,7 +303,7 @@ class Cluster:
             self._write_profile(name, prof)
 
     def _port_counts(self) -> dict[str, int]:
-        return {name: MODELS[n["model"]].port_count for name, n in self.state["nodes"].items()}
+        return {name: _port_count(self.profile(name)) for name in self.state["nodes"]}
 
     def unplug(self, end: str) -> Cable:
         self._require_up()
@@ -528,6 +538,11 @@ def _sshd_config(listen_ip: str) -> str:
         "Subsystem sftp internal-sftp",
         "",
     ])
+
+
+def _port_count(profile: dict) -> int:
+    """The highest Thunderbolt receptacle number (the catalogue's port count for its models)."""
+    return max((p["receptacle"] for p in profile["thunderbolt"]), default=0)
 
 
 def _port_arg(text: str) -> Port:

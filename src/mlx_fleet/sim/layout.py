@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlx_fleet.cableplan import Cable, CablePlanError, Port, load_plan_file, parse_cables
 from mlx_fleet.models import DEFAULT_MODEL, MODELS, Model
+
+if TYPE_CHECKING:
+    from mlx_fleet.sim.replay import Replay
 
 TOPOLOGIES = ("mesh", "ring", "line")
 _NAME_PREFIX = {"studio-m3-ultra": "studio", "mini-m4-pro": "mini", "mini-m4": "mini", "macbook-pro-m4-max": "mbp"}
@@ -17,6 +21,7 @@ class Layout:
     models: dict[str, Model]  # node name -> model, in rank order
     cables: list[Cable]
     rdma: dict[str, bool] = field(default_factory=dict)
+    replays: dict[str, Replay] = field(default_factory=dict)  # nodes replaying a capture
 
 
 def _pick_port(model: Model, used: set[int]) -> int:
@@ -57,23 +62,40 @@ def _model(key: str) -> Model:
     return MODELS[key]
 
 
-def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str) -> Layout:
+def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
+                 replays: dict[str, Replay] | None = None) -> Layout:
+    """The cluster to build. Replayed nodes (``--replay``) take the hardware their capture shows:
+    with a plan file, a replayed node the plan names keeps the plan's cables; with a topology
+    keyword, replayed nodes come after the generated ones (none without --nodes) and are cabled
+    only as their recordings show (the cluster adds those cables)."""
+    replays = replays or {}
     if topology not in TOPOLOGIES:
         plan = load_plan_file(Path(topology))
-        models = {name: _model(attrs.get("model", model or DEFAULT_MODEL)) for name, attrs in plan.nodes.items()}
+        models = {name: replays[name].model if name in replays else _model(attrs.get("model", model or DEFAULT_MODEL))
+                  for name, attrs in plan.nodes.items()}
         if nodes is not None and nodes != len(models):
             raise CablePlanError(f"--nodes {nodes} but plan file {topology} declares {len(models)} nodes")
+        models.update((name, r.model) for name, r in replays.items() if name not in models)
         cables = parse_cables(plan.cables, {name: m.port_count for name, m in models.items()})
-        plan_rdma = {name: bool(attrs.get("rdma", True)) for name, attrs in plan.nodes.items()}
+        plan_rdma = {name: bool(plan.nodes.get(name, {}).get("rdma", True)) for name in models}
     else:
-        if not nodes or nodes < 1:
+        if replays and nodes is None:
+            nodes = 0
+        elif not nodes or nodes < 1:
             raise CablePlanError("--nodes must be at least 1")
         chosen = _model(model or DEFAULT_MODEL)
         prefix = _NAME_PREFIX[chosen.key]
         models = {f"{prefix}-{i}": chosen for i in range(1, nodes + 1)}
         cables = generated_cables(models, topology)
+        for name, replay in replays.items():
+            if name in models:
+                raise CablePlanError(f"--replay {name}: a generated node has that name; pick another")
+            models[name] = replay.model
         plan_rdma = {name: True for name in models}
-    return Layout(models, cables, rdma=_rdma_choice(rdma, plan_rdma))
+    chosen_rdma = _rdma_choice(rdma, plan_rdma)
+    # A recorded `rdma_ctl status` is the Mac's NVRAM: it wins over --rdma.
+    chosen_rdma.update((name, r.rdma_enabled) for name, r in replays.items() if r.rdma_enabled is not None)
+    return Layout(models, cables, rdma=chosen_rdma, replays=dict(replays))
 
 
 def _rdma_choice(rdma: str, default: dict[str, bool]) -> dict[str, bool]:

@@ -1,0 +1,99 @@
+"""`mlx-fleet capture HOST --out DIR`: record what the toolkit reads from a real Mac.
+
+Runs every command of the collection's READS registry (plugins/module_utils/macos_commands.py)
+on HOST over plain ``ssh`` (the user's ssh config applies; host-key checking stays as
+configured) and stores, per read, its stdout byte for byte in ``DIR/<capture_name>`` and
+its argv, exit status and stderr in ``DIR/manifest.json``. Nothing that changes the Mac is
+ever run: only READS, and each argv is checked against the forms that write before it
+leaves. ``mlx-fleet sim up --replay NODE=DIR`` turns such a folder into a simulated Mac.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mlx_fleet import __version__
+from mlx_fleet.module_utils import load
+
+MANIFEST = "manifest.json"
+FORMAT = "mlx-fleet-capture/1"
+
+# Words that would make a macOS tool change something; a read carrying one is refused.
+_WRITE_WORDS = {"enable", "disable", "bootstrap", "bootout", "load", "unload", "kickstart", "kill",
+                "--set", "-w", "set", "add", "delete", "change"}
+_WRITE_PREFIXES = ("-set", "-create", "-remove", "-delete", "-add", "-switch", "-enable", "-disable")
+
+
+class CaptureError(Exception):
+    """The capture could not be made; the message is for the user."""
+
+
+def reads() -> dict[str, tuple[str, ...]]:
+    return dict(load("macos_commands").READS)
+
+
+def capture_name(name: str) -> str:
+    return load("macos_commands").capture_name(name)
+
+
+def check_read_only(argv) -> None:
+    """Refuse an argv that looks like it changes the Mac (a guard on the READS registry)."""
+    for word in argv[1:]:
+        if "=" in word or word in _WRITE_WORDS or word.startswith(_WRITE_PREFIXES):
+            raise CaptureError(f"refusing to run {shlex.join(argv)!r} on a user's Mac: it is not a read")
+
+
+def remote_command(argv) -> str:
+    """The one string the remote login shell sees: every word quoted, C locale as the modules use."""
+    return shlex.join(["env", "LC_ALL=C", *argv])
+
+
+def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
+    """Record every READS output of HOST into OUT_DIR; returns the manifest."""
+    if not host or host.startswith("-"):
+        raise CaptureError(f"not a host name: {host!r}")
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        raise CaptureError(f"{out} is not empty; give a new folder for the capture")
+    registry = reads()
+    for argv in registry.values():
+        check_read_only(argv)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "format": FORMAT,
+        "host": host,
+        "captured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "mlx_fleet_version": __version__,
+        "reads": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="mlx-fleet-capture-") as tmp:
+        # One authenticated connection (a password or passphrase is asked once) for all reads.
+        control = ["-o", f"ControlPath={tmp}/c", "-o", "LogLevel=ERROR"]
+        with open(Path(tmp) / "master.log", "w+") as log:
+            master = subprocess.run([ssh, *control, "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
+                                     "-f", "-N", "--", host], stdout=subprocess.DEVNULL, stderr=log)
+            log.seek(0)
+            if master.returncode != 0:
+                raise CaptureError(f"ssh {host} failed (exit {master.returncode}): {log.read().strip()}")
+        try:
+            for name, argv in registry.items():
+                result = subprocess.run([ssh, *control, "-o", "ControlMaster=no", "-n", "--", host,
+                                         remote_command(argv)], capture_output=True, timeout=300)
+                if result.returncode == 255:
+                    raise CaptureError(f"ssh {host} failed during {shlex.join(argv)!r}: "
+                                       f"{result.stderr.decode(errors='replace').strip()}")
+                file = capture_name(name)
+                (out / file).write_bytes(result.stdout)
+                manifest["reads"][name] = {
+                    "argv": list(argv), "file": file, "rc": result.returncode,
+                    "stderr": result.stderr.decode("utf-8", errors="replace"),
+                }
+        finally:
+            subprocess.run([ssh, *control, "-O", "exit", "--", host], capture_output=True)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
