@@ -31,7 +31,8 @@ class Sim:
         self.dir.chmod(0o755)
         argv = ["sim", "up", "--dir", str(self.dir)]
         for key, value in up_args.items():
-            argv += [f"--{key}", str(value)]
+            for item in value if isinstance(value, (list, tuple)) else [value]:  # a list repeats the option
+                argv += [f"--{key}", str(item)]
         mlx_fleet(*argv)
         self.inventory = yaml.safe_load((self.dir / "inventory.yml").read_text())
         self.nodes = list(self.inventory["all"]["children"]["mlx_cluster"]["hosts"])
