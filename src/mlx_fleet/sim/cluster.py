@@ -477,6 +477,9 @@ class Cluster:
                 "ansible_user": host.ADMIN_USER,
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "ansible_ssh_common_args": f"-F {self.dir / 'ssh_config'}",
+                # Clusters on one machine share node names: keep Ansible's persistent SSH
+                # connections apart, or a run could reuse another cluster's connection.
+                "ansible_control_path_dir": str(self.dir / "cp"),
                 # The sim cannot download uv-managed Python builds: use the nodes' own Python.
                 "mlx_env_python_interpreter": "/usr/bin/python3",
             },
