@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import grp
 import json
 import os
 import pwd
@@ -25,6 +26,9 @@ ADMIN_UID = 501  # the first account on every Mac
 ADMIN_HOME_ROOT = "/Users"
 # Directories a Mac has that a Debian host lacks; nodes mount their own copies there.
 MAC_ONLY_DIRS = ("/Users", "/Library")
+# Groups a Mac has that a Debian host lacks, with the Mac's gid: files a playbook installs as
+# root:wheel (LaunchDaemons) need the name; gid 0 makes it an alias of Debian's root group.
+MAC_ONLY_GROUPS = {"wheel": 0}
 MAX_CLUSTERS = 250
 
 
@@ -117,9 +121,16 @@ def acquire_shared_resources() -> str:
                 raise SimError(f"a host user {ADMIN_USER!r} exists already with another home; macsim needs that name")
         # A real password, so `sudo` with a password (--ask-become-pass) can be rehearsed.
         run(["chpasswd"], input=f"{ADMIN_USER}:{state['password']}\n")
-        path = REGISTRY / "shared.json"
-        path.write_text(json.dumps(state))
-        path.chmod(0o600)
+    # Outside the first-cluster block: clusters made before a group joined the list get it too.
+    for name, gid in MAC_ONLY_GROUPS.items():
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            run(["groupadd", "--non-unique", "--gid", str(gid), name])
+            state.setdefault("created_groups", []).append(name)
+    path = REGISTRY / "shared.json"
+    path.write_text(json.dumps(state))
+    path.chmod(0o600)
     return state["password"]
 
 
@@ -138,6 +149,8 @@ def release_shared_resources() -> None:
     state = _shared_state()
     if state.get("created_user"):
         run(["userdel", ADMIN_USER], check=False)
+    for name in state.get("created_groups", []):
+        run(["groupdel", "--force", name], check=False)  # --force: gid 0 is root's primary group
     for d in state.get("created_dirs", []):
         with contextlib.suppress(OSError):
             os.rmdir(d)
