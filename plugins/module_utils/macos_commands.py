@@ -59,3 +59,19 @@ def run_reads(module, names):
         rc, out, err = module.run_command([path] + argv[1:], environ_update={"LC_ALL": "C"})
         results[name] = (rc, out, err)
     return results
+
+
+def output_of(module, results, name):
+    """A read's stdout; a failed read fails the module naming the command."""
+    rc, out, err = results[name]
+    if rc != 0:
+        module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(READS[name]), rc, (err or out).strip()))
+    return out
+
+
+def parse_or_fail(module, parser, text, *args):
+    """Parse an output; a format the parser does not know fails the module naming the command."""
+    try:
+        return parser(text, *args)
+    except ValueError as exc:
+        module.fail_json(msg="unexpected output: {0}".format(exc))

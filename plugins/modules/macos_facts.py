@@ -74,36 +74,22 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
 
 FACT_READS = ("sw_vers", "sysctl", "hardware", "default_route", "ifconfig", "groups", "sudo", "xcode_select")
 
 
-def _output(module, results, name):
-    rc, out, err = results[name]
-    if rc != 0:
-        module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(READS[name]), rc, (err or out).strip()))
-    return out
-
-
-def _parse(module, parser, text, *args):
-    try:
-        return parser(text, *args)
-    except ValueError as exc:
-        module.fail_json(msg="unexpected output: {0}".format(exc))
-
-
 def gather(module):
     results = run_reads(module, FACT_READS)
-    sw = _parse(module, parsers.parse_sw_vers, _output(module, results, "sw_vers"))
+    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
     # sysctl reports an unknown name on stderr and exits 1; the other names still print.
     rc, out, err = results["sysctl"]
-    sysctl = _parse(module, parsers.parse_sysctl, out + err)
-    hardware = _parse(module, parsers.parse_hardware_json, _output(module, results, "hardware"))
-    route = _parse(module, parsers.parse_route_get, _output(module, results, "default_route"))
-    interfaces = _parse(module, parsers.parse_ifconfig, _output(module, results, "ifconfig"))
+    sysctl = parse_or_fail(module, parsers.parse_sysctl, out + err)
+    hardware = parse_or_fail(module, parsers.parse_hardware_json, output_of(module, results, "hardware"))
+    route = parse_or_fail(module, parsers.parse_route_get, output_of(module, results, "default_route"))
+    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
     mgmt = interfaces.get(route["interface"], {}).get("inet") or [{}]
-    groups = _output(module, results, "groups").split()
+    groups = output_of(module, results, "groups").split()
     sudo_rc = results["sudo"][0]
     account = pwd.getpwuid(os.getuid())
     return {
