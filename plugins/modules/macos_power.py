@@ -22,8 +22,8 @@ author: mlx-fleet developers
 options:
   settings:
     description:
-      - The C(pmset) settings to enforce, as C(name -> value), for example
-        C({sleep: 0, disksleep: 0, womp: 1, autorestart: 1}).
+      - "The C(pmset) settings to enforce, as C(name -> value), for example
+        C({sleep: 0, disksleep: 0, womp: 1, autorestart: 1})."
       - Names are C(pmset) argument names (lower case, no spaces); values are non-negative
         integers (minutes for the sleep timers, 0 or 1 for switches).
     type: dict
