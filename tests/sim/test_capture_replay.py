@@ -35,22 +35,28 @@ def _cable_keys(cables) -> set:
 
 
 def test_captured_nodes_replay_byte_for_byte_with_the_cables_their_recordings_imply(make_sim, tmp_path):
-    first = make_sim(nodes=3)  # mesh: mini-1:1 -- mini-2:1, mini-1:2 -- mini-3:1, mini-2:2 -- mini-3:2
-    for node in ("mini-2", "mini-3"):
+    # Node names of their own: a plain `ssh NAME` must not reach another cluster's node.
+    plan = tmp_path / "mesh.yml"
+    plan.write_text("nodes: {cap-a: {}, cap-b: {}, cap-c: {}}\n"
+                    "cables: ['cap-a:1 -- cap-b:1', 'cap-a:2 -- cap-c:1', 'cap-b:2 -- cap-c:2']\n")
+    first = make_sim(topology=plan)
+    for node in ("cap-b", "cap-c"):
         mlx_fleet("capture", node, "--out", str(tmp_path / node))
     original_cables = first.state()["cables"]
     first.down()
 
-    # mini-1 is generated again (same seed, same port UUIDs); r2 and r3 replay the captures.
-    replayed = make_sim(nodes=1, replay=[f"r2={tmp_path / 'mini-2'}", f"r3={tmp_path / 'mini-3'}"])
-    assert replayed.nodes == ["mini-1", "r2", "r3"]
-    renamed = [c.replace("mini-2", "r2").replace("mini-3", "r3") for c in original_cables]
+    # cap-a is generated again (same seed and name: same port UUIDs); r2 and r3 replay the captures.
+    only_a = tmp_path / "a.yml"
+    only_a.write_text("nodes: {cap-a: {}}\n")
+    replayed = make_sim(topology=only_a, replay=[f"r2={tmp_path / 'cap-b'}", f"r3={tmp_path / 'cap-c'}"])
+    assert replayed.nodes == ["cap-a", "r2", "r3"]
+    renamed = [c.replace("cap-b", "r2").replace("cap-c", "r3") for c in original_cables]
     assert _cable_keys(replayed.state()["cables"]) == _cable_keys(renamed)
     status = replayed.cli("status").stdout
     for cable in replayed.state()["cables"]:
         assert cable in status
 
-    for node, original in (("r2", "mini-2"), ("r3", "mini-3")):
+    for node, original in (("r2", "cap-b"), ("r3", "cap-c")):
         manifest = json.loads((tmp_path / original / "manifest.json").read_text())
         assert len(manifest["reads"]) >= 13
         mlx_fleet("capture", node, "--out", str(tmp_path / f"{node}-again"))
@@ -61,7 +67,7 @@ def test_captured_nodes_replay_byte_for_byte_with_the_cables_their_recordings_im
             assert (again["reads"][name]["rc"], again["reads"][name]["stderr"]) == (read["rc"], read["stderr"]), name
     # The same, straight over ssh, for the read a replay is mostly about.
     thunderbolt = next(r for r in manifest["reads"].values() if r["argv"][:2] == ["system_profiler", "SPThunderboltDataType"])
-    assert _ssh_bytes("r3", thunderbolt["argv"]).stdout == (tmp_path / "mini-3" / thunderbolt["file"]).read_bytes()
+    assert _ssh_bytes("r3", thunderbolt["argv"]).stdout == (tmp_path / "cap-c" / thunderbolt["file"]).read_bytes()
 
     # Traffic flows over the implied cable r2:2 -- r3:2 (writes are the normal doubles').
     for node, address in (("r2", "192.168.77.1"), ("r3", "192.168.77.2")):
