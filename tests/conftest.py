@@ -1,12 +1,19 @@
-"""Shared test set-up: make the repository's collection importable by its FQCN."""
+"""Shared test set-up: the collection importable by its FQCN, capture loading, sim fixtures.
 
+The only conftest.py: test modules import names from it (`from conftest import load`), which
+would be ambiguous with a second one."""
+
+import os
 import re
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 # collections/ansible_collections/mlx_fleet/cluster links back to the repository root.
 sys.path.insert(0, str(REPO / "collections"))
+sys.path.insert(0, str(REPO / "tests" / "sim"))
 
 REFERENCE_DIR = (REPO.parent / "shared" / "reference").resolve()
 FIXTURE_DIR = REPO / "tests" / "fixtures" / "macos"
@@ -24,3 +31,28 @@ def load(path):
     if body and _PROMPT.match(body[0]):
         body = body[1:]
     return "\n".join(body)
+
+
+def pytest_collection_modifyitems(items):
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="macsim needs root")
+        for item in items:
+            if "sim" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def make_sim():
+    """Build simulated clusters with the real `mlx-fleet sim up`; all are taken down afterwards."""
+    from simlib import Sim
+
+    made = []
+
+    def make(**up_args):
+        sim = Sim(**up_args)
+        made.append(sim)
+        return sim
+
+    yield make
+    for sim in made:
+        sim.down()
