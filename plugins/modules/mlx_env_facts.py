@@ -1,0 +1,222 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mlx_env_facts
+short_description: Read a node's MLX environment state in one call
+description:
+  - Asks the node's target Python (O(python_interpreter), or, for a uv-managed Python, the
+    interpreter Ansible runs with, which reports the node's platform) for its platform, version
+    and environment markers, so the controller can choose the wheels that node needs.
+  - Reads the venv at O(path) (its Python and installed distributions), the artifacts already
+    pushed to O(store) (sha256 of each wheel, of uv, the extracted uv-managed Python builds),
+    the fingerprint file next to the venv, and C(uname -m).
+  - Changes nothing.
+version_added: "0.1.0"
+author: mlx-fleet contributors
+options:
+  path:
+    description: The venv's absolute path.
+    type: path
+    required: true
+  store:
+    description: Where pushed wheels, uv and Python builds live on the node.
+    type: path
+    required: true
+  python_interpreter:
+    description: An interpreter already on the node to build the venv from; empty for a uv-managed Python.
+    type: str
+    default: ""
+  owner:
+    description: The user who must own the environment; empty for the login user.
+    type: str
+    default: ""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: darwin
+"""
+
+EXAMPLES = r"""
+- name: Read the environment state
+  mlx_fleet.cluster.mlx_env_facts:
+    path: /opt/mlx-fleet/venv
+    store: /opt/mlx-fleet/store
+    python_interpreter: ""
+  register: state
+"""
+
+RETURN = r"""
+login_user:
+  description: The user Ansible logs in as.
+  returned: always
+  type: str
+  sample: admin
+owner:
+  description: The user who owns (or will own) the environment.
+  returned: always
+  type: str
+  sample: admin
+uname_machine:
+  description: C(uname -m) on the node.
+  returned: always
+  type: str
+  sample: arm64
+dirs_ready:
+  description: Whether the venv's parent and the store folders exist, owned by O(owner).
+  returned: always
+  type: bool
+target:
+  description: The target interpreter (or, for a uv-managed Python, the node's platform) as its Python reports it.
+  returned: always
+  type: dict
+  contains:
+    source: {description: C(interpreter) or C(managed), type: str}
+    path: {description: The interpreter asked, type: str}
+    info: {description: Platform, version and markers, or null when it cannot run, type: dict}
+    error: {description: Why it could not be asked, type: str}
+managed_builds:
+  description: The uv-managed Python builds already extracted in the store (their keys).
+  returned: always
+  type: list
+  elements: str
+venv:
+  description: The venv at O(path).
+  returned: always
+  type: dict
+  contains:
+    exists: {description: Whether its Python runs, type: bool}
+    info: {description: Its Python's version, base prefix and installed distributions, type: dict}
+    home: {description: C(home) from pyvenv.cfg, type: str}
+wheels:
+  description: Wheels already in the store, file name to sha256.
+  returned: always
+  type: dict
+uv_sha256:
+  description: sha256 of the store's uv binary, empty when absent.
+  returned: always
+  type: str
+fingerprint:
+  description: The fingerprint file next to the venv, or null.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+import pwd
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
+    fingerprint_path, run_probe, sha256_file, store_paths)
+
+
+def _owned_dirs(path, store, uid):
+    layout = store_paths(store)
+    dirs = [os.path.dirname(path.rstrip("/")), store, layout["wheels"], os.path.dirname(layout["uv"]),
+            layout["pythons"], layout["downloads"]]
+    for d in dirs:
+        try:
+            st = os.stat(d)
+        except OSError:
+            return False
+        if not os.path.isdir(d) or st.st_uid != uid:
+            return False
+    return True
+
+
+def _read_pyvenv_home(path):
+    try:
+        with open(os.path.join(path, "pyvenv.cfg")) as handle:
+            for line in handle:
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    return value.strip()
+    except (IOError, OSError):
+        pass
+    return ""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            store=dict(type="path", required=True),
+            python_interpreter=dict(type="str", default=""),
+            owner=dict(type="str", default=""),
+        ),
+        supports_check_mode=True,
+    )
+    path, store = module.params["path"], module.params["store"]
+    login = pwd.getpwuid(os.getuid()).pw_name
+    owner = module.params["owner"] or login
+    try:
+        uid = pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        module.fail_json(msg="mlx_env: the owner %r is not a user on this node" % owner)
+
+    uname = module.get_bin_path("uname", required=True)
+    rc, out, err = module.run_command([uname, "-m"])
+    if rc != 0:
+        module.fail_json(msg="uname -m failed: %s" % err.strip())
+    result = dict(changed=False, owner=owner, login_user=login, uname_machine=out.strip(), dirs_ready=_owned_dirs(path, store, uid))
+
+    interpreter = module.params["python_interpreter"]
+    layout = store_paths(store)
+    target = {"source": "interpreter" if interpreter else "managed", "path": interpreter, "info": None, "error": ""}
+    if not interpreter:
+        # A uv-managed CPython is built for the node's platform: the Python Ansible runs
+        # with reports that platform (the controller supplies the build's version).
+        target["path"] = sys.executable
+    if os.path.isabs(target["path"]) and not os.access(target["path"], os.X_OK):
+        target["error"] = "%s is not an executable on this node" % target["path"]
+    else:
+        target["info"], target["error"] = run_probe(module, target["path"])
+    result["target"] = target
+
+    builds = []
+    if os.path.isdir(layout["pythons"]):
+        for key in sorted(os.listdir(layout["pythons"])):
+            if os.access(os.path.join(layout["pythons"], key, "python", "bin", "python3"), os.X_OK):
+                builds.append(key)
+    result["managed_builds"] = builds
+
+    venv = {"exists": False, "info": None, "home": _read_pyvenv_home(path)}
+    venv_python = os.path.join(path, "bin", "python")
+    if os.access(venv_python, os.X_OK):
+        venv["info"], venv["error"] = run_probe(module, venv_python, "installed")
+        venv["exists"] = venv["info"] is not None
+    result["venv"] = venv
+
+    wheels = {}
+    if os.path.isdir(layout["wheels"]):
+        for name in sorted(os.listdir(layout["wheels"])):
+            full = os.path.join(layout["wheels"], name)
+            if name.endswith(".whl") and os.path.isfile(full):
+                wheels[name] = sha256_file(full)
+    result["wheels"] = wheels
+    result["uv_sha256"] = sha256_file(layout["uv"]) if os.path.isfile(layout["uv"]) else ""
+
+    fingerprint = None
+    try:
+        with open(fingerprint_path(path)) as handle:
+            fingerprint = json.load(handle)
+    except (IOError, OSError, ValueError):
+        pass
+    result["fingerprint"] = fingerprint
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
