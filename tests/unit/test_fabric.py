@@ -1,0 +1,544 @@
+"""mlx_fleet.fabric: cables, plan findings, backend, addresses and hostfiles, with the hostfiles
+checked against what mlx.distributed_config's own code writes for the same cables."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+from mlx._distributed_utils import config as mlx_config
+from mlx._distributed_utils.common import Host
+from mlx_fleet import fabric as fab
+from mlx_fleet.fabric import build_fabric, write_outputs
+from mlx_fleet.models import MODELS, link_speed
+from mlx_fleet.sim.layout import generated_cables
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
+
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+MBP_CAPTURE = REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"
+
+
+# --- facts as thunderbolt_facts returns them ------------------------------------------------------
+
+
+def port_uuid(host, number):
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{host}:{number}")).upper()
+
+
+def mac_fact(host, model_key, *, rdma=True, bridge=False):
+    """An idle Mac: every port empty, rated at its generation's speed."""
+    model = MODELS[model_key]
+    devices = [device for _, device in model.thunderbolt_devices]
+    ports = [{"receptacle": n, "bus": f"thunderboltusb4_bus_{n - 1}", "hardware_port": f"Thunderbolt {n}",
+              "device": device, "rdma_device": f"rdma_{device}" if rdma else None, "rdma_state": None,
+              "domain_uuid": port_uuid(host, n), "speed_gbps": 120 if model.tb_generation >= 5 else 40,
+              "speed_is_max": True, "connected": False, "peers": [], "devices": []}
+             for n, device in model.thunderbolt_devices]
+    return {"ports": ports,
+            "bridge": {"device": "bridge0", "active": bridge, "members": devices if bridge else [],
+                       "service_enabled": bridge},
+            "rdma_enabled": rdma, "rdma_devices": [f"rdma_{d}" for d in devices] if rdma else []}
+
+
+class Cluster:
+    def __init__(self, nodes, *, no_rdma=(), bridge=False):
+        """nodes: {host: model key} in inventory order; no_rdma: hosts with RDMA off."""
+        self.models = dict(nodes)
+        self.facts = {h: mac_fact(h, m, rdma=h not in no_rdma, bridge=bridge) for h, m in nodes.items()}
+        self.management = {h: f"10.0.0.{i + 11}" for i, h in enumerate(nodes)}
+
+    @classmethod
+    def of(cls, model_key, n, topology="mesh", **kwargs):
+        prefix = {"studio-m3-ultra": "studio", "mini-m4-pro": "mini", "mini-m4": "mini"}[model_key]
+        cluster = cls({f"{prefix}-{i}": model_key for i in range(1, n + 1)}, **kwargs)
+        for c in generated_cables({h: MODELS[m] for h, m in cluster.models.items()}, topology):
+            cluster.cable(str(c.a), str(c.b))
+        return cluster
+
+    def port(self, end):
+        host, number = end.split(":")
+        return host, self.facts[host]["ports"][int(number) - 1]
+
+    def cable(self, a, b, speed=None):
+        (ha, pa), (hb, pb) = self.port(a), self.port(b)
+        speed = speed or link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
+        for (host, port), (peer_host, peer) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
+            model = MODELS[self.models[peer_host]]
+            port.update(connected=True, speed_gbps=speed, speed_is_max=False,
+                        peers=[{"domain_uuid": peer["domain_uuid"], "model": model.model_id,
+                                "name": model.model_name, "direct": True}])
+        return self
+
+    def unplug(self, end):
+        _, port = self.port(end)
+        port.update(connected=False, peers=[], devices=[], speed_is_max=True)
+        return self
+
+    def dock(self, a, b, name="TS4"):
+        """a and b both plugged into one dock: each sees the other one level down."""
+        (ha, pa), (hb, pb) = self.port(a), self.port(b)
+        for port, (peer_host, peer) in ((pa, (hb, pb)), (pb, (ha, pa))):
+            model = MODELS[self.models[peer_host]]
+            port.update(connected=True, speed_gbps=40, speed_is_max=False,
+                        devices=[{"name": name, "vendor": "CalDigit", "depth": 1}],
+                        peers=[{"domain_uuid": peer["domain_uuid"], "model": model.model_id,
+                                "name": model.model_name, "direct": False}])
+        return self
+
+    def fabric(self, **kwargs):
+        kwargs.setdefault("models", self.models)
+        kwargs.setdefault("management_ips", self.management)
+        return build_fabric(self.facts, **kwargs)
+
+
+# --- mlx.distributed_config on the same cables ----------------------------------------------------
+
+
+def mlx_tb_hosts(facts):
+    """ThunderboltHost/Port as mlx.distributed_config's extract_connectivity builds them."""
+    tb_hosts = []
+    for host, fact in facts.items():
+        ports = [mlx_config.ThunderboltPort(p["device"], p["domain_uuid"],
+                                            next((q["domain_uuid"] for q in p["peers"] if q["direct"]), None))
+                 for p in fact["ports"]]
+        tb_hosts.append(mlx_config.ThunderboltHost(host, sorted(ports, key=lambda x: x.iface)))
+    index = {p.uuid: (i, j) for i, h in enumerate(tb_hosts) for j, p in enumerate(h.ports)}
+    return tb_hosts, index
+
+
+def mlx_hostfile(cluster, backend, monkeypatch, tmp_path):
+    """Run mlx.distributed_config's prepare_tb_hostfile (backend None = its auto choice) with the
+    SSH reads replaced by the cluster's facts; returns the hostfile it writes."""
+    tb_hosts, index = mlx_tb_hosts(cluster.facts)
+    monkeypatch.setattr(mlx_config, "extract_connectivity", lambda hosts, verbose: (tb_hosts, index))
+    monkeypatch.setattr(mlx_config, "check_rdma", lambda hosts, verbose=False, strict=True: all(
+        cluster.facts[h.ssh_hostname]["rdma_devices"] for h in hosts) or (strict and pytest.fail("no RDMA")))
+    monkeypatch.setattr(mlx_config, "add_ips", lambda hosts, verbose=False: [
+        h.ips.append(cluster.management[h.ssh_hostname]) for h in hosts])
+    monkeypatch.setattr(mlx_config.IPConfigurator, "setup", lambda self, **kwargs: None)
+    out = tmp_path / f"mlx-{backend}.json"
+    args = Namespace(verbose=False, dot=False, backend=backend, env=[], auto_setup=False, output_hostfile=str(out))
+    hosts = [Host(i, h, [], []) for i, h in enumerate(cluster.facts)]
+    mlx_config.prepare_tb_hostfile(args, hosts, [mlx_config.SSHInfo(True, True)] * len(hosts))
+    return json.loads(out.read_text())
+
+
+def assert_same_up_to_ips(ours, theirs, fabric):
+    assert ours["backend"] == theirs["backend"]
+    assert [h["ssh"] for h in ours["hosts"]] == [h["ssh"] for h in theirs["hosts"]]
+    assert [h["rdma"] for h in ours["hosts"]] == [h["rdma"] for h in theirs["hosts"]]
+    assert ours["envs"] == theirs["envs"]
+    if ours["backend"] != "ring":
+        assert [h["ips"] for h in ours["hosts"]] == [h["ips"] for h in theirs["hosts"]]
+        return
+    assert [len(h["ips"]) for h in ours["hosts"]] == [len(h["ips"]) for h in theirs["hosts"]]
+    # As in MLX, a ring host's addresses are its own on the cables to its left neighbour.
+    for k, host in enumerate(ours["hosts"]):
+        left = ours["hosts"][k - 1]["ssh"]
+        mine = {c.address: c.peer_host for c in fabric.network[host["ssh"]]}
+        assert all(mine[ip] == left for ip in host["ips"])
+
+
+def check_against_mlx(cluster, monkeypatch, tmp_path, backend="auto"):
+    fabric = cluster.fabric(backend=backend)
+    assert fabric.ok, fabric.errors
+    theirs = mlx_hostfile(cluster, None if backend == "auto" else backend, monkeypatch, tmp_path)
+    assert_same_up_to_ips(fabric.hostfile, theirs, fabric)
+    assert_same_up_to_ips(fabric.ring_hostfile, mlx_hostfile(cluster, "ring", monkeypatch, tmp_path), fabric)
+    fab.check_hostfile(fabric.hostfile)
+    return fabric
+
+
+# --- equal to mlx.distributed_config --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model", "n"), [("mini-m4-pro", 2), ("mini-m4-pro", 3), ("mini-m4-pro", 4),
+                                          ("studio-m3-ultra", 4)])
+def test_full_mesh_is_jaccl_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
+    fabric = check_against_mlx(Cluster.of(model, n), monkeypatch, tmp_path)
+    assert fabric.backend == "jaccl"
+    assert fabric.reason == "auto chose jaccl: the cables form a full mesh and every host has RDMA"
+    assert [h["ssh"] for h in fabric.hostfile["hosts"]] == fabric.hosts  # rank = inventory order
+    assert all(h["rdma"][i] is None for i, h in enumerate(fabric.hostfile["hosts"]))
+    assert len(fabric.links) == n * (n - 1) // 2
+    assert fabric.warnings == []
+
+
+def test_mesh_device_matrix_names_the_cables(monkeypatch, tmp_path):
+    fabric = check_against_mlx(Cluster.of("mini-m4-pro", 3), monkeypatch, tmp_path)
+    assert [str(link) for link in fabric.links] == ["mini-1:1 -- mini-2:1", "mini-1:2 -- mini-3:1",
+                                                    "mini-2:2 -- mini-3:2"]
+    assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [
+        [None, "rdma_en2", "rdma_en3"], ["rdma_en2", None, "rdma_en3"], ["rdma_en2", "rdma_en3", None]]
+    assert fabric.hostfile["hosts"][0]["ips"] == ["10.0.0.11"]
+
+
+@pytest.mark.parametrize(("model", "n"), [("mini-m4-pro", 4), ("mini-m4-pro", 5), ("mini-m4-pro", 8)])
+def test_ring_is_jaccl_ring_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
+    fabric = check_against_mlx(Cluster.of(model, n, "ring"), monkeypatch, tmp_path)
+    assert fabric.backend == "jaccl-ring"
+    assert fabric.reason.startswith(f"auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
+    assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host has RDMA")
+
+
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_ring_without_rdma_is_ring_as_mlx_writes_it(n, monkeypatch, tmp_path):
+    cluster = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-2"])
+    fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
+    assert fabric.backend == "ring"
+    assert fabric.reason.endswith("but mini-2 has no RDMA")
+    assert fabric.hostfile == fabric.ring_hostfile
+    assert all(len(h["ips"]) == 1 and h["rdma"] == [] for h in fabric.hostfile["hosts"])
+
+
+def test_ring_ranks_follow_the_ring_as_mlx_does(monkeypatch, tmp_path):
+    cluster = Cluster({f"m{i}": "mini-m4-pro" for i in range(1, 5)})
+    for a, b in (("m1:1", "m3:1"), ("m3:2", "m2:1"), ("m2:2", "m4:1"), ("m4:2", "m1:2")):
+        cluster.cable(a, b)
+    fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
+    assert [h["ssh"] for h in fabric.hostfile["hosts"]] == ["m1", "m3", "m2", "m4"]
+
+
+@pytest.mark.parametrize("backend", ["jaccl", "jaccl-ring", "ring"])
+def test_requested_backend_as_mlx_writes_it(backend, monkeypatch, tmp_path):
+    fabric = check_against_mlx(Cluster.of("studio-m3-ultra", 3), monkeypatch, tmp_path, backend)
+    assert (fabric.backend, fabric.reason) == (backend, f"{backend} as requested (mlx_fleet_backend)")
+
+
+def test_two_cables_between_a_pair_give_device_lists_as_mlx_does(monkeypatch, tmp_path):
+    cluster = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"})
+    cluster.cable("studio-1:2", "studio-2:3").cable("studio-1:3", "studio-2:2")
+    fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
+    assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [[None, ["rdma_en3", "rdma_en4"]],
+                                                             [["rdma_en4", "rdma_en3"], None]]
+    assert [len(h["ips"]) for h in fabric.ring_hostfile["hosts"]] == [2, 2]
+
+
+def test_one_doubled_pair_in_a_mesh_gives_single_devices_as_mlx_does(monkeypatch, tmp_path):
+    cluster = Cluster.of("studio-m3-ultra", 3).cable("studio-1:5", "studio-2:5")
+    fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
+    assert all(isinstance(d, str) for h in fabric.hostfile["hosts"] for d in h["rdma"] if d)
+
+
+def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
+    """The reference capture, read by the real parser and joined as thunderbolt_facts does."""
+    text = MBP_CAPTURE.read_text().split("\n", 1)[1]
+    devices = dict(MODELS["macbook-pro-m4-max"].thunderbolt_devices)
+    ports = [dict(bus, hardware_port=f"Thunderbolt {bus['receptacle']}", device=devices[bus["receptacle"]],
+                  rdma_device=f"rdma_{devices[bus['receptacle']]}", rdma_state=None)
+             for bus in parse_thunderbolt_json(text)]
+    macbook = {"ports": ports, "bridge": {"device": "bridge0", "active": False, "members": [],
+                                          "service_enabled": False},
+               "rdma_enabled": True, "rdma_devices": [p["rdma_device"] for p in ports]}
+
+    alone = build_fabric({"macbook": macbook}, models={"macbook": "macbook-pro-m4-max"})
+    assert alone.links == []
+    assert alone.warnings == ["macbook: Thunderbolt 1 is cabled to a Mac Studio (Mac15,14) outside the inventory; "
+                              "it is not part of the fabric"]
+
+    cluster = Cluster({"macbook": "macbook-pro-m4-max", "studio": "studio-m3-ultra"})
+    cluster.facts["macbook"] = macbook
+    studio_port = cluster.facts["studio"]["ports"][2]
+    studio_port.update(domain_uuid="28CA4C30-A263-4C55-B302-953416D0B209", connected=True, speed_gbps=80,
+                       peers=[{"domain_uuid": ports[0]["domain_uuid"], "model": "Mac17,7", "name": "MacBook Pro",
+                               "direct": True}])
+    fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
+    assert [(str(link), link.speed_gbps) for link in fabric.links] == [("macbook:1 -- studio:3", 80)]
+    assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [[None, "rdma_en1"], ["rdma_en4", None]]
+
+
+# --- the plan: wiring faults, exact messages ------------------------------------------------------
+
+
+def ring_plan(cluster):
+    return [f"{link.a.host}:{link.a.port} -- {link.b.host}:{link.b.port}" for link in cluster.fabric().links]
+
+
+def test_plan_matched_has_no_findings():
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    fabric = cluster.fabric(cables=ring_plan(cluster))
+    assert (fabric.findings, fabric.errors) == ([], [])
+
+
+def test_missing_cable():
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    plan = ring_plan(cluster)
+    fabric = cluster.unplug("mini-2:2").unplug("mini-3:1").fabric(cables=plan)
+    assert [(f.kind, f.cable, f.fault) for f in fabric.findings] == [("missing", "mini-2:2 -- mini-3:1", True)]
+    assert fabric.errors == [
+        "missing cable mini-2:2 -- mini-3:1: connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1",
+        "auto: no ring through all 4 hosts: mini-2 and mini-3 are not cabled; "
+        "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"]
+    assert fabric.backend is None
+    assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 4 hosts"
+    assert fabric.hostfile is None and fabric.ring_hostfile is None
+
+
+def test_wrong_port_says_the_move():
+    cluster = Cluster.of("studio-m3-ultra", 2)
+    plan = ["studio-1:2 -- studio-2:4"]
+    fabric = cluster.fabric(cables=plan)
+    assert str(fabric.links[0]) == "studio-1:2 -- studio-2:2"
+    assert fabric.errors == ["wrong port: studio-1:2 -- studio-2:4 is cabled as studio-1:2 -- studio-2:2; "
+                             "move the cable in studio-2 Thunderbolt 2 to Thunderbolt 4"]
+    assert fabric.findings[0].kind == "wrong port" and fabric.hostfile is None
+
+
+def test_wrong_port_at_both_ends():
+    fabric = Cluster.of("studio-m3-ultra", 2).fabric(cables=["studio-1:3 -- studio-2:4"])
+    assert fabric.errors == ["wrong port: studio-1:3 -- studio-2:4 is cabled as studio-1:2 -- studio-2:2; "
+                             "move the cable in studio-1 Thunderbolt 2 to Thunderbolt 3, and its other end in "
+                             "studio-2 Thunderbolt 2 to Thunderbolt 4"]
+
+
+def test_cable_to_a_port_not_in_the_plan():
+    cluster = Cluster.of("mini-m4-pro", 3, "line")
+    plan = ring_plan(cluster)
+    cluster.cable("mini-1:2", "mini-3:2")
+    fabric = cluster.fabric(cables=plan)
+    assert [(f.kind, f.cable) for f in fabric.findings] == [("extra", "mini-1:2 -- mini-3:2")]
+    assert fabric.errors == ["extra cable mini-1:2 -- mini-3:2: not in the cable plan (mlx_fleet_cables); "
+                             "unplug it or add it to the plan"]
+    assert fabric.hostfile is None
+
+
+def test_slow_cable_between_thunderbolt_5_macs_is_a_fault():
+    cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro"}).cable("mini-1:1", "mini-2:1", speed=40)
+    fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
+    assert [(f.kind, f.fault) for f in fabric.findings] == [("slow", True)]
+    assert fabric.errors == ["slow cable mini-1:1 -- mini-2:1: 40 Gb/s where both ends do 80 Gb/s; "
+                             "replace it with a Thunderbolt 5 cable"]
+
+
+def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_warned_for_jaccl():
+    cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4"}).cable("mini-1:1", "mini-2:1")
+    fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
+    assert [(f.kind, f.message, f.fault) for f in fabric.findings] == [
+        ("slow", "slow cable mini-1:1 -- mini-2:1: 40 Gb/s because mini-2 (mini-m4) is Thunderbolt 4", False)]
+    assert fabric.errors == [] and fabric.backend == "jaccl"
+    assert fabric.warnings == ["mini-1:1 -- mini-2:1: 40 Gb/s (Thunderbolt 4) on a jaccl link; JACCL wants "
+                               "Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail to run it"]
+    assert fabric.links[0].speed_gbps == 40
+
+
+def test_mac_behind_a_dock():
+    cluster = Cluster.of("mini-m4-pro", 3, "line").dock("mini-1:2", "mini-3:2")
+    fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1", "mini-1:2 -- mini-3:2"])
+    assert fabric.warnings == [
+        "mini-1: Thunderbolt 2 reaches mini-3 through a dock or hub (TS4), not a direct cable; cable them "
+        "directly: only a direct cable carries RDMA and fabric addresses",
+        "mini-3: Thunderbolt 2 reaches mini-1 through a dock or hub (TS4), not a direct cable; cable them "
+        "directly: only a direct cable carries RDMA and fabric addresses"]
+    assert fabric.errors == [
+        "missing cable mini-1:2 -- mini-3:2: connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 2",
+        "auto: no ring through all 3 hosts: mini-1 and mini-3 are not cabled; "
+        "connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 2"]
+    assert len(fabric.links) == 2
+
+
+def test_bad_plan_is_an_error_not_a_crash():
+    fabric = Cluster.of("mini-m4-pro", 2).fabric(cables=["mini-1:4 -- mini-2:1"])
+    assert fabric.errors == ["cable mini-1:4 -- mini-2:1: mini-1 has Thunderbolt ports 1-3, not 4"]
+
+
+# --- the backend's topology: each missing pair and the ports to connect ---------------------------
+
+
+def test_jaccl_on_a_ring_names_each_missing_pair():
+    fabric = Cluster.of("mini-m4-pro", 4, "ring").fabric(backend="jaccl")
+    assert fabric.backend is None
+    assert fabric.reason == "jaccl was requested but these cables cannot carry it"
+    # Every mini's three ports: two are in the ring, one is free.
+    assert fabric.errors == [
+        "jaccl needs a full mesh: mini-1 and mini-3 are not cabled; connect mini-1 Thunderbolt 3 to mini-3 Thunderbolt 3",
+        "jaccl needs a full mesh: mini-2 and mini-4 are not cabled; connect mini-2 Thunderbolt 3 to mini-4 Thunderbolt 3"]
+
+
+def test_jaccl_needs_rdma_everywhere():
+    fabric = Cluster.of("mini-m4-pro", 2, no_rdma=["mini-2"]).fabric(backend="jaccl")
+    assert fabric.errors == ["jaccl needs RDMA on every host: mini-2 has no RDMA device (rdma_ctl status: disabled); "
+                             "enable it from macOS Recovery with 'rdma_ctl enable'"]
+
+
+def test_ring_on_a_line_names_the_closing_cable():
+    fabric = Cluster.of("mini-m4-pro", 5, "line").fabric(backend="ring")
+    assert fabric.errors == ["ring needs a ring through all 5 hosts: mini-1 and mini-5 are not cabled; "
+                             "connect mini-1 Thunderbolt 2 to mini-5 Thunderbolt 2"]
+
+
+def test_studio_suggestions_avoid_port_1_for_rdma():
+    fabric = Cluster.of("studio-m3-ultra", 3, "line").fabric(backend="jaccl-ring")
+    assert fabric.errors == ["jaccl-ring needs a ring through all 3 hosts: studio-1 and studio-3 are not cabled; "
+                             "connect studio-1 Thunderbolt 3 to studio-3 Thunderbolt 3"]
+
+
+def test_no_free_port_is_said():
+    cluster = Cluster.of("mini-m4-pro", 4, "line").cable("mini-1:2", "mini-3:3").cable("mini-1:3", "mini-2:3")
+    fabric = cluster.fabric(backend="ring")
+    assert fabric.errors == [
+        "ring needs a ring through all 4 hosts: mini-1 and mini-4 are not cabled; connect mini-1 (no free "
+        "Thunderbolt port: unplug a cable the ring does not use) to mini-4 Thunderbolt 2"]
+
+
+def test_auto_with_nothing_cabled():
+    fabric = Cluster.of("mini-m4-pro", 3, "line").unplug("mini-1:1").unplug("mini-2:1").fabric()
+    assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 3 hosts"
+    assert fabric.errors == [
+        "auto: no ring through all 3 hosts: mini-1 and mini-2 are not cabled; connect mini-1 Thunderbolt 1 to mini-2 Thunderbolt 1",
+        "auto: no ring through all 3 hosts: mini-1 and mini-3 are not cabled; connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 2"]
+
+
+def test_unknown_backend():
+    assert Cluster.of("mini-m4-pro", 2).fabric(backend="mpi").errors == [
+        "mlx_fleet_backend: 'mpi' is not one of jaccl, jaccl-ring, ring, auto"]
+
+
+# --- warnings -------------------------------------------------------------------------------------
+
+
+def test_studio_port_1_on_an_rdma_link():
+    cluster = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"})
+    fabric = cluster.cable("studio-1:1", "studio-2:2").fabric()
+    assert fabric.backend == "jaccl" and fabric.ok
+    assert fabric.warnings == ["studio-1: Thunderbolt 1 (en2) is the Mac Studio port beside Ethernet, where RDMA "
+                               "never comes up; move the cable studio-1:1 -- studio-2:2 to another port"]
+    assert cluster.fabric(backend="ring").warnings == []
+
+
+def test_active_bridge_across_a_loop():
+    ring = Cluster.of("mini-m4-pro", 3, "ring", bridge=True).fabric()
+    assert ring.warnings == [
+        f"mini-{i}: the Thunderbolt Bridge (bridge0) is active while the cables form a loop; it floods frames "
+        "around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service off (thunderbolt_network does)"
+        for i in (1, 2, 3)]
+    assert Cluster.of("mini-m4-pro", 3, "line", bridge=True).fabric(backend="ring").warnings == []
+
+
+# --- addresses ------------------------------------------------------------------------------------
+
+
+def test_addresses_follow_the_rule():
+    fabric = Cluster.of("mini-m4-pro", 2).fabric()
+    cable = "mini-1:1 -- mini-2:1"
+    slot = fab.preferred_slot(cable, 2 ** 14)
+    assert fabric.addresses == {cable: f"192.168.{slot // 64}.{slot % 64 * 4}/30"}
+    low, high = fabric.network["mini-1"][0], fabric.network["mini-2"][0]
+    assert (low.address, low.peer_address) == (high.peer_address, high.address)
+    assert low == fab.PortConfig(1, "Thunderbolt 1", "en2", f"192.168.{slot // 64}.{slot % 64 * 4 + 1}", 30,
+                                 "mini-2", 1, f"192.168.{slot // 64}.{slot % 64 * 4 + 2}")
+
+
+def test_addresses_same_across_runs_and_inventory_order():
+    cluster = Cluster.of("mini-m4-pro", 4)
+    first = cluster.fabric().addresses
+    reordered = dict(reversed(list(cluster.facts.items())))
+    assert build_fabric(reordered, models=cluster.models).addresses == first == cluster.fabric().addresses
+    assert len(set(first.values())) == 6
+
+
+def test_fourth_node_keeps_the_ring_addresses():
+    three = Cluster.of("mini-m4-pro", 3, "ring")
+    before = three.fabric().addresses
+    four = Cluster.of("mini-m4-pro", 4, "ring")  # mini-3 -- mini-1 becomes mini-3 -- mini-4 -- mini-1
+    after = four.fabric(previous=before).addresses
+    kept = before.keys() & after.keys()
+    assert kept == {"mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1"}
+    assert {c: after[c] for c in kept} == {c: before[c] for c in kept}
+    assert four.fabric(previous=before).ok
+
+
+def test_changing_one_cable_moves_no_other():
+    cluster = Cluster.of("studio-m3-ultra", 4)
+    before = cluster.fabric().addresses
+    cluster.unplug("studio-1:2").unplug("studio-2:2").cable("studio-1:6", "studio-2:6")
+    after = cluster.fabric(previous=before).addresses
+    assert set(before) - set(after) == {"studio-1:2 -- studio-2:2"}
+    assert set(after) - set(before) == {"studio-1:6 -- studio-2:6"}
+    assert all(after[c] == before[c] for c in before.keys() & after.keys())
+
+
+def test_taken_slot_probes_forward_and_previous_wins():
+    pool = "10.9.0.0/28"  # four slots
+    newcomer = "x:1 -- y:1"
+    slot = fab.preferred_slot(newcomer, 4)
+    holder = {"a:1 -- b:1": f"10.9.0.{4 * slot}/30"}  # already holds the newcomer's slot
+    grown = fab.assign_addresses(["a:1 -- b:1", newcomer], pool, holder)
+    assert grown == {**holder, newcomer: f"10.9.0.{4 * ((slot + 1) % 4)}/30"}
+    full = fab.assign_addresses(["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2", newcomer], pool, holder)
+    assert set(full.values()) == {f"10.9.0.{4 * k}/30" for k in range(4)}
+
+
+def test_previous_outside_the_pool_is_dropped_and_a_full_pool_is_an_error():
+    cable = "a:1 -- b:1"
+    assert fab.assign_addresses([cable], "10.9.0.0/24", {cable: "192.168.0.4/30"}) == {
+        cable: f"10.9.0.{4 * fab.preferred_slot(cable, 64)}/30"}
+    with pytest.raises(ValueError, match=r"^mlx_fleet_ip_pool 10.9.0.0/30 holds 1 /30 networks for 2 cables; "
+                                         "use a larger pool$"):
+        fab.assign_addresses([cable, "a:2 -- c:1"], "10.9.0.0/30")
+    fabric = Cluster.of("mini-m4-pro", 3).fabric(ip_pool="10.9.0.0/30")
+    assert fabric.errors == ["mlx_fleet_ip_pool 10.9.0.0/30 holds 1 /30 networks for 3 cables; use a larger pool"]
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def test_write_outputs(tmp_path):
+    fabric = Cluster.of("mini-m4-pro", 3).fabric(envs=["MLX_LOG=1"])
+    written = write_outputs(tmp_path, fabric)
+    assert sorted(p.name for p in written.paths) == ["fabric-addresses.json", "fabric.dot", "fabric.svg",
+                                                     "hostfile-ring.json", "hostfile.json"]
+    assert written.skipped == []
+    assert json.loads((tmp_path / "hostfile.json").read_text()) == fabric.hostfile
+    assert fabric.hostfile["envs"] == ["MLX_LOG=1"]
+    assert json.loads((tmp_path / "hostfile-ring.json").read_text())["backend"] == "ring"
+    assert fab.read_addresses(tmp_path / "fabric-addresses.json") == fabric.addresses
+    assert (tmp_path / "fabric.svg").read_text().lstrip().startswith("<?xml")
+    assert oct((tmp_path / "hostfile.json").stat().st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in written.paths)  # no temporary left
+
+
+def test_a_failed_run_leaves_the_last_good_hostfile(tmp_path):
+    cluster = Cluster.of("mini-m4-pro", 3, "ring")
+    plan = ring_plan(cluster)
+    write_outputs(tmp_path, cluster.fabric(cables=plan))
+    good = {name: (tmp_path / name).read_text()
+            for name in ("hostfile.json", "hostfile-ring.json", "fabric-addresses.json")}
+    broken = cluster.unplug("mini-1:1").unplug("mini-2:1").fabric(cables=plan)
+    written = write_outputs(tmp_path, broken)
+    assert written.skipped == ["hostfile.json, hostfile-ring.json, fabric-addresses.json: left as they were "
+                               "(2 errors)"]
+    assert {name: (tmp_path / name).read_text() for name in good} == good
+    assert "color=red" in (tmp_path / "fabric.dot").read_text()
+
+
+def test_svg_skipped_without_dot(tmp_path, monkeypatch):
+    monkeypatch.setattr(fab.shutil, "which", lambda name: None)
+    written = write_outputs(tmp_path, Cluster.of("mini-m4-pro", 2).fabric())
+    assert written.skipped == ["fabric.svg: skipped, Graphviz 'dot' is not installed"]
+    assert (tmp_path / "fabric.dot").exists() and not (tmp_path / "fabric.svg").exists()
+
+
+def test_atomic_write_json_keeps_the_old_file_when_validation_fails(tmp_path):
+    path = tmp_path / "hostfile.json"
+    fab.atomic_write_json(path, {"old": True})
+    with pytest.raises(ValueError, match="hostfile: backend must be jaccl, jaccl-ring or ring"):
+        fab.atomic_write_json(path, {"backend": "mpi"}, fab.check_hostfile)
+    assert json.loads(path.read_text()) == {"old": True}
+    assert os.listdir(tmp_path) == ["hostfile.json"]
+
+
+def test_dot_draws_problems_in_red():
+    cluster = Cluster.of("mini-m4-pro", 3, "line").cable("mini-1:2", "mini-3:3", speed=40)
+    fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1", "mini-1:3 -- mini-3:2"])
+    lines = fabric.dot.splitlines()
+    assert lines[0] == "graph fabric {"
+    ok = next(line for line in lines if "taillabel=\"TB1 en2\", headlabel=\"TB1 en2\"" in line)
+    assert '"mini-1" -- "mini-2"' in ok and "80 Gb/s" in ok and "red" not in ok
+    wrong = next(line for line in lines if "TB2 en3" in line and "TB3 en4" in line)
+    assert "40 Gb/s" in wrong and "color=red" in wrong
