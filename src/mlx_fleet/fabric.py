@@ -28,7 +28,7 @@ RDMA_BACKENDS = ("jaccl", "jaccl-ring")
 FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
 PREFIX = 30  # one /30 per cable: network, the two ends, broadcast
 # Beyond this many hosts the cheapest-ring search (exponential) gives way to inventory order.
-RING_SEARCH_LIMIT = 10
+RING_SEARCH_LIMIT = 12
 
 HOSTFILE = "hostfile.json"
 RING_HOSTFILE = "hostfile-ring.json"
@@ -123,9 +123,12 @@ class _Problems:
     """What the picture draws in red."""
 
     def __init__(self) -> None:
-        self.links: set[str] = set()
+        self.links: dict[str, list[str]] = {}  # cable -> what is wrong with it
         self.hosts: set[str] = set()
         self.edges: dict[tuple[str, str, str], str] = {}  # (host, host, label) -> style, not cables
+
+    def flag(self, cable: object, note: str) -> None:
+        self.links.setdefault(str(cable), []).append(note)
 
 
 # --- the cabling graph ----------------------------------------------------------------------------
@@ -202,7 +205,7 @@ def _compare_plan(plan: list[Cable], links: list[Link], models: dict, problems: 
             wrong = candidates[0]
             missing.remove(cable)
             extra.remove(wrong)
-            problems.links.add(str(wrong))
+            problems.flag(wrong, "wrong port")
             findings.append(Finding("wrong port", str(cable),
                                     f"wrong port: {cable} is cabled as {wrong}; {_move(cable, wrong)}", True))
     for cable in missing:
@@ -211,14 +214,14 @@ def _compare_plan(plan: list[Cable], links: list[Link], models: dict, problems: 
                                 f"missing cable {cable}: connect {_tb(cable.a.host, cable.a.number)} to "
                                 f"{_tb(cable.b.host, cable.b.number)}", True))
     for cable in extra:
-        problems.links.add(str(cable))
+        problems.flag(cable, "extra")
         findings.append(Finding("extra", str(cable),
                                 f"extra cable {cable}: not in the cable plan (mlx_fleet_cables); "
                                 "unplug it or add it to the plan", True))
     for link in links:
         if link.speed_gbps >= FULL_SPEED_GBPS:
             continue
-        problems.links.add(str(link))
+        problems.flag(link, "slow")
         ends = [(e.host, _model(models, e.host)) for e in (link.a, link.b)]
         slow_end = next(((host, m) for host, m in ends if m and m.tb_generation < 5), None)
         if slow_end:
@@ -366,6 +369,8 @@ def _choose_backend(requested: str, hosts: list[str], facts: dict, pairs: dict, 
 
     if requested not in BACKENDS:
         return None, "no backend", None, [f"mlx_fleet_backend: {requested!r} is not one of {', '.join(BACKENDS)}"]
+    if n < 2:
+        return None, "no backend", None, [f"a Thunderbolt fabric needs at least 2 hosts, the inventory has {n}"]
     if requested == "jaccl":
         errors = gaps("jaccl needs a full mesh", mesh_gaps, True) + rdma_errors("jaccl")
     elif requested in ("jaccl-ring", "ring"):
@@ -542,12 +547,12 @@ def _backend_warnings(backend: str | None, hosts: list[str], facts: dict, models
             for end in (link.a, link.b):
                 model = _model(models, end.host)
                 if model and end.port in model.rdma_broken_ports:
-                    problems.links.add(str(link))
+                    problems.flag(link, f"no RDMA on {end.host} Thunderbolt {end.port}")
                     warnings.append(f"{end.host}: Thunderbolt {end.port} ({end.device}) is the {model.model_name} "
                                     f"port beside Ethernet, where RDMA never comes up; move the cable {link} "
                                     "to another port")
             if link.speed_gbps < FULL_SPEED_GBPS:
-                problems.links.add(str(link))
+                problems.flag(link, "Thunderbolt 4 for JACCL")
                 warnings.append(f"{link}: {_gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link; JACCL "
                                 "wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet "
                                 "fail to run it")
@@ -572,18 +577,18 @@ def _q(text: str) -> str:
 def _dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[str, str], backend: str | None,
          reason: str, problems: _Problems) -> str:
     red = ", color=red, fontcolor=red"
-    lines = ["graph fabric {", f"  graph [label={_q(reason)}, labelloc=t];",
+    lines = ["graph fabric {", f'  graph [label={_q(reason)}, labelloc=t, fontname="Helvetica"];',
              '  node [shape=box, fontname="Helvetica"];', '  edge [fontname="Helvetica", fontsize=10];']
     for rank, host in enumerate(hosts):
         model = _model(models, host)
         label = f"{host}\n{model.key if model else 'model unknown'}\nrank {rank}"
         lines.append(f"  {_q(host)} [label={_q(label)}{red if host in problems.hosts else ''}];")
     for link in links:
-        label = f"{_gbps(link.speed_gbps)}\n{addresses.get(str(link), '')}".strip()
+        problem = problems.links.get(str(link), [])
+        label = "\n".join(filter(None, [_gbps(link.speed_gbps), addresses.get(str(link))] + problem))
         lines.append(f"  {_q(link.a.host)} -- {_q(link.b.host)} [label={_q(label)}, "
                      f"taillabel={_q(f'TB{link.a.port} {link.a.device}')}, "
-                     f"headlabel={_q(f'TB{link.b.port} {link.b.device}')}"
-                     f"{red if str(link) in problems.links else ''}];")
+                     f"headlabel={_q(f'TB{link.b.port} {link.b.device}')}{red if problem else ''}];")
     for (a, b, label), style in problems.edges.items():
         lines.append(f"  {_q(a)} -- {_q(b)} [label={_q(label)}, style={style}{red}];")
     lines.append("}")

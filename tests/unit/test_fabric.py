@@ -399,6 +399,10 @@ def test_unknown_backend():
         "mlx_fleet_backend: 'mpi' is not one of jaccl, jaccl-ring, ring, auto"]
 
 
+def test_one_host_is_no_fabric():
+    assert Cluster.of("mini-m4-pro", 1).fabric().errors == ["a Thunderbolt fabric needs at least 2 hosts, the inventory has 1"]
+
+
 # --- warnings -------------------------------------------------------------------------------------
 
 
@@ -541,4 +545,4 @@ def test_dot_draws_problems_in_red():
     ok = next(line for line in lines if "taillabel=\"TB1 en2\", headlabel=\"TB1 en2\"" in line)
     assert '"mini-1" -- "mini-2"' in ok and "80 Gb/s" in ok and "red" not in ok
     wrong = next(line for line in lines if "TB2 en3" in line and "TB3 en4" in line)
-    assert "40 Gb/s" in wrong and "color=red" in wrong
+    assert "40 Gb/s" in wrong and "wrong port" in wrong and "color=red" in wrong
