@@ -21,7 +21,7 @@ from typing import Callable
 
 from mlx_fleet.cableplan import Cable, CablePlanError, Port, parse_cables
 from mlx_fleet.inventory import DEFAULT_IP_POOL
-from mlx_fleet.models import MODELS, Model, link_speed
+from mlx_fleet.models import MODELS, Model
 
 BACKENDS = ("jaccl", "jaccl-ring", "ring", "auto")
 RDMA_BACKENDS = ("jaccl", "jaccl-ring")
@@ -337,7 +337,7 @@ class _PortPicker:
         for host in (a, b):
             number = (planned.a if planned.a.host == host else planned.b).number if planned else self._free(host)
             if number is None:
-                texts.append(f"{host} (no free Thunderbolt port: unplug a cable the ring does not use)")
+                texts.append(f"{host} (no free Thunderbolt port: free one first)")
             else:
                 self.taken.add((host, number))
                 texts.append(_tb(host, number))
@@ -379,7 +379,7 @@ def _choose_backend(requested: str, hosts: list[str], facts: dict, pairs: dict, 
         if requested == "jaccl-ring":
             errors += rdma_errors("jaccl-ring")
     if requested != "auto":
-        return ((None, f"{requested} was requested but these cables cannot carry it", None, errors) if errors
+        return ((None, f"{requested} was requested but cannot run here (see the errors)", None, errors) if errors
                 else (requested, f"{requested} as requested (mlx_fleet_backend)", ring, []))
     # auto, as mlx.distributed_config decides: mesh + RDMA, ring + RDMA, ring.
     rdma_text = f"{', '.join(no_rdma)} {'has' if len(no_rdma) == 1 else 'have'} no RDMA"
