@@ -574,8 +574,8 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[str, str], backend: str | None,
-         reason: str, problems: _Problems) -> str:
+def _dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[str, str], reason: str,
+         problems: _Problems) -> str:
     red = ", color=red, fontcolor=red"
     lines = ["graph fabric {", f'  graph [label={_q(reason)}, labelloc=t, fontname="Helvetica"];',
              '  node [shape=box, fontname="Helvetica"];', '  edge [fontname="Helvetica", fontsize=10];']
@@ -647,7 +647,7 @@ def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None
             ring_hostfile = _hostfile("ring", hosts, pairs, ring, addresses, {}, envs or [])
     return Fabric(hosts, links, findings, chosen, reason, errors, warnings, pool,
                   addresses, network, hostfile, ring_hostfile,
-                  _dot(hosts, models, links, addresses, chosen, reason, problems))
+                  _dot(hosts, models, links, addresses, reason, problems))
 
 
 # --- files ----------------------------------------------------------------------------------------
