@@ -258,6 +258,28 @@ def parse_network_service_info(text):
     return info
 
 
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+def parse_additional_routes(text):
+    """`networksetup -getadditionalroutes <service>` -> [[destination, subnet_mask, gateway], ...].
+
+    One route a line, "dest mask gateway" (tests/fixtures/macos). A service without routes prints
+    a sentence instead ("There are no additional IPv4 routes on <service>.", the wording this
+    toolkit's double uses; no real capture of it was found), which is read as no routes.
+    """
+    routes = []
+    for line in _lines(text):
+        fields = line.split()
+        if len(fields) == 3 and all(_IPV4.match(f) for f in fields):
+            routes.append(fields)
+        elif line.startswith("There are no additional"):
+            continue
+        else:
+            _fail("networksetup -getadditionalroutes", "unexpected line {0!r}".format(line))
+    return routes
+
+
 # --- interfaces and routes: ifconfig, route -------------------------------------------------------
 
 _IFCONFIG_HEADER = re.compile(r"^([a-z][a-z0-9]*): flags=[0-9a-f]+<([^>]*)> mtu (\d+)")

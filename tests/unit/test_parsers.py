@@ -32,6 +32,7 @@ PARSERS = {
     "networksetup-listallhardwareports": mp.parse_hardware_ports,
     "networksetup-listnetworkserviceorder": mp.parse_network_service_order,
     "networksetup-getinfo": mp.parse_network_service_info,
+    "networksetup-getadditionalroutes": mp.parse_additional_routes,
     "ibv_devices": mp.parse_ibv_devices,
     "ibv_devinfo": mp.parse_ibv_devinfo,
     "sw_vers": mp.parse_sw_vers,
