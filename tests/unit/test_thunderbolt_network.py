@@ -1,0 +1,244 @@
+"""The pure part of thunderbolt_network: what it decides to change from what the Mac printed
+(real output formats from tests/fixtures/macos and ../shared/reference)."""
+
+import re
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
+from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network as tn
+from conftest import FIXTURE_DIR, REFERENCE_DIR, load
+
+# An Intel MacBook Pro with Thunderbolt 1 = en3, Thunderbolt 2 = en4 and an enabled Thunderbolt Bridge.
+HW = mp.parse_hardware_ports(load(FIXTURE_DIR / "networksetup-listallhardwareports__network-info-script__1.txt"))
+ORDER = mp.parse_network_service_order(
+    load(FIXTURE_DIR / "networksetup-listnetworkserviceorder__network-info-script__1.txt"))
+DHCP_INFO = mp.parse_network_service_info(load(FIXTURE_DIR / "networksetup-getinfo__network-info-script__1.txt"))
+ROUTES = mp.parse_additional_routes(load(FIXTURE_DIR / "networksetup-getadditionalroutes__route-notes-blog__1.txt"))
+# An M3 Ultra Mac Studio: Thunderbolt 1..6 = en2..en7.
+STUDIO_HW = mp.parse_hardware_ports(load(REFERENCE_DIR / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"))
+
+TB1 = {"device": "en3", "hardware_port": "Thunderbolt 1", "address": "192.168.77.1", "prefix": 30, "peer": "192.168.77.2"}
+MASK = "255.255.255.252"
+MANUAL_INFO = "Manual Configuration\nIP address: 192.168.77.1\nSubnet mask: 255.255.255.252\nRouter: (null)\n" \
+              "IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\nEthernet Address: 32:00:19:a6:f6:20\n"
+
+
+def service(name, hardware_port, device, enabled=True):
+    return {"name": name, "enabled": enabled, "order": 9 if enabled else None, "hardware_port": hardware_port,
+            "device": device}
+
+
+def present(services, configs=None, ports=(TB1,), bridge="disabled", record=None):
+    return tn.plan_present(tn.check_ports(list(ports), HW), bridge, services, configs or {},
+                           record or tn.empty_record())
+
+
+def test_the_routes_fixture_parses_to_tuples():
+    assert ROUTES == [["192.168.0.0", "255.255.0.0", "192.168.129.1"], ["10.0.0.0", "255.0.0.0", "192.168.129.1"]]
+    assert mp.parse_additional_routes("There are no additional IPv4 routes on Thunderbolt 1.\n") == []
+    with pytest.raises(ValueError, match="getadditionalroutes"):
+        mp.parse_additional_routes("** Error: The parameters were not valid.\n")
+
+
+def test_fresh_mac_creates_the_service_and_disables_the_bridge():
+    commands, record, results, bridge, diffs = present(ORDER)
+    assert commands == [
+        ["-setnetworkserviceenabled", "Thunderbolt Bridge", "off"],
+        ["-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"],
+        ["-setmanual", "Thunderbolt 1", "192.168.77.1", MASK],  # no router: never a default route
+    ]
+    assert record["created"] == {"Thunderbolt 1": {"hardware_port": "Thunderbolt 1", "device": "en3"}}
+    assert record["bridge"] == {"service": "Thunderbolt Bridge", "enabled": True}
+    assert record["previous"] == {}
+    assert bridge == {"service": "Thunderbolt Bridge", "enabled": False}
+    assert results[0]["created"] and results[0]["ipv4"]["address"] == "192.168.77.1"
+    assert [d["before_header"] for d in diffs] == ["Thunderbolt Bridge (before)", "Thunderbolt 1 (before)"]
+    assert diffs[1]["before"] == "service: absent\n"
+    assert "ipv4: Manual 192.168.77.1 mask 255.255.255.252 router none" in diffs[1]["after"]
+
+
+def test_converged_mac_changes_nothing():
+    services = [s if s["device"] != "bridge0" else dict(s, enabled=False, order=None) for s in ORDER]
+    services.append(service("Thunderbolt 1", "Thunderbolt 1", "en3"))
+    config = tn.snapshot(services[-1], mp.parse_network_service_info(MANUAL_INFO), [])
+    commands, record, results, _, diffs = present(services, {"Thunderbolt 1": config})
+    assert commands == [] and diffs == [] and record == tn.empty_record()
+    assert results[0]["changed"] is False
+
+
+def test_existing_dhcp_service_is_recorded_before_it_is_changed():
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3", enabled=False)]
+    before = tn.snapshot(services[-1], DHCP_INFO, ROUTES)
+    commands, record, _, _, _ = present(services, {"Thunderbolt 1": before}, bridge="unchanged")
+    assert commands == [["-setmanual", "Thunderbolt 1", "192.168.77.1", MASK],
+                        # 192.168.0.0/16 covers the peer: dropped; 10.0.0.0/8 kept
+                        ["-setadditionalroutes", "Thunderbolt 1", "10.0.0.0", "255.0.0.0", "192.168.129.1"],
+                        ["-setnetworkserviceenabled", "Thunderbolt 1", "on"]]
+    assert record["created"] == {} and record["bridge"] is None
+    assert record["previous"]["Thunderbolt 1"]["ipv4"] == {"method": "DHCP", "address": None, "mask": None,
+                                                          "router": None}
+    assert record["previous"]["Thunderbolt 1"]["routes"] == ROUTES
+    assert record["previous"]["Thunderbolt 1"]["enabled"] is False
+
+
+def test_an_additional_route_covering_the_peer_is_removed_others_kept():
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3")]
+    # 192.168.0.0/16 via 192.168.129.1 covers the peer 192.168.77.2 and would steer it off the cable.
+    config = tn.snapshot(services[-1], mp.parse_network_service_info(MANUAL_INFO), ROUTES)
+    commands = present(services, {"Thunderbolt 1": config}, bridge="unchanged")[0]
+    assert commands == [["-setadditionalroutes", "Thunderbolt 1", "10.0.0.0", "255.0.0.0", "192.168.129.1"]]
+
+
+def test_a_second_run_keeps_the_first_previous_configuration():
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3")]
+    first = tn.empty_record()
+    first["previous"]["Thunderbolt 1"] = {"enabled": False, "ipv4": {"method": "DHCP"}, "routes": [],
+                                          "hardware_port": "Thunderbolt 1", "device": "en3"}
+    config = tn.snapshot(services[-1], mp.parse_network_service_info(MANUAL_INFO), [])
+    moved = dict(TB1, address="192.168.77.2", peer="192.168.77.1")
+    _, record, _, _, _ = present(services, {"Thunderbolt 1": config}, ports=[moved], record=first)
+    assert record["previous"] == first["previous"]
+
+
+def test_other_ports_and_services_are_left_alone():
+    services = ORDER + [service("Thunderbolt 2", "Thunderbolt 2", "en4")]
+    commands = present(services, {"Thunderbolt 2": {"enabled": True, "ipv4": {}, "routes": []}}, bridge="unchanged")[0]
+    assert all("Thunderbolt 2" not in c for c in commands)
+
+
+def test_bridge_enabled_and_unchanged():
+    assert present(ORDER, bridge="enabled")[0][0] == ["-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"]
+    assert present(ORDER, bridge="unchanged")[3] == {"service": "Thunderbolt Bridge", "enabled": True}
+    off = [dict(s, enabled=False) if s["device"] == "bridge0" else s for s in ORDER]
+    assert present(off, bridge="enabled")[0][0] == ["-setnetworkserviceenabled", "Thunderbolt Bridge", "on"]
+
+
+@pytest.mark.parametrize("port, message", [
+    (dict(TB1, hardware_port="Thunderbolt 3", device="en5"),
+     "Thunderbolt 3 (en5): this Mac has no hardware port 'Thunderbolt 3' (its Thunderbolt ports: "
+     "Thunderbolt 1 = en3, Thunderbolt 2 = en4); fix the cable plan"),
+    (dict(TB1, device="en2"), "Thunderbolt 1 (en2): on this Mac Thunderbolt 1 is en3, not en2"),
+    (dict(TB1, peer="192.168.78.2"), "peer 192.168.78.2 is not a host address of 192.168.77.0/30"),
+    (dict(TB1, address="192.168.77.3"), "address 192.168.77.3 is not a host address of 192.168.77.0/30"),
+    (dict(TB1, peer="192.168.77.1"), "address and peer are both 192.168.77.1"),
+    (dict(TB1, address="192.168.77.x"), "Thunderbolt 1 (en3): Only decimal digits permitted in 'x' in '192.168.77.x'; "
+                                        "give IPv4 addresses"),
+    (dict(TB1, prefix=32), "prefix 32 is not a point-to-point network"),
+])
+def test_errors_name_the_port_and_the_fix(port, message):
+    with pytest.raises(tn.PlanError, match=re.escape(message)):
+        tn.check_ports([port], HW)
+
+
+def test_a_port_listed_twice_is_an_error():
+    with pytest.raises(tn.PlanError, match="listed twice"):
+        tn.check_ports([TB1, dict(TB1, address="192.168.77.5", peer="192.168.77.6")], HW)
+
+
+def test_mac_studio_ports_and_a_31():
+    ports = tn.check_ports([{"device": "en7", "hardware_port": "Thunderbolt 6", "address": "10.1.0.0", "prefix": 31,
+                             "peer": "10.1.0.1"}], STUDIO_HW)
+    assert ports[0]["mask"] == "255.255.255.254"
+
+
+def test_a_service_named_like_the_port_on_another_hardware_port_is_an_error():
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt Ethernet", "en1")]
+    with pytest.raises(tn.PlanError, match="a network service named 'Thunderbolt 1' exists for another hardware port"):
+        present(services)
+
+
+def test_the_service_named_like_the_hardware_port_is_preferred():
+    services = ORDER + [service("TB one", "Thunderbolt 1", "en3"), service("Thunderbolt 1", "Thunderbolt 1", "en3")]
+    assert tn.service_for(tn.check_ports([TB1], HW)[0], services)["name"] == "Thunderbolt 1"
+
+
+# --- state=absent --------------------------------------------------------------------------------
+
+def recorded():
+    record = tn.empty_record()
+    record["created"]["Thunderbolt 1"] = {"hardware_port": "Thunderbolt 1", "device": "en3"}
+    record["previous"]["Thunderbolt 2"] = {"enabled": False, "ipv4": {"method": "DHCP", "address": None, "mask": None,
+                                                                      "router": None},
+                                           "routes": ROUTES, "hardware_port": "Thunderbolt 2", "device": "en4"}
+    record["bridge"] = {"service": "Thunderbolt Bridge", "enabled": True}
+    return record
+
+
+def converged_services():
+    services = [dict(s, enabled=False) if s["device"] == "bridge0" else s for s in ORDER]
+    return services + [service("Thunderbolt 1", "Thunderbolt 1", "en3"), service("Thunderbolt 2", "Thunderbolt 2", "en4")]
+
+
+def test_absent_removes_created_services_restores_the_others_and_the_bridge():
+    tb2 = {"enabled": True, "ipv4": {"method": "Manual", "address": "192.168.77.5", "mask": MASK, "router": None},
+           "routes": []}
+    commands, record, results, bridge, diffs = tn.plan_absent([], "disabled", converged_services(),
+                                                              {"Thunderbolt 2": tb2}, recorded())
+    assert commands == [
+        ["-removenetworkservice", "Thunderbolt 1"],
+        ["-setdhcp", "Thunderbolt 2"],
+        ["-setadditionalroutes", "Thunderbolt 2", "192.168.0.0", "255.255.0.0", "192.168.129.1",
+         "10.0.0.0", "255.0.0.0", "192.168.129.1"],
+        ["-setnetworkserviceenabled", "Thunderbolt 2", "off"],
+        ["-setnetworkserviceenabled", "Thunderbolt Bridge", "on"],
+    ]
+    assert tn.is_empty(record)
+    assert bridge == {"service": "Thunderbolt Bridge", "enabled": True}
+    assert diffs[0]["after"] == "service: absent\n"
+
+
+def test_absent_restores_a_previous_manual_configuration_with_its_router():
+    record = tn.empty_record()
+    record["previous"]["Thunderbolt 2"] = {"enabled": True, "ipv4": {"method": "Manual", "address": "10.0.0.2",
+                                                                     "mask": "255.255.255.0", "router": "10.0.0.1"},
+                                           "routes": [], "hardware_port": "Thunderbolt 2", "device": "en4"}
+    now = {"enabled": True, "ipv4": {"method": "Manual", "address": "192.168.77.5", "mask": MASK, "router": None},
+           "routes": []}
+    commands = tn.plan_absent([], "unchanged", converged_services(), {"Thunderbolt 2": now}, record)[0]
+    assert commands == [["-setmanual", "Thunderbolt 2", "10.0.0.2", "255.255.255.0", "10.0.0.1"]]
+
+
+def test_absent_without_a_record_turns_the_bridge_back_on_only():
+    commands, record, _, _, _ = tn.plan_absent([], "disabled", converged_services(), {}, tn.empty_record())
+    assert commands == [["-setnetworkserviceenabled", "Thunderbolt Bridge", "on"]]
+    assert tn.is_empty(record)
+
+
+def test_absent_for_one_port_keeps_the_rest_and_the_bridge():
+    commands, record, _, _, _ = tn.plan_absent([{"hardware_port": "Thunderbolt 1"}], "disabled",
+                                               converged_services(), {}, recorded())
+    assert commands == [["-removenetworkservice", "Thunderbolt 1"]]
+    assert list(record["previous"]) == ["Thunderbolt 2"] and record["bridge"] is not None
+
+
+def test_absent_twice_changes_nothing():
+    services = [dict(s, enabled=True) for s in ORDER]
+    commands, _, _, _, _ = tn.plan_absent([], "disabled", services, {}, tn.empty_record())
+    assert commands == []
+
+
+def test_a_v4_off_service_reads_as_off():
+    assert tn.parse_info("IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\n") == {"configuration": "Off"}
+    assert tn.ipv4_of(tn.parse_info(MANUAL_INFO))["address"] == "192.168.77.1"
+
+
+def test_documentation_matches_the_argument_spec():
+    import yaml
+
+    doc = yaml.safe_load(tn.DOCUMENTATION)
+    assert doc["module"] == "thunderbolt_network"
+    yaml.safe_load(tn.EXAMPLES)
+    assert all("description" in v for v in yaml.safe_load(tn.RETURN).values())
+
+    def compare(options, spec):
+        assert sorted(options) == sorted(spec)
+        for name, option in options.items():
+            assert option["type"] == spec[name]["type"], name
+            assert option.get("default") == spec[name].get("default"), name
+            assert option.get("choices") == spec[name].get("choices"), name
+            assert bool(option.get("required")) == bool(spec[name].get("required")), name
+            if "suboptions" in option:
+                compare(option["suboptions"], spec[name]["options"])
+
+    compare(doc["options"], tn.ARGUMENT_SPEC)
