@@ -19,7 +19,7 @@ description:
     (C(uv pip sync --offline --no-index --require-hashes)), so the node needs no Internet and every
     node gets the same bytes. A package not in O(requirements) is removed.
   - For a uv-managed Python (O(python_build)), extracts the pushed build after checking its sha256.
-  - Then proves the environment: the venv's Python imports C(mlx.core), runs a tiny computation,
+  - Then proves the environment; the venv's Python imports C(mlx.core), runs a tiny computation,
     reports versions and device, and its architecture must match C(uname -m) (a Rosetta Python on a
     Mac fails here).
   - Writes the fingerprint (lock hash plus the installed set) next to the venv and returns it as

@@ -30,8 +30,8 @@ def _traces(prefix: str, index: int, sim_dir: Path) -> list[str]:
             continue
         if str(sim_dir) in cmdline or str(sim_dir) in mounts:
             found.append(f"process {proc.name}: {cmdline[:80]}")
-    if Path(f"/etc/ssh/ssh_config.d/mlx-fleet-sim-{index}.conf").exists():
-        found.append("ssh drop-in")
+    found += [f"ssh drop-in {p}" for p in Path("/etc/ssh/ssh_config.d").glob("mlx-fleet-sim-*")
+              if str(sim_dir) in p.read_text()]
     if Path(f"/run/mlx-fleet-sim/cluster-{index}.json").exists():
         found.append("registry entry")
     if (sim_dir / "nodes").exists() or (sim_dir / "state.json").exists():

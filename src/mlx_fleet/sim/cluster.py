@@ -32,6 +32,7 @@ from mlx_fleet.sim.layout import Layout
 from mlx_fleet.sim import replay
 from mlx_fleet.sim.models import make_profile
 
+DROP_IN_DIR = Path("/etc/ssh/ssh_config.d")
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 LIBEXEC = "usr/local/libexec/macsim"
 PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group
@@ -488,10 +489,12 @@ class Cluster:
             "# Written by mlx-fleet sim up: the simulated cluster as an Ansible inventory.\n"
             + yaml.safe_dump(inventory, sort_keys=False)
         )
-        self._drop_in_path().write_text(f"# mlx-fleet sim cluster in {self.dir}\nInclude {self.dir / 'ssh_config'}\n")
-
-    def _drop_in_path(self) -> Path:
-        return Path("/etc/ssh/ssh_config.d") / f"mlx-fleet-sim-{self.index}.conf"
+        # ssh reads the drop-ins in name order and the first match wins: naming them by
+        # reverse creation time makes a plain `ssh NODE` reach the newest cluster with that name.
+        self.state["ssh_drop_in"] = str(DROP_IN_DIR / f"mlx-fleet-sim-{10**10 - int(time.time()):010d}-{self.index}.conf")
+        self._save()
+        Path(self.state["ssh_drop_in"]).write_text(
+            f"# mlx-fleet sim cluster in {self.dir}\nInclude {self.dir / 'ssh_config'}\n")
 
     # ---- down ---------------------------------------------------------------------------
     def down(self) -> None:
@@ -509,7 +512,8 @@ class Cluster:
         for link in links:
             if link["ifname"] == self.bridge or link["ifname"].startswith(f"m{self.index}n"):
                 run(["ip", "link", "del", link["ifname"]], check=False)
-        self._drop_in_path().unlink(missing_ok=True)
+        for drop_in in DROP_IN_DIR.glob(f"mlx-fleet-sim-*-{self.index}.conf"):
+            drop_in.unlink()
         for artefact in ("ssh_config", "known_hosts", "inventory.yml", "id_ed25519", "id_ed25519.pub", "admin_password"):
             (self.dir / artefact).unlink(missing_ok=True)
         _rmtree(self.dir / "nodes")
