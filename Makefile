@@ -6,7 +6,7 @@ SIM_DIR ?= .sim/demo
 # util-linux for namespaces, sudo and zsh as on a Mac, python3 for the nodes' interpreter,
 # graphviz for topology pictures, chromium for the printable checklist test.
 APT_PACKAGES := openssh-server openssh-client iproute2 util-linux sudo zsh python3 python3-venv \
-	python3-pip graphviz make git ca-certificates
+	python3-pip graphviz make git ca-certificates chromium poppler-utils
 
 .PHONY: demo test deps venv lint clean
 
