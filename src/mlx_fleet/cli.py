@@ -121,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     _sim_parser(sub)
     _capture_parser(sub)
     from mlx_fleet.lock import add_lock_parser
+    from mlx_fleet.runner import add_playbook_parser, run_from_args
 
     add_lock_parser(sub)
+    add_playbook_parser(sub, "hostfile", "rediscover the Thunderbolt fabric and rewrite the mlx.launch hostfiles, "
+                                         "converging nothing else")
     args = parser.parse_args(argv)
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.sim.host import SimError
@@ -132,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_sim(args)
         if args.tool == "capture":
             return _run_capture(args)
+        if args.tool == "hostfile":
+            return run_from_args("hostfile.yml", args)
         if args.tool == "lock":
             from mlx_fleet.lock import run_lock
 

@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Join every Mac's Thunderbolt facts into the fabric and write the hostfiles (logic: mlx_fleet.fabric)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from mlx_fleet import fabric as fab
+from mlx_fleet.inventory import DEFAULT_IP_POOL
+
+ARGS = {
+    "group": {"type": "str", "default": "mlx_cluster"},
+    "output_dir": {"type": "path", "required": True},
+    "write": {"type": "bool", "default": True},
+}
+KEPT_FILES = (fab.HOSTFILE, fab.RING_HOSTFILE, fab.ADDRESSES_FILE)
+
+
+def _snapshot(directory: Path) -> dict[str, bytes | None]:
+    return {name: (directory / name).read_bytes() if (directory / name).exists() else None for name in KEPT_FILES}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(ARGS)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGS)
+        hostvars = task_vars["hostvars"]
+        names = list(task_vars["groups"].get(args["group"], []))
+        if len(names) < 2:
+            result.update(changed=False, skipped=True, msg="one Mac: there is no Thunderbolt fabric to build")
+            return result
+        missing = [n for n in names if "mlx_fleet_thunderbolt" not in hostvars[n]]
+        if missing:
+            raise AnsibleActionFail(f"no Thunderbolt facts for {', '.join(missing)}: run mlx_fleet.cluster.thunderbolt_facts "
+                                    "on every Mac first (unreachable or failed hosts cannot join the fabric)")
+        first = hostvars[names[0]]
+        output_dir = Path(args["output_dir"])
+        built = fab.build_fabric(
+            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
+            models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
+            cables=first.get("mlx_fleet_cables"),
+            backend=first.get("mlx_fleet_backend", "auto"),
+            ip_pool=first.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL),
+            previous=fab.read_addresses(output_dir / fab.ADDRESSES_FILE),
+            management_ips={n: hostvars[n].get("mlx_fleet_macos", {}).get("management_address") for n in names},
+            envs=list(first.get("mlx_fleet_envs", [])),
+        )
+        for warning in built.warnings:
+            self._display.warning(warning)
+        result.update(
+            backend=built.backend, reason=built.reason, warnings=built.warnings, errors=built.errors,
+            cables={str(link): link.speed_gbps for link in built.links},
+            findings=[dataclasses.asdict(f) for f in built.findings],
+            addresses=built.addresses,
+            # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
+            network={host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
+                             "prefix": p.prefix, "peer": p.peer_address} for p in ports]
+                     for host, ports in built.network.items()},
+            hostfile=str(output_dir / fab.HOSTFILE),
+            changed=False,
+        )
+        notes = []
+        if args["write"] and not self._task.check_mode:
+            before = _snapshot(output_dir)
+            notes = fab.write_outputs(output_dir, built).skipped
+            result["changed"] = _snapshot(output_dir) != before
+        if built.errors:
+            raise AnsibleActionFail("\n".join(built.errors + notes), result=result)
+        result["msg"] = built.reason + "".join(f"; {n}" for n in notes)
+        return result
