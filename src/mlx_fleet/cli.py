@@ -40,6 +40,8 @@ def _sim_parser(sub) -> None:
     plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
     plug.add_argument("a")
     plug.add_argument("b")
+    plug.add_argument("--speed", type=int, choices=(20, 40, 80), help="a slower cable: 40 is a Thunderbolt 4 cable")
+    plug.add_argument("--dock", metavar="NAME", help="a dock or hub between the two Macs, e.g. 'CalDigit TS4'")
     st = with_dir(ssub.add_parser("set", help="change a node's hardware or OS facts, e.g. os_build=25C57"))
     st.add_argument("node")
     st.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
@@ -99,7 +101,7 @@ def _run_sim(args) -> int:
     elif cmd == "unplug":
         print(f"unplugged {cluster.unplug(args.port)}")
     elif cmd == "plug":
-        print(f"plugged {cluster.plug(args.a, args.b)}")
+        print(f"plugged {cluster.plug(args.a, args.b, speed=args.speed, dock=args.dock)}")
     elif cmd == "set":
         profile = cluster.set(args.node, args.assignments)
         print(json.dumps({k.split('=')[0]: profile[k.split('=')[0]] for k in args.assignments}))

@@ -6,7 +6,9 @@ repository root this package sits in (src/mlx_fleet -> root), with its ansible.c
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +23,10 @@ def run_playbook(playbook: str, inventories: list[str], extravars: dict | None =
     path = CONTENT / "playbooks" / playbook
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run mlx-fleet from a clone of the project")
+    # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     cmdline = ["--check"] if check else []
     private = tempfile.mkdtemp(prefix="mlx-fleet-run-")
     try:

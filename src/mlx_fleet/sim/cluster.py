@@ -287,19 +287,22 @@ class Cluster:
         for port in ports.values():
             port["link"] = None
         for cable in self.cables():
+            options = self.state.get("cable_options", {}).get(str(cable), {})
             for here, there in ((cable.a, cable.b), (cable.b, cable.a)):
                 peer = profiles[there.host]
                 generations = (ports[(here.host, here.number)]["generation"], ports[(there.host, there.number)]["generation"])
-                ports[(here.host, here.number)]["link"] = {
-                    "kind": "mac",
-                    # TB5 (80 Gb/s) only when both ends are; replayed Macs may be models the catalogue lacks.
-                    "speed_gbps": 80 if min(generations) >= 5 else 40,
-                    "peer": {
-                        "name": peer["model_name"], "model_id": peer["model_id"],
-                        "domain_uuid": ports[(there.host, there.number)]["domain_uuid"],
-                        "rdma_enabled": peer["rdma_enabled"],
-                    },
+                # TB5 (80 Gb/s) only when both ends are; replayed Macs may be models the catalogue lacks.
+                # A TB4 (or worse) cable, or a dock, holds the link at its own speed.
+                speed = min(80 if min(generations) >= 5 else 40, options.get("speed", 80))
+                mac = {
+                    "name": peer["model_name"], "model_id": peer["model_id"],
+                    "domain_uuid": ports[(there.host, there.number)]["domain_uuid"],
+                    "rdma_enabled": peer["rdma_enabled"],
                 }
+                ports[(here.host, here.number)]["link"] = (
+                    {"kind": "dock", "speed_gbps": min(speed, 40), "name": options["dock"],
+                     "vendor": options["dock"].split()[0], "behind": mac}
+                    if options.get("dock") else {"kind": "mac", "speed_gbps": speed, "peer": mac})
         for name, prof in profiles.items():
             self._write_profile(name, prof)
 
@@ -314,12 +317,14 @@ class Cluster:
             if port in (cable.a, cable.b):
                 self._disconnect(cable)
                 self.state["cables"].remove(str(cable))
+                self.state.get("cable_options", {}).pop(str(cable), None)
                 self._save()
                 self._refresh_links()
                 return cable
         raise SimError(f"nothing is plugged into {port}")
 
-    def plug(self, a: str, b: str) -> Cable:
+    def plug(self, a: str, b: str, speed: int | None = None, dock: str | None = None) -> Cable:
+        """Cable two ports; `speed` models a slower cable (40: a TB4 cable), `dock` a dock in between."""
         self._require_up()
         cable = parse_cables([f"{a} -- {b}"], self._port_counts())[0]
         try:
@@ -328,6 +333,9 @@ class Cluster:
             raise SimError(str(exc)) from exc
         self._connect(cable)
         self.state["cables"].append(str(cable))
+        options = {k: v for k, v in (("speed", speed), ("dock", dock)) if v}
+        if options:
+            self.state.setdefault("cable_options", {})[str(cable)] = options
         self._save()
         self._refresh_links()
         return cable
