@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     add_lock_parser(sub)
     add_playbook_parser(sub, "hostfile", "rediscover the Thunderbolt fabric and rewrite the mlx.launch hostfiles, "
                                          "converging nothing else")
+    add_playbook_parser(sub, "checklist", "read every Mac's RDMA state and print the macOS Recovery checklist "
+                                          "for those that need it, converging nothing")
     args = parser.parse_args(argv)
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.sim.host import SimError
@@ -139,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run_capture(args)
         if args.tool == "hostfile":
             return run_from_args("hostfile.yml", args)
+        if args.tool == "checklist":
+            return run_from_args("checklist.yml", args)
         if args.tool == "lock":
             from mlx_fleet.lock import run_lock
 
