@@ -1,0 +1,290 @@
+"""mlx_fleet.rdma and mlx_fleet.checklist: readiness classes with their exact lines, the summary from
+the fabric's own backend choice, the ledger, and the rendered checklist (text line by line, HTML escaped)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from mlx_fleet import checklist, rdma
+from mlx_fleet.models import MODELS, link_speed
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE = (REPO / "tests" / "fixtures" / "recovery" / "page.txt").read_text()
+
+
+def expected_text(pages: list[dict], inventory: str, stamp: str) -> str:
+    """The text checklist: the fixture page per Mac, a form feed between pages."""
+    n = len(pages)
+    return "\n\f\n".join(PAGE.format(sheet=f"{i} of {n}", inventory=inventory, stamp=stamp, **page)
+                         for i, page in enumerate(pages, 1))
+
+
+def _uuid(host, n):
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{host}:{n}")).upper()
+
+
+class Cluster:
+    """mlx_fleet_macos and mlx_fleet_thunderbolt facts, as the modules return them, for a cabled cluster."""
+
+    def __init__(self, nodes: dict[str, str], *, disabled=(), version=("26.2", "25C56")):
+        self.models = dict(nodes)
+        self.macos, self.tb = {}, {}
+        for i, (host, key) in enumerate(nodes.items()):
+            m = MODELS[key]
+            self.macos[host] = {"product_version": version[0], "build_version": version[1],
+                                "model_identifier": m.model_id, "model_name": m.model_name, "chip": m.chip,
+                                "serial_number": f"SERIAL{i + 1:04d}", "management_address": f"10.0.0.{11 + i}"}
+            on = host not in disabled
+            self.tb[host] = {
+                "ports": [{"receptacle": n, "hardware_port": f"Thunderbolt {n}", "device": dev,
+                           "rdma_device": f"rdma_{dev}" if on else None, "rdma_state": None,
+                           "domain_uuid": _uuid(host, n), "speed_gbps": 120 if m.tb_generation >= 5 else 40,
+                           "speed_is_max": True, "connected": False, "peers": [], "devices": []}
+                          for n, dev in m.thunderbolt_devices],
+                "bridge": {"device": "bridge0", "active": False, "members": [], "service_enabled": False},
+                "rdma_enabled": on, "rdma_devices": [f"rdma_{d}" for _, d in m.thunderbolt_devices] if on else []}
+
+    def port(self, end):
+        host, n = end.split(":")
+        return host, self.tb[host]["ports"][int(n) - 1]
+
+    def cable(self, a, b):
+        (ha, pa), (hb, pb) = self.port(a), self.port(b)
+        speed = link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
+        for (h, p), (oh, op) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
+            m = MODELS[self.models[oh]]
+            p.update(connected=True, speed_gbps=speed, speed_is_max=False,
+                     peers=[{"domain_uuid": op["domain_uuid"], "model": m.model_id, "name": m.model_name, "direct": True}])
+        # PORT_ACTIVE needs RDMA on both ends (as on a Mac, and as macsim does)
+        for (h, p), (oh, _) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
+            if p["rdma_device"]:
+                p["rdma_state"] = "PORT_ACTIVE" if self.tb[oh]["rdma_enabled"] else "PORT_DOWN"
+        return self
+
+    def mesh(self):
+        hosts = list(self.models)
+        used = {h: 0 for h in hosts}
+        for i, a in enumerate(hosts):
+            for b in hosts[i + 1:]:
+                used[a] += 1
+                used[b] += 1
+                self.cable(f"{a}:{used[a]}", f"{b}:{used[b]}")
+        return self
+
+    def assess(self, **kwargs):
+        return rdma.assess(self.macos, self.tb, models=self.models, **kwargs)
+
+
+def minis(n=4, **kwargs):
+    return Cluster({f"mini-{i}": "mini-m4-pro" for i in range(1, n + 1)}, **kwargs)
+
+
+# --- classes ---------------------------------------------------------------------------------------
+
+
+def test_two_macs_need_the_recovery_step_and_the_others_wait_for_them():
+    a = minis(disabled=("mini-3", "mini-4")).mesh().assess()
+    assert {h: r.status for h, r in a.nodes.items()} == {
+        "mini-1": "ready", "mini-2": "ready", "mini-3": "needs_recovery", "mini-4": "needs_recovery"}
+    assert a.nodes["mini-1"].message == (
+        "mini-1: ready: RDMA enabled, 3 devices; Thunderbolt 1 PORT_ACTIVE; Thunderbolt 2 (rdma_en3, cabled to "
+        "mini-3) and Thunderbolt 3 (rdma_en4, cabled to mini-4) come up once mini-3 and mini-4 are enabled")
+    assert a.nodes["mini-3"].message == (
+        "mini-3: needs the Recovery step: rdma_ctl status says disabled on this Mac mini (mini-m4-pro), macOS 26.2 "
+        "(25C56); a person at the Mac enables RDMA in macOS Recovery (see the checklist)")
+    assert (a.current, a.projected) == ("ring", "jaccl")
+    assert a.summary == ("once mini-3 and mini-4 are enabled from Recovery, the cabling supports jaccl (full mesh); "
+                         "until then auto falls back to ring (no RDMA)")
+    assert a.blocking is None
+
+
+def test_all_ready():
+    a = minis(3).mesh().assess()
+    assert all(r.status == "ready" for r in a.nodes.values())
+    assert a.nodes["mini-2"].message == ("mini-2: ready: RDMA enabled, 3 devices; Thunderbolt 1 and Thunderbolt 2 "
+                                         "PORT_ACTIVE")
+    assert a.summary == "all 3 Macs are ready for RDMA; the cabling supports jaccl (full mesh)"
+
+
+def test_a_ring_gains_jaccl_ring():
+    c = minis(4, disabled=("mini-2",))
+    for a, b in (("mini-1:1", "mini-2:1"), ("mini-2:2", "mini-3:1"), ("mini-3:2", "mini-4:1"), ("mini-4:2", "mini-1:2")):
+        c.cable(a, b)
+    assert c.assess().summary == ("once mini-2 is enabled from Recovery, the cabling supports jaccl-ring (a ring, not "
+                                  "a full mesh); until then auto falls back to ring (no RDMA)")
+
+
+def test_thunderbolt_4_mac_is_not_capable_and_never_sent_to_recovery():
+    c = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro", "mini-3": "mini-m4"},
+                disabled=("mini-2", "mini-3")).mesh()
+    a = c.assess()
+    assert a.nodes["mini-3"].status == "not_capable"
+    assert a.nodes["mini-3"].message == (
+        "mini-3: not capable of RDMA: Mac mini (mini-m4) has Thunderbolt 4 ports, and RDMA over Thunderbolt needs "
+        "Thunderbolt 5; use the ring backend for it (a Recovery visit cannot help)")
+    assert a.hosts("needs_recovery") == ["mini-2"]
+    assert a.summary == ("once mini-2 is enabled from Recovery, the cabling still supports only ring (no RDMA); "
+                         "mini-3 cannot do RDMA, so ring is the way for it")
+    # Its model alone tells, even with RDMA devices listed (Thunderbolt 4 Macs list them yet fail).
+    c.tb["mini-3"].update(rdma_enabled=True, rdma_devices=["rdma_en2"])
+    assert c.assess().nodes["mini-3"].status == "not_capable"
+    # Without mlx_fleet_model, the model identifier says it.
+    assert rdma.assess(c.macos, c.tb).nodes["mini-3"].reason == "thunderbolt 4"
+
+
+def test_old_macos_is_not_capable():
+    c = minis(2, disabled=("mini-2",), version=("26.1", "25B78")).mesh()
+    assert c.assess().nodes["mini-2"].message == (
+        "mini-2: not capable of RDMA: macOS 26.1 (25B78) is older than 26.2, the first macOS with RDMA over "
+        "Thunderbolt; update macOS, until then use the ring backend for it (a Recovery visit cannot help)")
+    c.macos["mini-2"].update(product_version="26.2", build_version="25C56")
+    c.tb["mini-2"]["rdma_enabled"] = None  # no rdma_ctl on PATH
+    assert c.assess().nodes["mini-2"].message == (
+        "mini-2: not capable of RDMA: macOS 26.2 (25C56) has no rdma_ctl; use the ring backend for it "
+        "(a Recovery visit cannot help)")
+
+
+def test_enabled_but_port_down_names_the_port_causes_and_remedy():
+    c = minis(3).mesh()
+    for host, n in (("mini-1", 2), ("mini-3", 1)):  # the mini-1 -- mini-3 cable
+        c.tb[host]["ports"][n - 1]["rdma_state"] = "PORT_DOWN"
+    a = c.assess()
+    assert a.nodes["mini-1"].status == "enabled_not_working"
+    assert a.nodes["mini-1"].message == (
+        "mini-1: enabled but not working: Thunderbolt 2 (rdma_en3, cabled to mini-3) is PORT_DOWN; likely causes: "
+        "the cable, the Thunderbolt Bridge still active, RDMA not enabled on mini-3; restarting both ends "
+        "(mini-1 and mini-3) is the known remedy")
+    assert a.summary == ("no Mac needs the Recovery step; the cabling supports jaccl (full mesh); mini-1 and mini-3 "
+                         "have RDMA enabled but not working (see above)")
+
+
+def test_enabled_without_devices():
+    c = minis(2).mesh()
+    c.tb["mini-2"]["rdma_devices"] = []
+    assert c.assess().nodes["mini-2"].message == (
+        "mini-2: enabled but not working: rdma_ctl status says enabled but ibv_devices lists no RDMA device; "
+        "restart the Mac (RDMA comes up at boot), and if it stays empty do the Recovery step again")
+
+
+def test_mac_studio_port_beside_ethernet():
+    c = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"}).cable("studio-1:1", "studio-2:2")
+    c.tb["studio-1"]["ports"][0]["rdma_state"] = "PORT_DOWN"
+    assert c.assess().nodes["studio-1"].message == (
+        "studio-1: enabled but not working: Thunderbolt 1 (rdma_en2, cabled to studio-2) is PORT_DOWN: it is the "
+        "Mac Studio port beside Ethernet, where RDMA never comes up; move the cable to another port")
+
+
+def test_jaccl_blocks_with_the_nodes_named():
+    a = minis(disabled=("mini-3", "mini-4")).mesh().assess(backend="jaccl")
+    assert a.blocking == "mlx_fleet_backend jaccl needs RDMA on every Mac: mini-3 and mini-4 need the Recovery step"
+    assert a.summary.endswith("; until then jaccl cannot run")
+    assert minis(3).mesh().assess(backend="jaccl").blocking is None
+
+
+# --- ledger ----------------------------------------------------------------------------------------
+
+
+def test_ledger_records_ready_macs_and_notices_an_update_that_switched_rdma_off():
+    c = minis(2).mesh()
+    t0 = datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc)
+    ledger, changed = rdma.update_ledger({"format": rdma.LEDGER_FORMAT, "nodes": {}}, c.assess(), now=t0)
+    assert changed
+    assert ledger["nodes"]["mini-2"] == {"last_seen_ready": "2026-10-01T09:00:00Z", "product_version": "26.2",
+                                         "build_version": "25C56", "serial_number": "SERIAL0002"}
+    # Seen again, later: the times move, nothing else; not a change.
+    again, changed = rdma.update_ledger(ledger, c.assess())
+    assert not changed and again["nodes"]["mini-2"]["last_seen_ready"] != "2026-10-01T09:00:00Z"
+
+    after = minis(2, disabled=("mini-2",)).mesh()
+    after.macos["mini-2"].update(product_version="26.3", build_version="25D60")
+    a = after.assess()
+    assert rdma.note_regressions(a, ledger) == [
+        "mini-2: RDMA is off again after a macOS update: last seen ready on macOS 26.2 (25C56) at 2026-10-01T09:00:00Z, "
+        "now macOS 26.3 (25D60) with RDMA disabled; the update switched it off: do the Recovery step again"]
+    same = minis(2, disabled=("mini-2",)).mesh().assess()
+    assert rdma.note_regressions(same, ledger) == [
+        "mini-2: RDMA is off again: last seen ready at 2026-10-01T09:00:00Z on the same macOS 26.2 (25C56); someone "
+        "disabled it in Recovery or the NVRAM was reset: do the Recovery step again"]
+
+
+def test_ledger_that_is_not_one(tmp_path):
+    (tmp_path / rdma.LEDGER_FILE).write_text("[]")
+    with pytest.raises(ValueError, match="not an RDMA ledger"):
+        rdma.read_ledger(tmp_path / rdma.LEDGER_FILE)
+
+
+# --- the checklist ---------------------------------------------------------------------------------
+
+
+def test_text_checklist_line_by_line(tmp_path):
+    c = minis(disabled=("mini-3", "mini-4")).mesh()
+    a = c.assess(locations={"mini-3": "Rack A, shelf 2"})
+    written = checklist.write(tmp_path, a, inventory="/srv/inv.yml", generated="2026-11-29 18:00 UTC",
+                              addresses={h: m["management_address"] for h, m in c.macos.items()})
+    got = written.text.read_text().split("\n")
+    want = expected_text([
+        {"host": "mini-3", "location": "Rack A, shelf 2", "serial": "SERIAL0003", "address": "10.0.0.13"},
+        {"host": "mini-4", "location": "not given (mlx_fleet_location)", "serial": "SERIAL0004", "address": "10.0.0.14"},
+    ], "/srv/inv.yml", "2026-11-29 18:00 UTC").split("\n")
+    for number, (line, expected) in enumerate(zip(got, want), 1):
+        assert line == expected, f"line {number}"
+    assert len(got) == len(want)
+    assert max(len(line) for line in got) <= 72
+    html = written.html.read_text()
+    assert html.count('<section class="sheet"') == 2 and "break-after: page" in html
+    assert [m for m in re.findall(r'class="serial">([^<]*)<', html)] == ["SERIAL0003", "SERIAL0004"]
+    ledger = json.loads(written.ledger.read_text())
+    assert sorted(ledger["nodes"]) == ["mini-1", "mini-2"]
+
+
+def test_rerun_on_an_unchanged_cluster_keeps_the_sheets(tmp_path):
+    a = minis(disabled=("mini-3",)).mesh().assess()
+    first = checklist.write(tmp_path, a, inventory="i.yml", generated="2026-11-29 18:00 UTC")
+    assert first.changed
+    second = checklist.write(tmp_path, a, inventory="i.yml", generated="2026-11-30 08:00 UTC")
+    assert not second.changed
+    assert "State read 2026-11-29 18:00 UTC" in second.text.read_text()
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    a = minis(disabled=("mini-3",)).mesh().assess()
+    checklist.write(tmp_path / "out", a, inventory="i.yml", generated="now", write_files=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_html_escapes_inventory_text(tmp_path):
+    a = minis(2, disabled=("mini-2",)).mesh().assess(locations={"mini-2": "<b>rack</b> & shelf"})
+    html = checklist.write(tmp_path, a, inventory="i.yml", generated="now").html.read_text()
+    assert "&lt;b&gt;rack&lt;/b&gt; &amp; shelf" in html and "<b>rack" not in html
+
+
+def test_no_mac_needs_the_step(tmp_path):
+    written = checklist.write(tmp_path, minis(2).mesh().assess(), inventory="i.yml", generated="now")
+    assert "No Mac needs the Recovery step." in written.text.read_text().split("\n")
+    assert '<section class="sheet"' in written.html.read_text()
+
+
+# --- nothing in the toolkit tries to enable RDMA ---------------------------------------------------
+
+PRODUCT = ["site.yml", "playbooks", "roles", "plugins"]
+ENABLE = re.compile(r"rdma_ctl\W{0,4}enable", re.IGNORECASE)
+
+
+def test_no_product_code_runs_rdma_ctl_enable():
+    offenders = []
+    for entry in PRODUCT:
+        root = REPO / entry
+        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
+            if "templates" in path.relative_to(REPO).parts or path.suffix in (".pyc",):
+                continue
+            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if ENABLE.search(line):
+                    offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert offenders == []
