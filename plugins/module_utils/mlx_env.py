@@ -133,3 +133,16 @@ def fingerprint(lock_hash, installed, python_version, machine):
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     body["digest"] = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     return body
+
+
+def pyvenv_home(path):
+    """The base interpreter folder a venv was made from (its pyvenv.cfg `home`), or \"\"."""
+    try:
+        with open(os.path.join(path, "pyvenv.cfg")) as handle:
+            for line in handle:
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    return value.strip()
+    except (IOError, OSError):
+        pass
+    return ""

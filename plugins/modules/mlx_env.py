@@ -103,21 +103,9 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    fingerprint, fingerprint_path, run_probe, sha256_file, store_paths)
+    fingerprint, fingerprint_path, pyvenv_home, run_probe, sha256_file, store_paths)
 
 UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1", "UV_NO_CACHE": "1"}
-
-
-def _pyvenv_home(path):
-    try:
-        with open(os.path.join(path, "pyvenv.cfg")) as handle:
-            for line in handle:
-                key, _, value = line.partition("=")
-                if key.strip() == "home":
-                    return value.strip()
-    except (IOError, OSError):
-        pass
-    return ""
 
 
 def _listing(python_label, installed):
@@ -184,7 +172,7 @@ def main():
         if current is not None:
             installed = current.get("installed", {})
     want_home = os.path.dirname(interpreter)
-    home = _pyvenv_home(path)
+    home = pyvenv_home(path)
     right_base = (current is not None and target is not None
                   and current["version"] == target["version"]
                   and current["base_prefix"] == target["prefix"])

@@ -119,7 +119,7 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    fingerprint_path, run_probe, sha256_file, store_paths)
+    fingerprint_path, pyvenv_home, run_probe, sha256_file, store_paths)
 
 
 def _owned_dirs(path, store, uid):
@@ -134,18 +134,6 @@ def _owned_dirs(path, store, uid):
         if not os.path.isdir(d) or st.st_uid != uid:
             return False
     return True
-
-
-def _read_pyvenv_home(path):
-    try:
-        with open(os.path.join(path, "pyvenv.cfg")) as handle:
-            for line in handle:
-                key, _, value = line.partition("=")
-                if key.strip() == "home":
-                    return value.strip()
-    except (IOError, OSError):
-        pass
-    return ""
 
 
 def main():
@@ -192,7 +180,7 @@ def main():
                 builds.append(key)
     result["managed_builds"] = builds
 
-    venv = {"exists": False, "info": None, "home": _read_pyvenv_home(path)}
+    venv = {"exists": False, "info": None, "home": pyvenv_home(path)}
     venv_python = os.path.join(path, "bin", "python")
     if os.access(venv_python, os.X_OK):
         venv["info"], venv["error"] = run_probe(module, venv_python, "installed")
