@@ -36,13 +36,8 @@ options:
     description: Write the files (nothing is written in check mode either way).
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -25,13 +25,8 @@ options:
     description: The inventory group holding the cluster's Macs.
     type: str
     default: mlx_cluster
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -20,13 +20,8 @@ description:
 version_added: "0.1.0"
 author: mlx-fleet contributors
 options: {}
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: darwin
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.facts
 notes:
   - A tool missing from C(PATH) or printing an unexpected format fails the module with the command's name.
 """

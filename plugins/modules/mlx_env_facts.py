@@ -38,13 +38,8 @@ options:
     description: The user who must own the environment; empty for the login user.
     type: str
     default: ""
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: darwin
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.facts
 """
 
 EXAMPLES = r"""

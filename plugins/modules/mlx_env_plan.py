@@ -45,13 +45,8 @@ options:
     description: The variable each host registered the M(mlx_fleet.cluster.mlx_env_facts) result in.
     type: str
     default: mlx_env_state
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

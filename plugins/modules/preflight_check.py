@@ -20,13 +20,8 @@ description:
 version_added: "0.1.0"
 author: mlx-fleet contributors
 options: {}
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.controller
 """
 
 EXAMPLES = r"""

@@ -40,13 +40,8 @@ options:
   inventory:
     description: The inventory path printed in the checklist's controller commands (default the first host's C(inventory_file)).
     type: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.controller
 notes:
   - C(changed) reports a new checklist or a change in the ledger's record (a Mac newly ready, or ready on another
     build); refreshing the ledger's last-seen times alone is not a change, so an unchanged cluster re-runs with
