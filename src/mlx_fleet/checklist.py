@@ -100,7 +100,7 @@ def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str,
         directory.mkdir(parents=True, exist_ok=True)
         for path, content in ((html_path, html), (text_path, text)):
             if old[path] != content:
-                fab._atomic_write(path, content)
+                fab.atomic_write_text(path, content)
         if new_ledger != ledger:
             fab.atomic_write_json(ledger_path, new_ledger)
     return Written(html_path, text_path, ledger_path, changed, regressions)

@@ -653,7 +653,7 @@ def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None
 # --- files ----------------------------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, text: str, check: Callable[[str], None] | None = None) -> None:
+def atomic_write_text(path: Path, text: str, check: Callable[[str], None] | None = None) -> None:
     """Write a temporary file beside path, check what it reads back, then rename it over path:
     a reader sees the old file or the complete new one, never a part."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -682,7 +682,7 @@ def atomic_write_json(path: str | Path, data, validate: Callable[[object], None]
         if validate:
             validate(back)
 
-    _atomic_write(path, json.dumps(data, indent=4) + "\n", check)
+    atomic_write_text(path, json.dumps(data, indent=4) + "\n", check)
 
 
 def read_addresses(path: str | Path) -> dict[str, str]:
@@ -708,7 +708,7 @@ def write_outputs(directory: str | Path, fabric: Fabric) -> Written:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written, skipped = [], []
-    _atomic_write(directory / DOT_FILE, fabric.dot)
+    atomic_write_text(directory / DOT_FILE, fabric.dot)
     written.append(directory / DOT_FILE)
     dot = shutil.which("dot")
     if dot is None:
@@ -716,7 +716,7 @@ def write_outputs(directory: str | Path, fabric: Fabric) -> Written:
     else:
         svg = subprocess.run([dot, "-Tsvg"], input=fabric.dot, capture_output=True, text=True, check=False)
         if svg.returncode == 0:
-            _atomic_write(directory / SVG_FILE, svg.stdout)
+            atomic_write_text(directory / SVG_FILE, svg.stdout)
             written.append(directory / SVG_FILE)
         else:
             why = (svg.stderr.strip().splitlines() or [f"exit status {svg.returncode}"])[0]
