@@ -43,7 +43,7 @@ extends_documentation_fragment:
 EXAMPLES = r"""
 - name: Build the fabric and write the hostfiles
   mlx_fleet.cluster.fabric:
-    output_dir: "{{ inventory_dir }}/mlx-fleet-out"
+    output_dir: "{{ inventory_dir }}/.mlx-fleet"
   run_once: true
 """
 

@@ -51,7 +51,7 @@ notes:
 EXAMPLES = r"""
 - name: Judge RDMA readiness and print the Recovery checklist
   mlx_fleet.cluster.rdma_readiness:
-    output_dir: "{{ inventory_dir }}/mlx-fleet-out"
+    output_dir: "{{ inventory_dir }}/.mlx-fleet"
   run_once: true
 """
 

@@ -50,7 +50,7 @@ def add_playbook_parser(sub, name: str, help_text: str):
     parser.add_argument("-i", "--inventory", action="append", required=True,
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--output-dir", help="where hostfiles, pictures and the checklist go "
-                                             "(default: mlx-fleet-out next to the inventory)")
+                                             "(default: .mlx-fleet in the inventory's folder)")
     parser.add_argument("--limit", help="only these hosts (ansible --limit pattern)")
     return parser
 

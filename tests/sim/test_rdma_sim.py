@@ -54,7 +54,7 @@ def pdf_pages(html: Path, tmp_path: Path) -> int:
 def test_recovery_checklist_then_all_four_ready(make_sim, tmp_path):
     sim = make_sim(nodes=4, topology="mesh", rdma="mini-1,mini-2")  # RDMA off on mini-3 and mini-4
     inventory = sim.dir / "inventory.yml"
-    out = sim.dir / "mlx-fleet-out"  # the default: next to the inventory
+    out = sim.dir / ".mlx-fleet"  # the default: in the inventory's folder
 
     # Over SSH, even with sudo, rdma_ctl refuses exactly as a Mac does.
     for command in ("sudo rdma_ctl enable", "rdma_ctl enable"):
