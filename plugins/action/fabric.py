@@ -9,9 +9,9 @@ import dataclasses
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from mlx_fleet import fabric as fab
+from mlx_fleet.actions import ClusterAction
 from mlx_fleet.inventory import DEFAULT_IP_POOL
 
 ARGS = {
@@ -26,23 +26,17 @@ def _snapshot(directory: Path) -> dict[str, bytes | None]:
     return {name: (directory / name).read_bytes() if (directory / name).exists() else None for name in KEPT_FILES}
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ClusterAction):
+    ARGS = ARGS
     _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGS)
-        hostvars = task_vars["hostvars"]
-        names = list(task_vars["groups"].get(args["group"], []))
+        args = self.arguments()
+        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
         if len(names) < 2:
             result.update(changed=False, skipped=True, msg="one Mac: there is no Thunderbolt fabric to build")
             return result
-        missing = [n for n in names if "mlx_fleet_thunderbolt" not in hostvars[n]]
-        if missing:
-            raise AnsibleActionFail(f"no Thunderbolt facts for {', '.join(missing)}: run mlx_fleet.cluster.thunderbolt_facts "
-                                    "on every Mac first (unreachable or failed hosts cannot join the fabric)")
         first = hostvars[names[0]]
         output_dir = Path(args["output_dir"])
         built = fab.build_fabric(

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+
+from mlx_fleet.actions import ClusterAction
 
 from mlx_fleet.inventory import check_inventory
 
@@ -16,17 +17,14 @@ CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "m
 HOST_VARS = ("ansible_host", "mlx_fleet_model")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-    _VALID_ARGS = frozenset(("group",))
+class ActionModule(ClusterAction):
+    ARGS = {"group": {"type": "str", "default": "mlx_cluster"}}
+    _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec={"group": {"type": "str", "default": "mlx_cluster"}})
-        group = args["group"]
-        names = task_vars["groups"].get(group, [])
-        hostvars = task_vars["hostvars"]
+        group = self.arguments()["group"]
+        names, hostvars = self.cluster(task_vars, group)
         hosts = {name: {k: hostvars[name][k] for k in HOST_VARS if k in hostvars[name]} for name in names}
         # Cluster-wide settings are group variables: every host sees the same value.
         first = hostvars[names[0]] if names else {}

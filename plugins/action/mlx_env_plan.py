@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
+from mlx_fleet.actions import ClusterAction
 from mlx_fleet.envplan import plan_run
 from mlx_fleet.lock import LockError
 
@@ -21,14 +21,13 @@ ARGS = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ClusterAction):
+    ARGS = ARGS
     _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGS)
+        args = self.arguments()
         hostvars = task_vars["hostvars"]
         facts = {}
         for host in task_vars.get("ansible_play_hosts", []):

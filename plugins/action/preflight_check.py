@@ -6,16 +6,15 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+
+from mlx_fleet.actions import ClusterAction
 
 from mlx_fleet.preflight import check_node
 
 HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ClusterAction):
     _VALID_ARGS = frozenset()
 
     def run(self, tmp=None, task_vars=None):

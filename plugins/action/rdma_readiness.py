@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from mlx_fleet import checklist, rdma
+from mlx_fleet.actions import ClusterAction
 
 ARGS = {
     "group": {"type": "str", "default": "mlx_cluster"},
@@ -20,21 +20,14 @@ ARGS = {
 }
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ClusterAction):
+    ARGS = ARGS
     _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGS)
-        hostvars = task_vars["hostvars"]
-        names = list(task_vars["groups"].get(args["group"], []))
-        missing = [n for n in names if not {"mlx_fleet_macos", "mlx_fleet_thunderbolt"} <= set(hostvars[n])]
-        if missing:
-            raise AnsibleActionFail(f"no macOS or Thunderbolt facts for {', '.join(missing)}: run "
-                                    "mlx_fleet.cluster.macos_facts and mlx_fleet.cluster.thunderbolt_facts on every "
-                                    "Mac first (unreachable or failed hosts cannot be judged)")
+        args = self.arguments()
+        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
         first = hostvars[names[0]] if names else {}
         backend = first.get("mlx_fleet_backend", "auto")
         assessment = rdma.assess(
