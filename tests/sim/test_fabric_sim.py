@@ -208,3 +208,14 @@ def test_wall_time_against_mlx_distributed_config(make_sim, tmp_path, nodes):
     theirs_s = time.monotonic() - started
     assert ours.returncode == 0 and theirs.returncode == 0, ours.stdout + theirs.stderr
     print(f"\n{nodes}-node ring: mlx-fleet hostfile {ours_s:.1f}s, mlx.distributed_config {theirs_s:.1f}s")
+
+
+def test_the_fabric_comes_off_again(make_sim, tmp_path):
+    sim = make_sim(nodes=2, topology="line")
+    services = "networksetup -listnetworkserviceorder; ifconfig bridge0"
+    before = {n: sim.ssh(n, services).stdout for n in sim.nodes}
+    assert converge(sim.dir / "inventory.yml", tmp_path / "out").returncode == 0
+    assert "(3) Thunderbolt 1" in sim.ssh("mini-1", services).stdout
+    undo = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric-undo.yml")])
+    assert undo.returncode == 0, undo.stdout
+    assert {n: sim.ssh(n, services).stdout for n in sim.nodes} == before
