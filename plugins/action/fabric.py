@@ -28,7 +28,6 @@ def _snapshot(directory: Path) -> dict[str, bytes | None]:
 
 class ActionModule(ClusterAction):
     ARGS = ARGS
-    _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

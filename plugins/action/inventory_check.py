@@ -19,7 +19,6 @@ HOST_VARS = ("ansible_host", "mlx_fleet_model")
 
 class ActionModule(ClusterAction):
     ARGS = {"group": {"type": "str", "default": "mlx_cluster"}}
-    _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

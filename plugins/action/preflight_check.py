@@ -15,8 +15,6 @@ HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool")
 
 
 class ActionModule(ClusterAction):
-    _VALID_ARGS = frozenset()
-
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         facts = task_vars.get("mlx_fleet_macos")

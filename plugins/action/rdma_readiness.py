@@ -22,7 +22,6 @@ ARGS = {
 
 class ActionModule(ClusterAction):
     ARGS = ARGS
-    _VALID_ARGS = frozenset(ARGS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

@@ -25,6 +25,18 @@ attributes:
     platforms: darwin
 """
 
+    # Modules that change a Mac: read first, write only what differs, report it in --diff.
+    CHANGES = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: darwin
+"""
+
     # Action plugins that run on the controller only and connect to no host.
     CONTROLLER = r"""
 options: {}

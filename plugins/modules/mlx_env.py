@@ -51,13 +51,8 @@ options:
     description: sha256 of the lock file, recorded in the fingerprint.
     type: str
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: darwin
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
 """
 
 EXAMPLES = r"""

@@ -87,13 +87,8 @@ notes:
   - macOS applies a service's configuration while it is enabled and after every boot.
 requirements:
   - macOS with C(networksetup) on the PATH
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: darwin
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
 """
 
 EXAMPLES = r"""

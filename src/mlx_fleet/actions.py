@@ -14,6 +14,10 @@ class ClusterAction(ActionBase):
     _requires_connection = False
     ARGS: dict = {}
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._VALID_ARGS = frozenset(cls.ARGS)
+
     def arguments(self) -> dict:
         _, args = self.validate_argument_spec(argument_spec=self.ARGS)
         return args
