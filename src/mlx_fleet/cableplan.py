@@ -101,10 +101,17 @@ class PlanFile:
 
 
 def load_plan_file(path: str | Path) -> PlanFile:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CablePlanError(f"cannot read cable plan {path}: {exc}") from exc
+    """A plan file (``nodes:`` and ``cables:``), or the cluster an Ansible YAML inventory declares.
+
+    An inventory (a file, or a folder with hosts.yml) contributes the hosts of group
+    ``mlx_cluster`` with their ``mlx_fleet_model``, and ``mlx_fleet_cables`` from the group's
+    vars or from group_vars/mlx_cluster(.yml or folder) beside it.
+    """
+    path = Path(path)
+    inventory = path / "hosts.yml" if path.is_dir() else path
+    data = _read_yaml(inventory)
+    if isinstance(data, dict) and "all" in data:
+        return _plan_from_inventory(data, inventory.parent, path)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not data["nodes"]:
         raise CablePlanError(f"cable plan {path}: needs a 'nodes:' mapping of host names")
     nodes = {str(name): dict(attrs or {}) for name, attrs in data["nodes"].items()}
@@ -112,3 +119,24 @@ def load_plan_file(path: str | Path) -> PlanFile:
     if not isinstance(cables, list):
         raise CablePlanError(f"cable plan {path}: 'cables:' must be a list of 'host:port -- host:port'")
     return PlanFile(nodes, [str(c) for c in cables])
+
+
+def _read_yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CablePlanError(f"cannot read cable plan {path}: {exc}") from exc
+
+
+def _plan_from_inventory(data: dict, folder: Path, source: Path, group: str = "mlx_cluster") -> PlanFile:
+    cluster = ((data.get("all") or {}).get("children") or {}).get(group) or {}
+    hosts = cluster.get("hosts") or {}
+    if not hosts:
+        raise CablePlanError(f"inventory {source}: no hosts in group {group}")
+    group_vars = dict(cluster.get("vars") or {})
+    for candidate in (folder / "group_vars" / f"{group}.yml", *sorted((folder / "group_vars" / group).glob("*.yml"))):
+        if candidate.is_file():
+            group_vars.update(_read_yaml(candidate) or {})
+    nodes = {str(name): {"model": hv["mlx_fleet_model"]} if (hv or {}).get("mlx_fleet_model") else {}
+             for name, hv in hosts.items()}
+    return PlanFile(nodes, [str(c) for c in group_vars.get("mlx_fleet_cables") or []])

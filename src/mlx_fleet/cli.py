@@ -23,7 +23,7 @@ def _sim_parser(sub) -> None:
     up = with_dir(ssub.add_parser("up", help="build the cluster and write DIR/inventory.yml and DIR/ssh_config"))
     up.add_argument("--nodes", type=int, help="number of Macs (not needed with a plan file)")
     up.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
-    up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, or a cable-plan FILE")
+    up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, a cable-plan FILE, or your inventory (file or folder)")
     up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
     up.add_argument("--replay", action="append", metavar="NODE=CAPTURE_DIR",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mlx_fleet.cableplan import CablePlanError, Port, load_plan_file, parse_cable, parse_cables
@@ -49,6 +51,16 @@ def test_plan_file(tmp_path):
     plan.write_text("cables: []\n")
     with pytest.raises(CablePlanError, match="needs a 'nodes:' mapping"):
         load_plan_file(plan)
+
+
+def test_the_declared_inventory_is_a_plan_the_sim_can_build():
+    example = Path(__file__).resolve().parents[2] / "inventory" / "example"
+    layout = build_layout(None, None, str(example), "plan")
+    assert list(layout.models) == ["studio-1", "studio-2", "studio-3"]
+    assert {m.key for m in layout.models.values()} == {"studio-m3-ultra"}
+    assert [str(c) for c in layout.cables] == ["studio-1:2 -- studio-2:2", "studio-1:3 -- studio-3:2",
+                                               "studio-2:3 -- studio-3:3"]
+    assert load_plan_file(example / "hosts.yml").cables == [str(c) for c in layout.cables]
 
 
 def test_generated_mesh_is_complete_and_avoids_ports_without_rdma():
