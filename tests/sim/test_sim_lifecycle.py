@@ -140,3 +140,4 @@ def test_failed_up_cleans_up_after_itself():
         assert _traces(f"mfs{index}", index, sim_dir) == []
     finally:
         subprocess.run(["ip", "netns", "del", f"mfs{index}-mini-3"], capture_output=True)
+        sim_dir.rmdir()  # empty: the failed up removed what it made
