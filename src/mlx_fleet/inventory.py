@@ -23,6 +23,11 @@ VERSION_VARS = (
 _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
+def version_tuple(text: str) -> tuple[int, ...]:
+    """(26, 2) from "26.2"; tolerant of suffixes a Mac may print ("26.2 beta")."""
+    return tuple(int(part) for part in re.findall(r"\d+", str(text or "")))
+
+
 def check_inventory(hosts: dict[str, dict], group_vars: dict) -> list[str]:
     """Problems with the cluster as declared.
 

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 
-from mlx_fleet.inventory import DEFAULT_IP_POOL, overlap_message
+from mlx_fleet.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
 from mlx_fleet.models import MODELS
 
 DEFAULT_MIN_MACOS = "26.2"
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in str(version).split("."))
 
 
 def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool) -> list[str]:

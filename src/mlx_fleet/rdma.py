@@ -13,12 +13,12 @@ Recovery. The toolkit says who needs that visit and checks afterwards that it wo
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from mlx_fleet import fabric as fab
+from mlx_fleet.inventory import version_tuple
 from mlx_fleet.models import MODELS, Model
 
 READY = "ready"
@@ -31,10 +31,6 @@ RDMA_MIN_MACOS = "26.2"  # the first macOS with RDMA over Thunderbolt (rdma_ctl)
 ACTIVE = "PORT_ACTIVE"
 LEDGER_FILE = "rdma-ledger.json"
 LEDGER_FORMAT = "mlx-fleet-rdma-ledger/1"
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", str(text or "")))
 
 
 def _join(items: list[str]) -> str:
