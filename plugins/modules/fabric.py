@@ -24,10 +24,6 @@ description:
 version_added: "0.1.0"
 author: mlx-fleet contributors
 options:
-  group:
-    description: The inventory group holding the cluster's Macs; its order is the rank order.
-    type: str
-    default: mlx_cluster
   output_dir:
     description: Controller folder for the hostfiles, the address ledger and the pictures.
     type: path
@@ -37,6 +33,7 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
 """
 

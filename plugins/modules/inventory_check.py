@@ -20,12 +20,9 @@ description:
   - Runs on the controller only (an action plugin); connects to no host.
 version_added: "0.1.0"
 author: mlx-fleet contributors
-options:
-  group:
-    description: The inventory group holding the cluster's Macs.
-    type: str
-    default: mlx_cluster
+options: {}
 extends_documentation_fragment:
+  - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
 """
 

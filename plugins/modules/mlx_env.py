@@ -27,14 +27,6 @@ description:
 version_added: "0.1.0"
 author: mlx-fleet contributors
 options:
-  path:
-    description: The venv's absolute path.
-    type: path
-    required: true
-  store:
-    description: Where the pushed wheels, uv and Python builds are.
-    type: path
-    required: true
   interpreter:
     description: The base interpreter the venv must be made from.
     type: path
@@ -52,6 +44,7 @@ options:
     type: str
     required: true
 extends_documentation_fragment:
+  - mlx_fleet.cluster.options.mlx_env
   - mlx_fleet.cluster.attributes.changes
 """
 

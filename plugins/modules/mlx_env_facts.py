@@ -22,14 +22,6 @@ description:
 version_added: "0.1.0"
 author: mlx-fleet contributors
 options:
-  path:
-    description: The venv's absolute path.
-    type: path
-    required: true
-  store:
-    description: Where pushed wheels, uv and Python builds live on the node.
-    type: path
-    required: true
   python_interpreter:
     description: An interpreter already on the node to build the venv from; empty for a uv-managed Python.
     type: str
@@ -39,6 +31,7 @@ options:
     type: str
     default: ""
 extends_documentation_fragment:
+  - mlx_fleet.cluster.options.mlx_env
   - mlx_fleet.cluster.attributes.facts
 """
 

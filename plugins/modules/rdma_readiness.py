@@ -29,10 +29,6 @@ description:
 version_added: "0.1.0"
 author: mlx-fleet contributors
 options:
-  group:
-    description: The inventory group holding the cluster's Macs.
-    type: str
-    default: mlx_cluster
   output_dir:
     description: The folder next to the hostfile (C(mlx_fleet_output_dir)).
     type: path
@@ -41,6 +37,7 @@ options:
     description: The inventory path printed in the checklist's controller commands (default the first host's C(inventory_file)).
     type: str
 extends_documentation_fragment:
+  - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
 notes:
   - C(changed) reports a new checklist or a change in the ledger's record (a Mac newly ready, or ready on another
