@@ -1,0 +1,97 @@
+"""`mlx-fleet sim`: the command line of macsim, the simulated Mac cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
+
+
+def add_sim_parser(sub) -> None:
+    sim = sub.add_parser("sim", help="a simulated Mac cluster (macsim) to rehearse on; needs root")
+    ssub = sim.add_subparsers(dest="sim_command", required=True)
+
+    def with_dir(p):
+        p.add_argument("--dir", default=DEFAULT_SIM_DIR, help="cluster folder (default: %(default)s)")
+        return p
+
+    up = with_dir(ssub.add_parser("up", help="build the cluster and write DIR/inventory.yml and DIR/ssh_config"))
+    up.add_argument("--nodes", type=int, help="number of Macs (not needed with a plan file)")
+    up.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, a cable-plan FILE, or your inventory (file or folder)")
+    up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
+    up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
+    up.add_argument("--replay", action="append", metavar="NODE=CAPTURE_DIR",
+                    help="add NODE replaying a real Mac's capture (mlx-fleet capture); repeatable")
+    with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
+    with_dir(ssub.add_parser("status", help="nodes, their state and the cables"))
+    for name, helptext in (("exec", "run a command as root on a node's console"),
+                           ("recovery", "boot a node into macOS Recovery and run a Terminal command there")):
+        p = with_dir(ssub.add_parser(name, help=helptext))
+        p.add_argument("node")
+        p.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    with_dir(ssub.add_parser("reboot", help="restart a node (keeps networksetup settings, drops ifconfig ones)")).add_argument("node")
+    with_dir(ssub.add_parser("unplug", help="pull the cable out of NODE:PORT")).add_argument("port")
+    plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
+    plug.add_argument("a")
+    plug.add_argument("b")
+    plug.add_argument("--speed", type=int, choices=(20, 40, 80), help="a slower cable: 40 is a Thunderbolt 4 cable")
+    plug.add_argument("--dock", metavar="NAME", help="a dock or hub between the two Macs, e.g. 'CalDigit TS4'")
+    st = with_dir(ssub.add_parser("set", help="change a node's hardware or OS facts, e.g. os_build=25C57"))
+    st.add_argument("node")
+    st.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
+
+
+def _strip_dashes(command: list[str]) -> list[str]:
+    return command[1:] if command[:1] == ["--"] else command
+
+
+def run_sim(args) -> int:
+    from mlx_fleet.sim.cluster import Cluster
+    from mlx_fleet.sim.layout import build_layout
+
+    cluster = Cluster(args.dir)
+    cmd = args.sim_command
+    if cmd == "up":
+        from mlx_fleet.sim.replay import parse_replay_args
+
+        replays = parse_replay_args(args.replay)
+        cluster.up(build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays), seed=args.seed)
+        for name, replay in replays.items():
+            for note in replay.notes:
+                print(f"replay {name}: {note}")
+        status = cluster.status()
+        print(f"macsim: {len(status['nodes'])} Macs up in {status['dir']}")
+        _print_status(status)
+        print(f"\ninventory: {cluster.dir / 'inventory.yml'}   try: ssh {status['nodes'][0]['name']} sw_vers")
+    elif cmd == "down":
+        cluster.down()
+        print(f"macsim: cluster in {cluster.dir} removed")
+    elif cmd == "status":
+        _print_status(cluster.status())
+    elif cmd == "exec":
+        return cluster.exec(args.node, _strip_dashes(args.node_command))
+    elif cmd == "recovery":
+        return cluster.recovery(args.node, _strip_dashes(args.node_command))
+    elif cmd == "reboot":
+        cluster.reboot(args.node)
+        print(f"{args.node} restarted")
+    elif cmd == "unplug":
+        print(f"unplugged {cluster.unplug(args.port)}")
+    elif cmd == "plug":
+        print(f"plugged {cluster.plug(args.a, args.b, speed=args.speed, dock=args.dock)}")
+    elif cmd == "set":
+        profile = cluster.set(args.node, args.assignments)
+        print(json.dumps({k.split('=')[0]: profile[k.split('=')[0]] for k in args.assignments}))
+    return 0
+
+
+def _print_status(status: dict) -> None:
+    print(f"{'node':<14} {'model':<20} {'status':<9} {'address':<14} {'RDMA':<9} {'macOS':<14} serial")
+    for n in status["nodes"]:
+        print(f"{n['name']:<14} {n['model']:<20} {n['status']:<9} {n['management_ip']:<14} {n['rdma']:<9} {n['macos']:<14} {n['serial']}")
+    print("cables:" if status["cables"] else "cables: none")
+    for cable in status["cables"]:
+        print(f"  {cable}")
