@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Join every Mac's Thunderbolt facts into the fabric and write the hostfiles (logic: mlx_fleet.fabric)."""
+"""Join every Mac's Thunderbolt facts into the fabric and write the hostfiles (logic: plugin_utils.fabric)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
-from mlx_fleet import fabric as fab
-from mlx_fleet.actions import ClusterAction
-from mlx_fleet.inventory import DEFAULT_IP_POOL
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 
 ARGS = {
     "group": {"type": "str", "default": "mlx_cluster"},

@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Controller-side inventory validation; the checks themselves live in mlx_fleet.inventory."""
+"""Controller-side inventory validation; the checks themselves live in plugin_utils.inventory."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
-from mlx_fleet.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 
-from mlx_fleet.inventory import check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
 
 CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
                 "mlx_fleet_min_macos", "mlx_env_python_version", "mlx_env_uv_version", "mlx_env_mlx_version",

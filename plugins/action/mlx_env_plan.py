@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Controller side of mlx_env: check the lock, plan every node, download once; see mlx_fleet.envplan."""
+"""Controller side of mlx_env: check the lock, plan every node, download once; see plugin_utils.envplan."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
-from mlx_fleet.actions import ClusterAction
-from mlx_fleet.envplan import plan_run
-from mlx_fleet.lock import LockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import plan_run
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
 
 ARGS = {
     "lock_file": {"type": "path", "required": True},

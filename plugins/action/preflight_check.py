@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Judge a Mac's mlx_fleet_macos facts on the controller; the rules live in mlx_fleet.preflight."""
+"""Judge a Mac's mlx_fleet_macos facts on the controller; the rules live in plugin_utils.preflight."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
-from mlx_fleet.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 
-from mlx_fleet.preflight import check_node
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
 
 HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool")
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""RDMA readiness of every Mac, the Recovery checklist and the ledger (logic: mlx_fleet.rdma, mlx_fleet.checklist)."""
+"""RDMA readiness of every Mac, the Recovery checklist and the ledger (logic: plugin_utils.rdma, plugin_utils.checklist)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
-from mlx_fleet import checklist, rdma
-from mlx_fleet.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 
 ARGS = {
     "group": {"type": "str", "default": "mlx_cluster"},

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from mlx_fleet import __version__
-from mlx_fleet.module_utils import load
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
 
 MANIFEST = "manifest.json"
 FORMAT = "mlx-fleet-capture/1"
@@ -34,11 +34,11 @@ class CaptureError(Exception):
 
 
 def reads() -> dict[str, tuple[str, ...]]:
-    return dict(load("macos_commands").READS)
+    return dict(macos_commands.READS)
 
 
 def capture_name(name: str) -> str:
-    return load("macos_commands").capture_name(name)
+    return macos_commands.capture_name(name)
 
 
 def check_read_only(argv) -> None:

@@ -1,16 +1,30 @@
-"""The `mlx-fleet` command line."""
+"""mlx-fleet: converge Apple Silicon Macs into an MLX distributed cluster, and keep it that way.
+
+Exit status: 0 ok; 1 the cluster needs attention (a failure, a pending step); 2 bad input (command line
+or inventory; nothing changed); 4 some Macs unreachable (the others were handled); 130 interrupted."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from mlx_fleet.cableplan import CablePlanError
+from mlx_fleet import __version__
+from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, UserError
 from mlx_fleet.sim.cli import add_sim_parser, run_sim
 
 
+def _command(sub, name: str, summary: str, description: str, examples: str):
+    return sub.add_parser(name, help=summary, description=description,
+                          epilog="examples:\n" + examples + "\n\n" + __doc__.split("\n\n", 1)[1],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _capture_parser(sub) -> None:
-    cap = sub.add_parser("capture", help="record, read-only over ssh, every macOS output mlx-fleet reads from a Mac")
+    cap = _command(sub, "capture", "record, read-only over ssh, every macOS output mlx-fleet reads from a Mac",
+                   "Record, read-only over plain ssh, every macOS command output mlx-fleet reads from a Mac, "
+                   "for a bug report that macsim can replay.",
+                   "  mlx-fleet capture studio-1 --out ./capture-studio-1\n"
+                   "  mlx-fleet sim up --dir /tmp/replay --replay studio-1=./capture-studio-1")
     cap.add_argument("host", help="the Mac, as you reach it with plain ssh (your ssh config applies)")
     cap.add_argument("--out", required=True, help="new folder for the capture (replay it: mlx-fleet sim up --replay NODE=DIR)")
 
@@ -23,43 +37,116 @@ def _run_capture(args) -> int:
     print(f"captured {len(manifest['reads'])} reads from {args.host} into {args.out}")
     if failed:
         print("non-zero exits (recorded as they are): " + ", ".join(failed))
-    return 0
+    return EXIT_OK
+
+
+# name -> (playbook, needs every Mac's facts, one-line help, description, examples)
+PLAYBOOK_COMMANDS = {
+    "converge": ("site", True, "converge every Mac (site.yml): settings, environment, fabric, hostfiles",
+                 "Run mlx_fleet.cluster.site: preflight, node settings, the pinned MLX environment, RDMA "
+                 "readiness and the Thunderbolt fabric with its hostfiles.",
+                 "  mlx-fleet converge -i inventory/mine\n  mlx-fleet converge -i inventory/mine --check --diff -K"),
+    "hostfile": ("hostfile", True, "rediscover the Thunderbolt fabric and rewrite the mlx.launch hostfiles",
+                 "Read every Mac's Thunderbolt ports, check the cabling against the plan, choose the backend "
+                 "and rewrite hostfile.json (and hostfile-ring.json) on the controller and every Mac. "
+                 "Converges nothing else.",
+                 "  mlx-fleet hostfile -i inventory/mine\n  mlx-fleet hostfile -i inventory/mine --output-dir /tmp/out"),
+    "checklist": ("checklist", True, "print the macOS Recovery checklist for the Macs whose RDMA is off",
+                  "Read every Mac's RDMA state and write the printable Recovery-mode checklist (HTML and text) "
+                  "for the Macs that need a person to run `rdma_ctl enable` in Recovery. Converges nothing.",
+                  "  mlx-fleet checklist -i inventory/mine"),
+}
+
+
+def _fabric_lines(report) -> list[str]:
+    fabric = report.result("mlx_fleet.cluster.fabric")
+    if not fabric or fabric.get("skipped"):
+        return []
+    lines = []
+    if fabric.get("backend"):
+        lines.append(f"backend: {fabric['backend']} ({fabric.get('reason', '')})")
+    else:
+        lines.append(f"backend: none ({fabric.get('reason', '')})")
+    lines += [f"fabric error: {e}" for e in fabric.get("errors", [])]
+    hostfile = fabric.get("hostfile")
+    if hostfile and not fabric.get("errors"):
+        from pathlib import Path
+
+        folder = Path(hostfile).parent
+        written = [str(folder / n) for n in ("hostfile.json", "hostfile-ring.json") if (folder / n).exists()]
+        lines.append(f"hostfiles: {', '.join(written)} (on every Mac in /opt/mlx-fleet/)")
+        if (folder / "fabric.svg").exists():
+            lines.append(f"picture: {folder / 'fabric.svg'}")
+    return lines
+
+
+def _rdma_lines(report) -> list[str]:
+    rdma = report.result("mlx_fleet.cluster.rdma_readiness")
+    if not rdma:
+        return []
+    lines = [f"RDMA: {rdma['summary']}"] if rdma.get("summary") else []
+    if rdma.get("needs_recovery"):
+        lines.append(f"to do at the rack: Recovery step for {', '.join(rdma['needs_recovery'])}; "
+                     f"checklist {rdma['checklist']['html']} (text: {rdma['checklist']['text']})")
+    return lines
+
+
+def _run_playbook_command(name: str, args) -> int:
+    from mlx_fleet import runner
+
+    playbook, needs_every_mac = PLAYBOOK_COMMANDS[name][:2]
+    options = runner.options_from(args, name, needs_every_mac)
+    report = runner.run_playbook(playbook, args.inventory, options, extravars=runner.output_extravars(args),
+                                 output_dir=runner.output_dir_from(args))
+    return runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from mlx_fleet.runner import add_playbook_options
+
+    parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"mlx-fleet {__version__}")
+    sub = parser.add_subparsers(dest="tool", required=True)
+    for name, (_, _, summary, description, examples) in PLAYBOOK_COMMANDS.items():
+        add_playbook_options(_command(sub, name, summary, description, examples))
+    from mlx_fleet.lock_cli import add_lock_parser
+
+    add_lock_parser(sub, _command)
+    _capture_parser(sub)
+    add_sim_parser(sub)
+    return parser
+
+
+def _dispatch(args) -> int:
+    if args.tool in PLAYBOOK_COMMANDS:
+        return _run_playbook_command(args.tool, args)
+    if args.tool == "sim":
+        return run_sim(args)
+    if args.tool == "capture":
+        return _run_capture(args)
+    if args.tool == "lock":
+        from mlx_fleet.lock_cli import run_lock
+
+        return run_lock(args)
+    raise AssertionError(args.tool)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__)
-    sub = parser.add_subparsers(dest="tool", required=True)
-    add_sim_parser(sub)
-    _capture_parser(sub)
-    from mlx_fleet.lock import add_lock_parser
-    from mlx_fleet.runner import add_playbook_parser, run_from_args
-
-    add_lock_parser(sub)
-    add_playbook_parser(sub, "hostfile", "rediscover the Thunderbolt fabric and rewrite the mlx.launch hostfiles, "
-                                         "converging nothing else")
-    add_playbook_parser(sub, "checklist", "read every Mac's RDMA state and print the macOS Recovery checklist "
-                                          "for those that need it, converging nothing")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.sim.host import SimError
 
     try:
-        if args.tool == "sim":
-            return run_sim(args)
-        if args.tool == "capture":
-            return _run_capture(args)
-        if args.tool == "hostfile":
-            return run_from_args("hostfile.yml", args)
-        if args.tool == "checklist":
-            return run_from_args("checklist.yml", args)
-        if args.tool == "lock":
-            from mlx_fleet.lock import run_lock
-
-            return run_lock(args)
-    except (SimError, CablePlanError, CaptureError) as exc:
-        print(f"mlx-fleet: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return _dispatch(args)
+    except (UserError, SimError, CablePlanError, CaptureError, LockError) as exc:
+        print(f"mlx-fleet {args.tool}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"mlx-fleet {args.tool}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

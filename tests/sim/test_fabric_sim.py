@@ -216,6 +216,6 @@ def test_the_fabric_comes_off_again(make_sim, tmp_path):
     before = {n: sim.ssh(n, services).stdout for n in sim.nodes}
     assert converge(sim.dir / "inventory.yml", tmp_path / "out").returncode == 0
     assert "(3) Thunderbolt 1" in sim.ssh("mini-1", services).stdout
-    undo = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric-undo.yml")])
+    undo = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
     assert undo.returncode == 0, undo.stdout
     assert {n: sim.ssh(n, services).stdout for n in sim.nodes} == before

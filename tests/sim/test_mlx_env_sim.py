@@ -119,8 +119,8 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
     assert {n: s["changed"] for n, s in out["stats"].items()} == {n: 0 for n in sim.nodes}
 
     # A different MLX installed by hand on one node is put back; nothing else changes.
-    from mlx_fleet.envplan import Cache, best_wheel
-    from mlx_fleet.lock import index_files
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import Cache, best_wheel
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import index_files
 
     odd = sim.nodes[1]
     old_dir = Path("/var/tmp/mlx-fleet-old-mlx")

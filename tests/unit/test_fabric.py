@@ -1,4 +1,4 @@
-"""mlx_fleet.fabric: cables, plan findings, backend, addresses and hostfiles, with the hostfiles
+"""plugin_utils.fabric: cables, plan findings, backend, addresses and hostfiles, with the hostfiles
 checked against what mlx.distributed_config's own code writes for the same cables."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 from mlx._distributed_utils import config as mlx_config
 from mlx._distributed_utils.common import Host
-from mlx_fleet import fabric as fab
-from mlx_fleet.fabric import build_fabric, write_outputs
-from mlx_fleet.models import MODELS, link_speed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, write_outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 from mlx_fleet.sim.layout import generated_cables
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from packaging import tags as ptags
 
-from mlx_fleet import envplan, lock
-from mlx_fleet.lock import LockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))

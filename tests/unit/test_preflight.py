@@ -7,8 +7,8 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
 from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_facts
 from conftest import FIXTURE_DIR, load
-from mlx_fleet.inventory import check_inventory
-from mlx_fleet.preflight import check_node
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
 
 
 class FakeModule:

@@ -1,4 +1,4 @@
-"""mlx_fleet.rdma and mlx_fleet.checklist: readiness classes with their exact lines, the summary from
+"""plugin_utils.rdma and plugin_utils.checklist: readiness classes with their exact lines, the summary from
 the fabric's own backend choice, the ledger, and the rendered checklist (text line by line, HTML escaped)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mlx_fleet import checklist, rdma
-from mlx_fleet.models import MODELS, link_speed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = (REPO / "tests" / "fixtures" / "recovery" / "page.txt").read_text()
@@ -273,8 +273,11 @@ def test_no_mac_needs_the_step(tmp_path):
 
 # --- nothing in the toolkit tries to enable RDMA ---------------------------------------------------
 
-PRODUCT = ["site.yml", "playbooks", "roles", "plugins"]
+# What runs on a Mac or tells a Mac what to run; plugin_utils (controller-only) may name the step in the
+# text it prints for a person, but never as a command token.
+PRODUCT = ["site.yml", "playbooks", "roles", "plugins/modules", "plugins/module_utils", "plugins/action"]
 ENABLE = re.compile(r"rdma_ctl\W{0,4}enable", re.IGNORECASE)
+COMMAND_TOKEN = re.compile(r"[\"']rdma_ctl[\"']")
 
 
 def test_no_product_code_runs_rdma_ctl_enable():
@@ -287,4 +290,6 @@ def test_no_product_code_runs_rdma_ctl_enable():
             for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
                 if ENABLE.search(line):
                     offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    for path in sorted((REPO / "plugins" / "plugin_utils").glob("*.py")):
+        offenders += [f"{path.name}: {line.strip()}" for line in path.read_text().splitlines() if COMMAND_TOKEN.search(line)]
     assert offenders == []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from mlx_fleet.cableplan import Cable, CablePlanError, Port, parse_cable, parse_cables, parse_port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cable, parse_cables, parse_port
 from mlx_fleet.sim import host
 from mlx_fleet.sim.doubles import install_doubles
 from mlx_fleet.sim.host import SimError, run

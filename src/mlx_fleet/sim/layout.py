@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlx_fleet.cableplan import Cable, CablePlanError, Port, load_plan_file, parse_cables
-from mlx_fleet.models import DEFAULT_MODEL, MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, load_plan_file, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import DEFAULT_MODEL, MODELS, Model
 
 if TYPE_CHECKING:
     from mlx_fleet.sim.replay import Replay

@@ -21,9 +21,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlx_fleet.cableplan import Cable, CablePlanError, Port, parse_cables
-from mlx_fleet.models import MODELS, Model
-from mlx_fleet.module_utils import load
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from mlx_fleet.sim.host import SimError
 
 MANIFEST = "manifest.json"
@@ -127,7 +127,6 @@ def _synth_hardware_ports(model_name: str, receptacles: list[int]) -> tuple[tupl
 
 def derive(recording: Recording) -> Replay:
     """The replayed Mac's model, profile facts, Thunderbolt ports and MAC addresses."""
-    mp = load("macos_parsers")
     notes: list[str] = []
     hw = _parse(notes, "SPHardwareDataType", mp.parse_hardware_json,
                 recording.stdout("system_profiler", "SPHardwareDataType", "-json")) or {}

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from mlx_fleet.cableplan import Cable, CablePlanError, Port, parse_cables
-from mlx_fleet.inventory import DEFAULT_IP_POOL
-from mlx_fleet.models import MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
 BACKENDS = ("jaccl", "jaccl-ring", "ring", "auto")
 RDMA_BACKENDS = ("jaccl", "jaccl-ring")

@@ -10,8 +10,8 @@ import ipaddress
 import re
 from collections import defaultdict
 
-from mlx_fleet.cableplan import CablePlanError, parse_cables
-from mlx_fleet.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 BACKENDS = ("jaccl", "jaccl-ring", "ring", "auto")
 DEFAULT_IP_POOL = "192.168.0.0/16"

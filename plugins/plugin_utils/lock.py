@@ -9,12 +9,11 @@ Linux x86_64 / aarch64) with their URL and sha256, the uv wheels, and the uv-man
 Python builds for macOS arm64 and Linux. The lock also records the declaration it was made
 from, so a playbook run stops when the inventory says something else.
 
-How the controller turns the lock into per-node downloads lives in `mlx_fleet.envplan`.
+How the controller turns the lock into per-node downloads lives in `plugin_utils.envplan`.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -31,10 +30,11 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
+
 LOCK_FORMAT = 1
-REPO = Path(__file__).resolve().parents[2]
-ROLE_DEFAULTS = REPO / "roles" / "mlx_env" / "defaults" / "main.yml"
-DEFAULT_LOCK = REPO / "roles" / "mlx_env" / "files" / "mlx-env.lock.json"
+ROLE_DEFAULTS = ROLES / "mlx_env" / "defaults" / "main.yml"
+DEFAULT_LOCK = ROLES / "mlx_env" / "files" / "mlx-env.lock.json"
 PYPI_SIMPLE = "https://pypi.org/simple"
 # The Python versions a lock covers besides the declared one: the sim's nodes run
 # Debian's /usr/bin/python3 (3.11) through mlx_env_python_interpreter.
@@ -281,49 +281,3 @@ def declaration_from(inventory: str | None, overrides: dict) -> dict:
                                 if k.startswith("mlx_env_")})
     raw.update({f"mlx_env_{k}": v for k, v in overrides.items() if v is not None})
     return normalize_declaration({k: raw.get(f"mlx_env_{k}") for k in DECLARATION_KEYS})
-
-
-# ---------------------------------------------------------------- CLI
-
-def add_lock_parser(sub) -> None:
-    p = sub.add_parser("lock", help="resolve the declared MLX environment into the lock file (with hashes)")
-    p.add_argument("-i", "--inventory", help="inventory folder whose group_vars declare mlx_env_* (default: role defaults)")
-    p.add_argument("-o", "--output", default=str(DEFAULT_LOCK), help="lock file to write (default: %(default)s)")
-    p.add_argument("--python", dest="python_version", help="override mlx_env_python_version")
-    p.add_argument("--uv", dest="uv_version", help="override mlx_env_uv_version")
-    p.add_argument("--mlx", dest="mlx_version", help="override mlx_env_mlx_version")
-    p.add_argument("--mlx-lm", dest="mlx_lm_version", help="override mlx_env_mlx_lm_version")
-    p.add_argument("--also-python", action="append", default=None,
-                   help="another Python MAJOR.MINOR the nodes may use (default: 3.11, the sim's)")
-    p.add_argument("--index", default=PYPI_SIMPLE, help="package index, PEP 691 simple API (default: %(default)s)")
-    p.add_argument("--uv-bin", default=None, help="uv to resolve with (default: the one beside this Python, or on PATH)")
-
-
-def _find_uv(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "uv"
-    if beside.exists():
-        return str(beside)
-    from shutil import which
-
-    found = which("uv")
-    if not found:
-        raise LockError("uv not found: install it (pip install uv) or pass --uv-bin")
-    return found
-
-
-def run_lock(args: argparse.Namespace) -> int:
-    try:
-        overrides = {k: getattr(args, k) for k in ("python_version", "uv_version", "mlx_version", "mlx_lm_version")}
-        decl = declaration_from(args.inventory, overrides)
-        extra = tuple(args.also_python) if args.also_python is not None else DEFAULT_EXTRA_PYTHONS
-        lock = make_lock(decl, _find_uv(args.uv_bin), extra_pythons=extra, index=args.index)
-        digest = write_lock(lock, args.output)
-    except LockError as exc:
-        print(f"mlx-fleet lock: {exc}", file=sys.stderr)
-        return 2
-    n_files = sum(len(p["files"]) for p in lock["packages"])
-    print(f"mlx-fleet lock: {len(lock['packages'])} packages, {n_files} wheels, uv {decl['uv_version']}, "
-          f"Python {', '.join(lock['python_versions'])} -> {args.output} (sha256 {digest[:16]})")
-    return 0

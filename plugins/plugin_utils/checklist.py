@@ -3,7 +3,7 @@
 Templates live in docs/recovery/ (checklist.html.j2 for a printer, one A4/Letter page per Mac;
 checklist.txt.j2, the same content for a terminal or a label printer); this module renders them
 with Jinja2 (HTML autoescaped) and writes them atomically next to the hostfile, with the RDMA
-ledger (mlx_fleet.rdma).
+ledger (plugin_utils.rdma).
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ from pathlib import Path
 
 import jinja2
 
-from mlx_fleet import fabric as fab
-from mlx_fleet import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "docs" / "recovery"
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
 _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
 
 
 def _environment() -> jinja2.Environment:
-    if not (TEMPLATES / "checklist.html.j2").exists():
-        raise FileNotFoundError(f"{TEMPLATES} is missing: run mlx-fleet from a clone of the project")
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=lambda name: bool(name) and ".html" in name,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from mlx_fleet.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
-from mlx_fleet.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_MIN_MACOS = "26.2"
 

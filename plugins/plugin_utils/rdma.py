@@ -4,7 +4,7 @@ From each Mac's ``mlx_fleet_macos`` and ``mlx_fleet_thunderbolt`` facts, its mod
 the fabric found: which Macs are ready, which need a person to run the Recovery step, which cannot
 do RDMA at all (and must not be sent to Recovery), and which have RDMA on but not working. The
 cabling questions (which ports are cables, which backend the cables allow) are answered by
-``mlx_fleet.fabric``, here as everywhere. Pure Python: the action plugin is a thin wrapper.
+``plugin_utils.fabric``, here as everywhere. Pure Python: the action plugin is a thin wrapper.
 
 Nothing here, or anywhere in mlx-fleet, switches RDMA on: only a person at the Mac can, in macOS
 Recovery. The toolkit says who needs that visit and checks afterwards that it worked.
@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mlx_fleet import fabric as fab
-from mlx_fleet.inventory import version_tuple
-from mlx_fleet.models import MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
 READY = "ready"
 NEEDS_RECOVERY = "needs_recovery"
@@ -64,7 +64,7 @@ class Readiness:
     host: str
     status: str  # one of STATUSES
     message: str  # one line
-    model: str | None  # mlx_fleet.models key, when known
+    model: str | None  # plugin_utils.models key, when known
     model_name: str
     model_identifier: str
     chip: str

@@ -24,7 +24,7 @@ from packaging import tags as ptags
 from packaging.markers import Marker
 from packaging.utils import parse_wheel_filename
 
-from mlx_fleet.lock import LockError, check_declaration, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, check_declaration, load_lock
 
 # manylinux legacy aliases (PEP 599/571/513)
 _LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}

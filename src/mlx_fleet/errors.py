@@ -1,0 +1,11 @@
+"""The CLI's exit statuses and the one-line error every user mistake becomes (never a traceback)."""
+
+EXIT_OK = 0
+EXIT_ATTENTION = 1  # the command ran; the cluster needs attention (a failure, drift, a pending step)
+EXIT_BAD_INPUT = 2  # the command line or the inventory is wrong; nothing was changed
+EXIT_UNREACHABLE = 4  # some Macs did not answer; the others were handled and reported
+EXIT_INTERRUPTED = 130
+
+
+class UserError(Exception):
+    """A mistake the user can fix, said in one line naming what to fix."""
