@@ -19,9 +19,10 @@ deps:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml | deps
+# constraints.txt pins the controller's whole dependency tree (uv pip compile --universal --all-extras).
+$(VENV)/.installed: pyproject.toml constraints.txt | deps
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 	touch $@
 
 demo: deps venv

@@ -1,3 +1,3 @@
 """mlx-fleet: converge Apple Silicon Macs into an MLX distributed cluster."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
