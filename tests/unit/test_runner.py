@@ -1,0 +1,97 @@
+"""The CLI's view of a run, from ansible-runner's events: what failed where, exit status, summary."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from mlx_fleet import cli, runner
+from mlx_fleet.errors import UserError
+
+
+def _event(kind, host="mini-1", action="", task="a task", res=None, **data):
+    return {"event": kind, "event_data": {"host": host, "task_action": action, "task": task, "res": res or {}, **data}}
+
+
+def _report(*events):
+    report = runner.RunReport(playbook="mlx_fleet.cluster.hostfile")
+    handle = runner._Events(report, None)
+    for event in events:
+        assert handle(event) is True
+    return report
+
+
+def test_ok_run_is_exit_0_and_keeps_action_results():
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res={"backend": "ring", "reason": "r"}),
+                     _event("playbook_on_stats", changed={"mini-1": 1, "mini-2": 0}))
+    assert report.exit_status == 0
+    assert report.result("mlx_fleet.cluster.fabric")["backend"] == "ring"
+    assert report.changed == {"mini-1"}
+
+
+def test_failures_unreachable_and_bad_input_map_to_their_exit_status():
+    failed = _report(_event("runner_on_failed", host="mini-2", task="Give each port its network", res={"msg": "boom"}))
+    assert failed.exit_status == 1 and failed.failed == {"mini-2": ["Give each port its network: boom"]}
+    ignored = _report(_event("runner_on_failed", res={"msg": "x"}, ignore_errors=True))
+    assert ignored.exit_status == 0
+    gone = _report(_event("runner_on_failed", host="mini-2", res={"msg": "boom"}),
+                   _event("runner_on_unreachable", host="mini-3", res={"msg": "ssh: connect timed out\nmore"}))
+    assert gone.exit_status == 4 and gone.unreachable == {"mini-3": "ssh: connect timed out"}
+    bad = _report(_event("runner_on_failed", host="localhost", action="mlx_fleet.cluster.inventory_check",
+                         res={"msg": "mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set\nsecond problem"}))
+    assert bad.exit_status == 2 and bad.input_errors == ["mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set",
+                                                         "second problem"]
+
+
+def test_summary_names_what_to_act_on():
+    report = _report(_event("runner_on_unreachable", host="mini-3", res={"msg": "timed out"}),
+                     _event("runner_on_ok", res={"warnings": ["bridge0 is on"]}),
+                     _event("playbook_on_stats", changed={"mini-1": 2}))
+    out = io.StringIO()
+    assert runner.print_summary(report, stream=out, extra=["backend: ring (why)"]) == 4
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "unreachable: mini-3: timed out"
+    assert "backend: ring (why)" in lines and "warning: bridge0 is on" in lines and "changed: mini-1" in lines
+    assert lines[-1] == "result: some Macs are unreachable (exit 4)"
+
+
+def test_progress_line_counts_hosts_and_failures():
+    stream = io.StringIO()
+    progress = runner.Progress(stream)
+    handle = runner._Events(runner.RunReport(playbook="p"), progress)
+    handle({"event": "playbook_on_task_start", "event_data": {"task": "Read the Mac"}})
+    for host in ("mini-1", "mini-2"):
+        handle(_event("runner_on_start", host=host))
+    handle(_event("runner_on_ok", host="mini-1"))
+    handle(_event("runner_on_failed", host="mini-2", res={"msg": "x"}))
+    progress.finish()
+    assert stream.getvalue() == "[1] Read the Mac: 2/2 Macs, 1 failed so far\n"
+
+
+def test_limit_is_refused_for_commands_that_need_every_mac():
+    args = cli.build_parser().parse_args(["hostfile", "-i", "inv.yml", "--limit", "mini-1"])
+    with pytest.raises(UserError, match="--limit cannot apply to `mlx-fleet hostfile`"):
+        runner.options_from(args, "hostfile", needs_every_mac=True)
+
+
+def test_flags_pass_through():
+    args = cli.build_parser().parse_args(["converge", "-i", "inv.yml", "-e", "a=1", "-e", "@vars.yml", "-vv",
+                                          "--check", "--diff", "-K"])
+    options = runner.options_from(args, "converge", needs_every_mac=False)
+    assert options == runner.PlaybookOptions(extra_vars=["a=1", "@vars.yml"], limit=None, check=True, diff=True,
+                                             verbosity=2, ask_become_pass=True)
+
+
+def test_every_command_has_a_description_and_an_example(capsys):
+    for command in ("converge", "hostfile", "checklist", "lock", "capture"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        text = capsys.readouterr().out
+        assert "examples:\n  mlx-fleet " + command in text and "Exit status" in text
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out.strip() == "mlx-fleet 0.2.0"
