@@ -15,7 +15,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO / "tests" / "sim"))
 
-REFERENCE_DIR = (REPO.parent / "shared" / "reference").resolve()
 FIXTURE_DIR = REPO / "tests" / "fixtures" / "macos"
 
 

@@ -1,6 +1,6 @@
 """Capture folders (as `mlx-fleet capture` writes them) built from the real reference captures.
 
-Two Macs from ../shared/reference, each replayable with `mlx-fleet sim up --replay`:
+Two Macs from the real captures in tests/fixtures/macos, each replayable with `mlx-fleet sim up --replay`:
 - "mbp": the M5 Max MacBook Pro (Mac17,7) whose `system_profiler SPThunderboltDataType -json`
   is system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt (REAL, verbatim);
   its sysctl.txt (hw.model only) is SYNTHESIZED from that file's note that it is a Mac17,7.
@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-REFERENCE_DIR = (Path(__file__).resolve().parents[2] / "shared" / "reference").resolve()
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "macos"
 
 
 def load(path: Path) -> str:
-    """A reference capture without its '# source:' line."""
+    """A capture without its '# source:' line."""
     source, _, body = path.read_text().partition("\n")
     assert source.startswith("# source: "), path
     return body
@@ -47,11 +47,11 @@ def write_capture(directory: Path, reads: dict[str, tuple[tuple[str, ...], bytes
 
 
 def reference_thunderbolt() -> bytes:
-    return load(REFERENCE_DIR / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt").encode()
+    return load(FIXTURE_DIR / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt").encode()
 
 
 def reference_hardware_ports() -> bytes:
-    return load(REFERENCE_DIR / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt").encode()
+    return load(FIXTURE_DIR / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt").encode()
 
 
 def mbp_capture(directory: Path) -> Path:

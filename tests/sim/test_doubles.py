@@ -20,7 +20,6 @@ import pytest
 from mlx_fleet.sim import doubles
 
 REPO = Path(__file__).resolve().parents[2]
-REFERENCE = (REPO.parent / "shared" / "reference").resolve()
 FIXTURES = REPO / "tests" / "fixtures" / "macos"
 sys.path.insert(0, str(doubles.HERE))
 import dispatch  # noqa: E402
@@ -265,7 +264,7 @@ def omlx_macbook() -> dict:
 
 def test_thunderbolt_json_is_the_reference_byte_for_byte(make_node):
     node = make_node(omlx_macbook())
-    expected = capture(REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt")
+    expected = capture(FIXTURES / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt")
     assert node.out("system_profiler", "SPThunderboltDataType", "-json") == expected.rstrip("\n")
 
 
@@ -326,7 +325,7 @@ def test_hardware_text_form(make_node):
 # --- ibv_devices, ibv_devinfo, rdma_ctl ---------------------------------------------------------
 
 def test_ibv_devices_matches_tn3205(make_node):
-    expected = capture(REFERENCE / "ibv_devices__apple-tn3205__3.txt")
+    expected = capture(FIXTURES / "ibv_devices__apple-tn3205__3.txt")
     assert tn3205(make_node().out("ibv_devices")) == expected.rstrip("\n") + "\n"
 
 
@@ -336,7 +335,7 @@ def test_ibv_devices_matches_mlx_docs_m3_ultra(make_node):
          "generation": 5, "rdma_ok": r != 1, "link": None}
         for r in (1, 2, 4, 3, 5, 6)  # the order that Mac enumerated them in
     ])
-    expected = capture(REFERENCE / "ibv_devices__ml-explore-mlx-docs__1.txt")
+    expected = capture(FIXTURES / "ibv_devices__ml-explore-mlx-docs__1.txt")
     text = make_node(node).out("ibv_devices")
     assert "\n".join(l[4:] for l in text.split("\n")) == expected.rstrip("\n") + "\n"
 
@@ -348,7 +347,7 @@ def test_ibv_devices_is_empty_with_rdma_disabled(make_node):
 
 
 def test_ibv_devinfo_matches_tn3205(make_node):
-    expected = capture(REFERENCE / "ibv_devinfo__apple-tn3205__1.txt")
+    expected = capture(FIXTURES / "ibv_devinfo__apple-tn3205__1.txt")
     assert_lines_in_order(expected, tn3205(make_node().out("ibv_devinfo")))
 
 
@@ -389,7 +388,7 @@ def test_listallhardwareports_has_the_knurlogic_ports(make_node):
     names += [(f"Thunderbolt {n}", f"en{n + 1}") for n in range(1, 7)]
     node = mini(interfaces=[{"hardware_port": p, "device": d, "mac": "aa:bb:cc:dd:ee:ff"} for p, d in names])
     text = make_node(node).out("networksetup", "-listallhardwareports")
-    assert_lines_in_order(capture(REFERENCE / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"), text)
+    assert_lines_in_order(capture(FIXTURES / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"), text)
 
 
 def test_fresh_services_and_order(make_node):
@@ -489,13 +488,13 @@ def tn3205_node(make_node) -> Node:
 
 
 def test_ifconfig_en2_matches_tn3205(make_node):
-    expected = capture(REFERENCE / "ifconfig-en2__apple-tn3205__1.txt")
+    expected = capture(FIXTURES / "ifconfig-en2__apple-tn3205__1.txt")
     assert tn3205(tn3205_node(make_node).out("ifconfig", "en2")) == expected.rstrip("\n") + "\n"
 
 
 def test_ifconfig_bridge0_matches_tn3205(make_node):
     # Apple's copy lost a space in one line ('ifmaxaddr 0port 12').
-    expected = capture(REFERENCE / "ifconfig-bridge0__apple-tn3205__1.txt").replace("0port", "0 port")
+    expected = capture(FIXTURES / "ifconfig-bridge0__apple-tn3205__1.txt").replace("0port", "0 port")
     assert_lines_in_order(expected, tn3205(tn3205_node(make_node).out("ifconfig", "bridge0")))
 
 

@@ -1,5 +1,5 @@
 """The pure part of thunderbolt_network: what it decides to change from what the Mac printed
-(real output formats from tests/fixtures/macos and ../shared/reference)."""
+(real output formats from tests/fixtures/macos)."""
 
 import re
 
@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network as tn
-from conftest import FIXTURE_DIR, REFERENCE_DIR, load
+from conftest import FIXTURE_DIR, load
 
 # An Intel MacBook Pro with Thunderbolt 1 = en3, Thunderbolt 2 = en4 and an enabled Thunderbolt Bridge.
 HW = mp.parse_hardware_ports(load(FIXTURE_DIR / "networksetup-listallhardwareports__network-info-script__1.txt"))
@@ -16,7 +16,7 @@ ORDER = mp.parse_network_service_order(
 DHCP_INFO = mp.parse_network_service_info(load(FIXTURE_DIR / "networksetup-getinfo__network-info-script__1.txt"))
 ROUTES = mp.parse_additional_routes(load(FIXTURE_DIR / "networksetup-getadditionalroutes__route-notes-blog__1.txt"))
 # An M3 Ultra Mac Studio: Thunderbolt 1..6 = en2..en7.
-STUDIO_HW = mp.parse_hardware_ports(load(REFERENCE_DIR / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"))
+STUDIO_HW = mp.parse_hardware_ports(load(FIXTURE_DIR / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"))
 
 TB1 = {"device": "en3", "hardware_port": "Thunderbolt 1", "address": "192.168.77.1", "prefix": 30, "peer": "192.168.77.2"}
 MASK = "255.255.255.252"
