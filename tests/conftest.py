@@ -15,8 +15,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "collections"))
 sys.path.insert(0, str(REPO / "tests" / "sim"))
 
-# Real captures from real Macs, each with its source line (the reference set included): the one place
-# tests read macOS outputs from, so the suite runs from a clone alone.
 FIXTURE_DIR = REPO / "tests" / "fixtures" / "macos"
 
 

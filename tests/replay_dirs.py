@@ -1,6 +1,6 @@
 """Capture folders (as `mlx-fleet capture` writes them) built from the real reference captures.
 
-Two Macs from the reference captures in tests/fixtures/macos, each replayable with `mlx-fleet sim up --replay`:
+Two Macs from the real captures in tests/fixtures/macos, each replayable with `mlx-fleet sim up --replay`:
 - "mbp": the M5 Max MacBook Pro (Mac17,7) whose `system_profiler SPThunderboltDataType -json`
   is system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt (REAL, verbatim);
   its sysctl.txt (hw.model only) is SYNTHESIZED from that file's note that it is a Mac17,7.
@@ -18,15 +18,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import FIXTURE_DIR
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "macos"
 
 
 def load(path: Path) -> str:
-    """A reference capture without its '# source:' line."""
+    """A capture without its '# source:' line."""
     source, _, body = path.read_text().partition("\n")
     assert source.startswith("# source: "), path
     return body
-
 
 MBP_PORT1 = "817DCFA4-B481-4100-80FC-91C7AA969F0B"  # the MacBook Pro's Thunderbolt 1 (bus 0)
 STUDIO_SEEN_BY_MBP = "28CA4C30-A263-4C55-B302-953416D0B209"  # the Mac Studio port on that cable

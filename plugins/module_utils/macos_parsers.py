@@ -5,7 +5,7 @@ Pure standard library, Python 3.9 compatible: this runs on the Mac's /usr/bin/py
 Every parser takes the command's text output and returns plain dicts/lists; when the text is
 not that command's format it raises ValueError naming the command, so a changed or failed
 command is reported instead of being read as "nothing there".
-Formats are pinned by real captures in tests/fixtures/macos and /work/shared/reference.
+Formats are pinned by the real captures in tests/fixtures/macos.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -19,7 +19,8 @@ import pytest
 
 from mlx_fleet.sim import doubles
 
-from conftest import FIXTURE_DIR as FIXTURES  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "macos"
 sys.path.insert(0, str(doubles.HERE))
 import dispatch  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""plugin_utils.fabric: cables, plan findings, backend, addresses and hostfiles, with the hostfiles
+"""mlx_fleet.fabric: cables, plan findings, backend, addresses and hostfiles, with the hostfiles
 checked against what mlx.distributed_config's own code writes for the same cables."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mlx_fleet.sim.layout import generated_cables
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
 
-from conftest import FIXTURE_DIR as REFERENCE  # noqa: E402
+REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "macos"
 MBP_CAPTURE = REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"
 
 
