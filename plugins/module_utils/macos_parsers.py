@@ -228,6 +228,11 @@ def parse_hardware_ports(text):
 _THUNDERBOLT_PORT = re.compile(r"^Thunderbolt (\d+)$")
 
 
+def is_thunderbolt_port(hardware_port):
+    """True for a hardware port named "Thunderbolt N" (the Thunderbolt Bridge is not a port)."""
+    return bool(_THUNDERBOLT_PORT.match(hardware_port))
+
+
 def thunderbolt_interfaces(ports):
     """{N: "enX"} for hardware ports named "Thunderbolt N" (the bridge is not a port)."""
     found = {}
@@ -238,44 +243,47 @@ def thunderbolt_interfaces(ports):
     return found
 
 
+_GETINFO_LABEL = re.compile(r"^[A-Z][A-Za-z0-9 -]*$")  # "IP address", "Wi-Fi ID", "IPv6 Router"
+
+
 def parse_network_service_info(text):
     """`networksetup -getinfo <service>` -> {configuration, ip_address, subnet_mask, router, ...}.
 
-    configuration is the first line's method ("DHCP", "Manual", ...); keys are the labels in
-    snake_case; "none", "(null)" and empty values become None.
+    configuration is the method of the "<method> Configuration" first line ("DHCP", "Manual"), or
+    None when there is no such line: a service whose IPv4 is off prints none, as far as public
+    sources tell (no capture of one was found), so no wording is assumed for it. The other keys are
+    the labels in snake_case; "none", "(null)" and empty values become None.
     """
-    lines = text.splitlines()
-    if not lines or not lines[0].endswith(" Configuration"):
-        _fail("networksetup -getinfo", "no '<method> Configuration' first line")
-    info = {"configuration": lines[0][:-len(" Configuration")]}
-    for line in lines[1:]:
-        if not line.strip():
-            continue
+    lines = [line for line in text.splitlines() if line.strip()]
+    info = {"configuration": None}
+    if lines and lines[0].endswith(" Configuration") and ":" not in lines[0]:
+        info["configuration"] = lines.pop(0)[:-len(" Configuration")]
+    if not lines and info["configuration"] is None:
+        _fail("networksetup -getinfo", "empty output")
+    for line in lines:
         key, sep, value = line.partition(":")
-        if not sep:
+        if not sep or not _GETINFO_LABEL.match(key):
             _fail("networksetup -getinfo", "unexpected line {0!r}".format(line))
-        info[key.strip().lower().replace(" ", "_")] = _none_if_unset(value.strip())
+        info[key.lower().replace(" ", "_")] = _none_if_unset(value.strip())
     return info
 
 
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_NO_ROUTES = re.compile(r"^There are no additional IPv4 routes on .+\.$")
 
 
 def parse_additional_routes(text):
     """`networksetup -getadditionalroutes <service>` -> [[destination, subnet_mask, gateway], ...].
 
-    One route a line, "dest mask gateway" (tests/fixtures/macos). A service without routes prints
-    a sentence instead ("There are no additional IPv4 routes on <service>.", the wording this
-    toolkit's double uses; no real capture of it was found), which is read as no routes.
+    One route a line, "dest mask gateway"; a service without routes prints the sentence
+    "There are no additional IPv4 routes on <service>." (both in tests/fixtures/macos).
     """
     routes = []
     for line in _lines(text):
         fields = line.split()
         if len(fields) == 3 and all(_IPV4.match(f) for f in fields):
             routes.append(fields)
-        elif line.startswith("There are no additional"):
-            continue
-        else:
+        elif not _NO_ROUTES.match(line):
             _fail("networksetup -getadditionalroutes", "unexpected line {0!r}".format(line))
     return routes
 
