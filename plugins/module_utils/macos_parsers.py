@@ -337,6 +337,31 @@ def parse_ifconfig(text):
     return interfaces
 
 
+def _unscoped(address):
+    return address.split("%", 1)[0].lower()
+
+
+def interface_of_address(interfaces, address):
+    """The interface of parsed `ifconfig` output that holds address (IPv4 or IPv6), else None."""
+    wanted = _unscoped(address)
+    for name, interface in sorted(interfaces.items()):
+        if wanted in [a["address"] for a in interface["inet"]] + [_unscoped(a) for a in interface["inet6"]]:
+            return name
+    return None
+
+
+def parse_ssh_connection(value):
+    """The `SSH_CONNECTION` variable sshd sets in a session -> {client, client_port, server, server_port}.
+
+    "client_ip client_port server_ip server_port" (sshd(8), ENVIRONMENT): server is this Mac's
+    address the connection arrived on.
+    """
+    fields = (value or "").split()
+    if len(fields) != 4 or not fields[1].isdigit() or not fields[3].isdigit():
+        _fail("SSH_CONNECTION", "expected 'client_ip client_port server_ip server_port', got {0!r}".format(value))
+    return {"client": fields[0], "client_port": int(fields[1]), "server": fields[2], "server_port": int(fields[3])}
+
+
 def parse_route_get(text):
     """`route -n get <dest>` -> {route_to, destination, mask, gateway, interface, flags}."""
     route = {}
