@@ -25,7 +25,7 @@ description:
   - Writes the fingerprint (lock hash plus the installed set) next to the venv and returns it as
     the fact C(mlx_env_fingerprint).
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   interpreter:
     description: The base interpreter the venv must be made from.
@@ -156,7 +156,7 @@ def main():
     venv_python = os.path.join(path, "bin", "python")
     current, installed = None, {}
     if os.access(venv_python, os.X_OK):
-        current, _ = run_probe(module, venv_python, "installed")
+        current, dummy = run_probe(module, venv_python, "installed")
         if current is not None:
             installed = current.get("installed", {})
     want_home = os.path.dirname(interpreter)
@@ -201,7 +201,7 @@ def main():
                  "uv pip sync")
         finally:
             os.unlink(reqfile)
-        current, _ = run_probe(module, venv_python, "installed")
+        current, dummy = run_probe(module, venv_python, "installed")
         installed = (current or {}).get("installed", {})
         if installed != desired:
             module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
