@@ -92,7 +92,7 @@ _SIZE_UNITS = {"MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
 def _size_bytes(command, size):
-    number, _, unit = size.partition(" ")
+    number, dummy, unit = size.partition(" ")
     if unit not in _SIZE_UNITS or not number.isdigit():
         _fail(command, "unexpected size {0!r}".format(size))
     return int(number) * _SIZE_UNITS[unit]

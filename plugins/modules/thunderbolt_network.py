@@ -32,7 +32,7 @@ description:
     was, then deletes it.
   - Writing needs root (C(become=true)); reading does not.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   ports:
     description:
