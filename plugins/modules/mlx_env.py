@@ -92,6 +92,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     fingerprint, fingerprint_path, pyvenv_home, run_probe, sha256_file, store_paths)
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
 
 UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1", "UV_NO_CACHE": "1"}
 
@@ -235,19 +236,10 @@ def main():
     if on_disk != fact:
         actions.append("write_fingerprint")
         if not module.check_mode:
-            module.atomic_move(_write_tmp(module, fact), fp_path)
-            module.set_mode_if_different(fp_path, "0644", False)
+            write_json(module, fp_path, fact)
 
     module.exit_json(changed=bool(actions), actions=actions, changes=changes, proof=proof, diff=diff,
                      ansible_facts={"mlx_env_fingerprint": fact})
-
-
-def _write_tmp(module, fact):
-    handle, tmp = tempfile.mkstemp(dir=module.tmpdir)
-    with os.fdopen(handle, "w") as out:
-        json.dump(fact, out, indent=1, sort_keys=True)
-        out.write("\n")
-    return tmp
 
 
 if __name__ == "__main__":
