@@ -18,10 +18,14 @@ options: {}
 options: {}
 attributes:
   check_mode:
+    description: Runs in check mode, where it reads exactly as in a normal run.
     support: full
   diff_mode:
+    description: Changes nothing, so it has no diff to report.
     support: none
   platform:
+    description: The operating systems it runs on.
+    support: full
     platforms: darwin
 """
 
@@ -30,10 +34,14 @@ attributes:
 options: {}
 attributes:
   check_mode:
+    description: In check mode it reads the Mac, writes nothing, and returns what it would change with C(changed).
     support: full
   diff_mode:
+    description: In diff mode it returns the state before and after, for what it changes (or would change in check mode).
     support: full
   platform:
+    description: The operating systems it runs on.
+    support: full
     platforms: darwin
 """
 
@@ -41,10 +49,17 @@ attributes:
     CONTROLLER = r"""
 options: {}
 attributes:
+  action:
+    description: Runs as an action plugin on the controller; no module is sent to the hosts.
+    support: full
   check_mode:
+    description: In check mode it judges as in a normal run and writes no file.
     support: full
   diff_mode:
+    description: It returns no diff.
     support: none
   platform:
+    description: Runs on the controller, whatever the hosts' operating systems.
+    support: full
     platforms: all
 """

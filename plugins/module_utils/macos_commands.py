@@ -27,7 +27,6 @@ READS = {
     "hardware_ports": ("networksetup", "-listallhardwareports"),
     "service_order": ("networksetup", "-listnetworkserviceorder"),
     "ifconfig": ("ifconfig",),
-    "default_route": ("route", "-n", "get", "default"),
     "pmset": ("pmset", "-g", "custom"),
     "computer_name": ("scutil", "--get", "ComputerName"),
     "local_host_name": ("scutil", "--get", "LocalHostName"),

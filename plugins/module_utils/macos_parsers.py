@@ -92,7 +92,7 @@ _SIZE_UNITS = {"MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
 def _size_bytes(command, size):
-    number, _, unit = size.partition(" ")
+    number, dummy, unit = size.partition(" ")
     if unit not in _SIZE_UNITS or not number.isdigit():
         _fail(command, "unexpected size {0!r}".format(size))
     return int(number) * _SIZE_UNITS[unit]
@@ -228,6 +228,11 @@ def parse_hardware_ports(text):
 _THUNDERBOLT_PORT = re.compile(r"^Thunderbolt (\d+)$")
 
 
+def is_thunderbolt_port(hardware_port):
+    """True for a hardware port named "Thunderbolt N" (the Thunderbolt Bridge is not a port)."""
+    return bool(_THUNDERBOLT_PORT.match(hardware_port))
+
+
 def thunderbolt_interfaces(ports):
     """{N: "enX"} for hardware ports named "Thunderbolt N" (the bridge is not a port)."""
     found = {}
@@ -238,44 +243,47 @@ def thunderbolt_interfaces(ports):
     return found
 
 
+_GETINFO_LABEL = re.compile(r"^[A-Z][A-Za-z0-9 -]*$")  # "IP address", "Wi-Fi ID", "IPv6 Router"
+
+
 def parse_network_service_info(text):
     """`networksetup -getinfo <service>` -> {configuration, ip_address, subnet_mask, router, ...}.
 
-    configuration is the first line's method ("DHCP", "Manual", ...); keys are the labels in
-    snake_case; "none", "(null)" and empty values become None.
+    configuration is the method of the "<method> Configuration" first line ("DHCP", "Manual"), or
+    None when there is no such line: a service whose IPv4 is off prints none, as far as public
+    sources tell (no capture of one was found), so no wording is assumed for it. The other keys are
+    the labels in snake_case; "none", "(null)" and empty values become None.
     """
-    lines = text.splitlines()
-    if not lines or not lines[0].endswith(" Configuration"):
-        _fail("networksetup -getinfo", "no '<method> Configuration' first line")
-    info = {"configuration": lines[0][:-len(" Configuration")]}
-    for line in lines[1:]:
-        if not line.strip():
-            continue
+    lines = [line for line in text.splitlines() if line.strip()]
+    info = {"configuration": None}
+    if lines and lines[0].endswith(" Configuration") and ":" not in lines[0]:
+        info["configuration"] = lines.pop(0)[:-len(" Configuration")]
+    if not lines and info["configuration"] is None:
+        _fail("networksetup -getinfo", "empty output")
+    for line in lines:
         key, sep, value = line.partition(":")
-        if not sep:
+        if not sep or not _GETINFO_LABEL.match(key):
             _fail("networksetup -getinfo", "unexpected line {0!r}".format(line))
-        info[key.strip().lower().replace(" ", "_")] = _none_if_unset(value.strip())
+        info[key.lower().replace(" ", "_")] = _none_if_unset(value.strip())
     return info
 
 
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+_NO_ROUTES = re.compile(r"^There are no additional IPv4 routes on .+\.$")
 
 
 def parse_additional_routes(text):
     """`networksetup -getadditionalroutes <service>` -> [[destination, subnet_mask, gateway], ...].
 
-    One route a line, "dest mask gateway" (tests/fixtures/macos). A service without routes prints
-    a sentence instead ("There are no additional IPv4 routes on <service>.", the wording this
-    toolkit's double uses; no real capture of it was found), which is read as no routes.
+    One route a line, "dest mask gateway"; a service without routes prints the sentence
+    "There are no additional IPv4 routes on <service>." (both in tests/fixtures/macos).
     """
     routes = []
     for line in _lines(text):
         fields = line.split()
         if len(fields) == 3 and all(_IPV4.match(f) for f in fields):
             routes.append(fields)
-        elif line.startswith("There are no additional"):
-            continue
-        else:
+        elif not _NO_ROUTES.match(line):
             _fail("networksetup -getadditionalroutes", "unexpected line {0!r}".format(line))
     return routes
 
@@ -327,6 +335,31 @@ def parse_ifconfig(text):
     if not interfaces:
         _fail("ifconfig", "no interface found")
     return interfaces
+
+
+def _unscoped(address):
+    return address.split("%", 1)[0].lower()
+
+
+def interface_of_address(interfaces, address):
+    """The interface of parsed `ifconfig` output that holds address (IPv4 or IPv6), else None."""
+    wanted = _unscoped(address)
+    for name, interface in sorted(interfaces.items()):
+        if wanted in [a["address"] for a in interface["inet"]] + [_unscoped(a) for a in interface["inet6"]]:
+            return name
+    return None
+
+
+def parse_ssh_connection(value):
+    """The `SSH_CONNECTION` variable sshd sets in a session -> {client, client_port, server, server_port}.
+
+    "client_ip client_port server_ip server_port" (sshd(8), ENVIRONMENT): server is this Mac's
+    address the connection arrived on.
+    """
+    fields = (value or "").split()
+    if len(fields) != 4 or not fields[1].isdigit() or not fields[3].isdigit():
+        _fail("SSH_CONNECTION", "expected 'client_ip client_port server_ip server_port', got {0!r}".format(value))
+    return {"client": fields[0], "client_port": int(fields[1]), "server": fields[2], "server_port": int(fields[3])}
 
 
 def parse_route_get(text):

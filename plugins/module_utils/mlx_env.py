@@ -140,7 +140,7 @@ def pyvenv_home(path):
     try:
         with open(os.path.join(path, "pyvenv.cfg")) as handle:
             for line in handle:
-                key, _, value = line.partition("=")
+                key, dummy, value = line.partition("=")
                 if key.strip() == "home":
                     return value.strip()
     except (IOError, OSError):

@@ -22,7 +22,7 @@ description:
     slow links, topologies the backend needs).
   - Runs on the controller only (an action plugin); use it with C(run_once).
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   output_dir:
     description: Controller folder for the hostfiles, the address ledger and the pictures.

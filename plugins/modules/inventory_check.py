@@ -19,7 +19,7 @@ description:
     management network.
   - Runs on the controller only (an action plugin); connects to no host.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options: {}
 extends_documentation_fragment:
   - mlx_fleet.cluster.options

@@ -13,17 +13,21 @@ module: macos_facts
 short_description: Read what mlx-fleet needs to know about a Mac, in one call
 description:
   - Reads a Mac through its own command-line tools (C(sw_vers), C(sysctl), C(system_profiler SPHardwareDataType),
-    C(route), C(ifconfig), C(id), C(sudo -n), C(xcode-select)), never through Linux facts, and returns
-    them as the fact C(mlx_fleet_macos).
+    C(networksetup -listallhardwareports), C(ifconfig), C(id), C(sudo -n), C(xcode-select)), never through Linux
+    facts, and returns them as the fact C(mlx_fleet_macos).
+  - The management interface is the one the Ansible connection arrives on, as the Mac itself sees it (the address
+    in the SSH session's C(SSH_CONNECTION), set by sshd, and the C(ifconfig) interface that holds it).
   - Changes nothing on the Mac. Runs as the login user, so it can tell whether that user has sudo.
   - Use M(mlx_fleet.cluster.preflight_check) afterwards to judge the facts against the inventory.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options: {}
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
 notes:
   - A tool missing from C(PATH) or printing an unexpected format fails the module with the command's name.
+  - Run it without C(become); sudo does not pass C(SSH_CONNECTION) on, and without it the management interface
+    is unknown (null, with a warning).
 """
 
 EXAMPLES = r"""
@@ -46,22 +50,97 @@ ansible_facts:
       type: dict
       returned: success
       contains:
-        product_version: {description: macOS version, type: str, sample: "26.2"}
-        build_version: {description: macOS build, type: str, sample: 25C56}
-        model_identifier: {description: hw.model, type: str, sample: "Mac16,11"}
-        model_name: {description: Marketing name, type: str, sample: Mac mini}
-        chip: {description: Chip, type: str, sample: Apple M4 Pro}
-        memory_bytes: {description: Installed memory in bytes, type: int, sample: 68719476736}
-        memory_mb: {description: Installed memory in MiB, type: int, sample: 65536}
-        serial_number: {description: Serial number, type: str, sample: H7X2K4QW9Y}
-        apple_silicon: {description: Whether the hardware is Apple Silicon (hw.optional.arm64, true under Rosetta too), type: bool}
-        user: {description: The login user, type: str, sample: admin}
-        home: {description: The login user's home folder, type: str, sample: /Users/admin}
-        sudo: {description: "C(passwordless), C(password) (an administrator who needs a password) or C(none)", type: str}
-        management_interface: {description: Interface of the default route, type: str, sample: en0}
-        management_address: {description: Its IPv4 address, type: str, sample: 10.0.1.21}
-        command_line_tools: {description: Whether the Xcode Command Line Tools are installed, type: bool}
-        wired_limit_mb: {description: Current iogpu.wired_limit_mb (0 is macOS's default), type: int}
+        product_version:
+          description: macOS version.
+          type: str
+          returned: success
+          sample: "26.2"
+        build_version:
+          description: macOS build.
+          type: str
+          returned: success
+          sample: 25C56
+        model_identifier:
+          description: The model identifier (C(hw.model)).
+          type: str
+          returned: success
+          sample: "Mac16,11"
+        model_name:
+          description: The marketing name.
+          type: str
+          returned: success
+          sample: Mac mini
+        chip:
+          description: The chip.
+          type: str
+          returned: success
+          sample: Apple M4 Pro
+        memory_bytes:
+          description: Installed memory in bytes.
+          type: int
+          returned: success
+          sample: 68719476736
+        memory_mb:
+          description: Installed memory in MiB.
+          type: int
+          returned: success
+          sample: 65536
+        serial_number:
+          description: The serial number.
+          type: str
+          returned: success
+          sample: H7X2K4QW9Y
+        apple_silicon:
+          description: Whether the hardware is Apple silicon (C(hw.optional.arm64), true under Rosetta too).
+          type: bool
+          returned: success
+          sample: true
+        user:
+          description: The login user.
+          type: str
+          returned: success
+          sample: admin
+        home:
+          description: The login user's home folder.
+          type: str
+          returned: success
+          sample: /Users/admin
+        sudo:
+          description: C(passwordless), C(password) (an administrator who needs a password) or C(none).
+          type: str
+          returned: success
+          sample: passwordless
+        management_interface:
+          description:
+            - The interface the management (SSH) connection arrives on, as the Mac sees it.
+            - Null when the module does not run in an SSH session (for example under C(become)).
+          type: str
+          returned: success
+          sample: en0
+        management_hardware_port:
+          description:
+            - The hardware port of RV(ansible_facts.mlx_fleet_macos.management_interface) as
+              C(networksetup -listallhardwareports) names it (C(Ethernet), C(Wi-Fi), C(Thunderbolt 1),
+              C(Thunderbolt Bridge)).
+            - Null for an interface that is no hardware port (a VPN tunnel) or when the interface is unknown.
+          type: str
+          returned: success
+          sample: Ethernet
+        management_address:
+          description: This Mac's address of the management connection (from C(SSH_CONNECTION)); null when unknown.
+          type: str
+          returned: success
+          sample: 10.0.1.21
+        command_line_tools:
+          description: Whether the Xcode Command Line Tools are installed.
+          type: bool
+          returned: success
+          sample: true
+        wired_limit_mb:
+          description: Current C(iogpu.wired_limit_mb) (0 is macOS's default).
+          type: int
+          returned: success
+          sample: 0
 """
 
 import os
@@ -71,19 +150,31 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
 
-FACT_READS = ("sw_vers", "sysctl", "hardware", "default_route", "ifconfig", "groups", "sudo", "xcode_select")
+FACT_READS = ("sw_vers", "sysctl", "hardware", "hardware_ports", "ifconfig", "groups", "sudo", "xcode_select")
+
+
+def management(module, interfaces, hardware_ports):
+    """(interface, hardware port, address) of the SSH connection Ansible came in on, from this Mac's side."""
+    value = os.environ.get("SSH_CONNECTION")
+    if not value:
+        module.warn("SSH_CONNECTION is not set (not an SSH session, or become dropped it), so the management "
+                    "interface is unknown; run macos_facts without become")
+        return None, None, None
+    address = parse_or_fail(module, parsers.parse_ssh_connection, value)["server"]
+    device = parsers.interface_of_address(interfaces, address)
+    return device, dict((p["device"], p["hardware_port"]) for p in hardware_ports).get(device), address
 
 
 def gather(module):
     results = run_reads(module, FACT_READS)
     sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
     # sysctl reports an unknown name on stderr and exits 1; the other names still print.
-    rc, out, err = results["sysctl"]
+    dummy, out, err = results["sysctl"]
     sysctl = parse_or_fail(module, parsers.parse_sysctl, out + err)
     hardware = parse_or_fail(module, parsers.parse_hardware_json, output_of(module, results, "hardware"))
-    route = parse_or_fail(module, parsers.parse_route_get, output_of(module, results, "default_route"))
+    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    mgmt = interfaces.get(route["interface"], {}).get("inet") or [{}]
+    interface, hardware_port, address = management(module, interfaces, hardware_ports)
     groups = output_of(module, results, "groups").split()
     sudo_rc = results["sudo"][0]
     account = pwd.getpwuid(os.getuid())
@@ -100,8 +191,9 @@ def gather(module):
         "user": account.pw_name,
         "home": account.pw_dir,
         "sudo": "passwordless" if sudo_rc == 0 else ("password" if "admin" in groups else "none"),
-        "management_interface": route["interface"],
-        "management_address": mgmt[0].get("address"),
+        "management_interface": interface,
+        "management_hardware_port": hardware_port,
+        "management_address": address,
         "command_line_tools": results["xcode_select"][0] == 0,
         "wired_limit_mb": int(sysctl.get("iogpu.wired_limit_mb") or 0),
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: mlx-fleet developers
-# Apache License 2.0 (see LICENSE)
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,7 +17,7 @@ description:
   - A name left unset (null) is not managed.
   - Setting names needs root (C(become=true)); reading does not.
 version_added: "0.1.0"
-author: mlx-fleet developers
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   computer_name:
     description:
@@ -33,10 +33,10 @@ options:
       - The fully qualified host name (C(HostName)). Usually left unset on macOS, so the
         host name follows C(LocalHostName) and the network.
     type: str
-notes:
-  - Supports check mode and diff mode.
 requirements:
   - macOS with C(scutil) on the PATH
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
 """
 
 EXAMPLES = r"""
@@ -74,6 +74,7 @@ KEYS = (
     ("LocalHostName", "local_host_name", "local_host_name"),
     ("HostName", "host_name", None),
 )
+KEY_NAMES = tuple(key[0] for key in KEYS)
 _LOCAL_HOST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
@@ -102,7 +103,7 @@ def plan(current, wanted):
 
 def render(names):
     return "".join("{0}: {1}\n".format(key, "(not set)" if names[key] is None else names[key])
-                   for key, _, _ in KEYS if key in names)
+                   for key in KEY_NAMES if key in names)
 
 
 def read(module, key, registered):
@@ -127,7 +128,7 @@ def main():
         required_one_of=[("computer_name", "local_host_name", "host_name")],
         supports_check_mode=True,
     )
-    wanted = dict((key, module.params[option]) for key, option, _ in KEYS if module.params[option] is not None)
+    wanted = dict((key, module.params[option]) for key, option, dummy in KEYS if module.params[option] is not None)
     if "LocalHostName" in wanted:
         problem = check_local_host_name(wanted["LocalHostName"])
         if problem:
@@ -136,7 +137,7 @@ def main():
         if not value.strip():
             module.fail_json(msg="{0}: an empty name cannot be set".format(key))
 
-    current = dict((key, read(module, key, registered)) for key, _, registered in KEYS if key in wanted)
+    current = dict((key, read(module, key, registered)) for key, dummy, registered in KEYS if key in wanted)
     changes = plan(current, wanted)
     after = dict(current, **changes)
     result = dict(changed=bool(changes), changes=changes, names=after)
@@ -145,9 +146,7 @@ def main():
                               before=render(current), after=render(after))
     if changes and not module.check_mode:
         scutil = module.get_bin_path("scutil", required=True)
-        for key, _, _ in KEYS:
-            if key not in changes:
-                continue
+        for key in [key for key in KEY_NAMES if key in changes]:
             rc, out, err = module.run_command([scutil, "--set", key, changes[key]], environ_update={"LC_ALL": "C"})
             if rc != 0:
                 module.fail_json(msg="scutil --set {0} failed (rc {1}): {2}".format(key, rc, (err or out).strip()),

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: mlx-fleet developers
-# Apache License 2.0 (see LICENSE)
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,7 +18,7 @@ description:
     MacBook) is not written; the module warns and lists it in RV(unsupported).
   - Writing needs root (C(become=true)); reading does not.
 version_added: "0.1.0"
-author: mlx-fleet developers
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   settings:
     description:
@@ -36,11 +36,12 @@ options:
     choices: [all, ac, battery]
     default: all
 notes:
-  - Supports check mode and diff mode.
   - Apple's TN3205 recommends disabling sleep on nodes joined by Thunderbolt, which has no
     wake-on-LAN.
 requirements:
   - macOS with C(pmset) on the PATH
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
 """
 
 EXAMPLES = r"""
@@ -191,7 +192,7 @@ def main():
         if rc != 0:
             module.fail_json(msg="{0} failed (rc {1}): {2}".format(" ".join(cmd), rc, (err or out).strip()), **result)
         # Read back: pmset ignores some settings silently; report what the Mac really has.
-        left, _, now, _ = plan(read(module), settings, power_source)
+        left, dummy, now, dummy = plan(read(module), settings, power_source)
         result["settings"] = now
         if left:
             module.fail_json(msg="pmset did not apply: {0}".format(

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: mlx-fleet developers
-# Apache License 2.0 (see LICENSE)
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,7 +18,7 @@ description:
     this for C(iogpu.wired_limit_mb)).
   - Writing needs root (C(become=true)); reading does not.
 version_added: "0.1.0"
-author: mlx-fleet developers
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   name:
     description:
@@ -30,10 +30,10 @@ options:
       - The value to set (a string or an integer), compared as text with what C(sysctl) prints.
     type: raw
     required: true
-notes:
-  - Supports check mode and diff mode.
 requirements:
   - macOS with C(sysctl) on the PATH
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
 """
 
 EXAMPLES = r"""

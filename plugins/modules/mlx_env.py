@@ -25,7 +25,7 @@ description:
   - Writes the fingerprint (lock hash plus the installed set) next to the venv and returns it as
     the fact C(mlx_env_fingerprint).
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   interpreter:
     description: The base interpreter the venv must be made from.
@@ -92,6 +92,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     fingerprint, fingerprint_path, pyvenv_home, run_probe, sha256_file, store_paths)
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
 
 UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1", "UV_NO_CACHE": "1"}
 
@@ -156,7 +157,7 @@ def main():
     venv_python = os.path.join(path, "bin", "python")
     current, installed = None, {}
     if os.access(venv_python, os.X_OK):
-        current, _ = run_probe(module, venv_python, "installed")
+        current, dummy = run_probe(module, venv_python, "installed")
         if current is not None:
             installed = current.get("installed", {})
     want_home = os.path.dirname(interpreter)
@@ -201,7 +202,7 @@ def main():
                  "uv pip sync")
         finally:
             os.unlink(reqfile)
-        current, _ = run_probe(module, venv_python, "installed")
+        current, dummy = run_probe(module, venv_python, "installed")
         installed = (current or {}).get("installed", {})
         if installed != desired:
             module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
@@ -235,19 +236,10 @@ def main():
     if on_disk != fact:
         actions.append("write_fingerprint")
         if not module.check_mode:
-            module.atomic_move(_write_tmp(module, fact), fp_path)
-            module.set_mode_if_different(fp_path, "0644", False)
+            write_json(module, fp_path, fact)
 
     module.exit_json(changed=bool(actions), actions=actions, changes=changes, proof=proof, diff=diff,
                      ansible_facts={"mlx_env_fingerprint": fact})
-
-
-def _write_tmp(module, fact):
-    handle, tmp = tempfile.mkstemp(dir=module.tmpdir)
-    with os.fdopen(handle, "w") as out:
-        json.dump(fact, out, indent=1, sort_keys=True)
-        out.write("\n")
-    return tmp
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ description:
     the fingerprint file next to the venv, and C(uname -m).
   - Changes nothing.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   python_interpreter:
     description: An interpreter already on the node to build the venv from; empty for a uv-managed Python.
@@ -71,7 +71,7 @@ target:
   contains:
     source: {description: C(interpreter) or C(managed), type: str}
     path: {description: The interpreter asked, type: str}
-    info: {description: Platform, version and markers, or null when it cannot run, type: dict}
+    info: {description: "Platform, version and markers, or null when it cannot run", type: dict}
     error: {description: Why it could not be asked, type: str}
 managed_builds:
   description: The uv-managed Python builds already extracted in the store (their keys).
@@ -84,7 +84,7 @@ venv:
   type: dict
   contains:
     exists: {description: Whether its Python runs, type: bool}
-    info: {description: Its Python's version, base prefix and installed distributions, type: dict}
+    info: {description: "Its Python's version, base prefix and installed distributions", type: dict}
     home: {description: C(home) from pyvenv.cfg, type: str}
 wheels:
   description: Wheels already in the store, file name to sha256.

@@ -19,7 +19,7 @@ description:
     downloads what any node lacks once into O(cache_dir), verifies every sha256 against the lock,
     and lists per node what to push.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   lock_file:
     description: The lock made by C(mlx-fleet lock).

@@ -18,7 +18,7 @@ description:
     when none was given (C(--ask-become-pass)), a management address inside C(mlx_fleet_ip_pool).
   - Runs on the controller only (an action plugin); connects to no host.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options: {}
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.controller

@@ -27,7 +27,7 @@ description:
     once the checklist is done.
   - Runs on the controller only (an action plugin); run it once per play.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   output_dir:
     description: The folder next to the hostfile (C(mlx_fleet_output_dir)).

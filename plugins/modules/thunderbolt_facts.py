@@ -18,7 +18,7 @@ description:
   - Changes nothing. A Mac without the RDMA tools (macOS before 26.2) reports RDMA as unavailable
     rather than failing.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options: {}
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
@@ -62,8 +62,8 @@ def _rdma(module, results):
     enabled = parse_or_fail(module, parsers.parse_rdma_ctl_status, output_of(module, results, "rdma_ctl"))
     if results["ibv_devices"][0] == MISSING:
         return enabled, [], {}
-    devices = [d["device"] for d in parse_or_fail(module, parsers.parse_ibv_devices,
-                                                   output_of(module, results, "ibv_devices"))]
+    listed = parse_or_fail(module, parsers.parse_ibv_devices, output_of(module, results, "ibv_devices"))
+    devices = [d["device"] for d in listed]
     states = {}
     if devices:
         info = parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo"))

@@ -32,7 +32,7 @@ description:
     was, then deletes it.
   - Writing needs root (C(become=true)); reading does not.
 version_added: "0.1.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   ports:
     description:
@@ -137,12 +137,12 @@ import ipaddress
 import json
 import os
 import shlex
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
 
 BRIDGE_DEVICE = "bridge0"
 RECORD_VERSION = 1
@@ -163,6 +163,7 @@ def mask_of(prefix):
 def check_ports(ports, hardware_ports):
     """Validate the requested ports against this Mac's hardware ports; returns them normalised."""
     by_name = dict((p["hardware_port"], p["device"]) for p in hardware_ports)
+    by_device = dict((p["device"], p["hardware_port"]) for p in hardware_ports)
     thunderbolt = ", ".join("Thunderbolt {0} = {1}".format(n, d)
                             for n, d in sorted(parsers.thunderbolt_interfaces(hardware_ports).items()))
     seen_ports, seen_devices, seen_addresses = set(), set(), set()
@@ -170,6 +171,12 @@ def check_ports(ports, hardware_ports):
     for port in ports:
         name, device = port["hardware_port"], port["device"]
         label = "{0} ({1})".format(name, device)
+        # The device's own hardware port first: "en0" sent as "Thunderbolt 1" is still Ethernet.
+        other = next((p for p in (by_device.get(device), name) if p and not parsers.is_thunderbolt_port(p)), None)
+        if other:
+            raise PlanError("{0} ({1}): not a Thunderbolt port; thunderbolt_network configures only Thunderbolt "
+                            "ports (this Mac's: {2}); fix the cable plan (mlx_fleet_cables) so it names them"
+                            .format(device, other, thunderbolt or "none"))
         if name not in by_name:
             raise PlanError("{0}: this Mac has no hardware port '{1}' (its Thunderbolt ports: {2}); fix the "
                             "cable plan (mlx_fleet_cables) or the host's model so it names a port this Mac has"
@@ -212,7 +219,10 @@ def service_for(port, services):
 
 
 def ipv4_of(info):
-    """A parsed `networksetup -getinfo` -> {method, address, mask, router}; only Manual keeps the values."""
+    """A parsed `networksetup -getinfo` -> {method, address, mask, router}; only Manual keeps the values.
+
+    method is None when the output names no method (IPv4 off, as far as is known).
+    """
     method = info.get("configuration")
     if method == "Manual":
         return {"method": "Manual", "address": info.get("ip_address"), "mask": info.get("subnet_mask"),
@@ -238,6 +248,11 @@ def _route_args(routes):
     for route in routes:
         flat += list(route)
     return flat
+
+
+def restorable(ipv4):
+    """Whether networksetup can set this IPv4 configuration again."""
+    return ipv4["method"] == "Manual" or ipv4["method"] in RESTORE_METHOD
 
 
 def _config_commands(name, current, wanted):
@@ -353,14 +368,19 @@ def plan_absent(ports, bridge, services, configs, record):
         if not concerned(entry):
             continue
         wanted = {"enabled": entry["enabled"], "ipv4": entry["ipv4"], "routes": entry["routes"]}
-        steps = []
+        steps, warning = [], None
         if name in existing and name in configs:
             steps = _config_commands(name, configs[name], wanted)
             commands += steps
             if steps:
                 diffs.append(_diff(name, configs[name], wanted))
+            if not restorable(wanted["ipv4"]) and configs[name]["ipv4"] != wanted["ipv4"]:
+                warning = ("{0} ({1}): its IPv4 configuration before mlx-fleet ({2}) cannot be put back with "
+                           "networksetup, so it stays {3}; set it in System Settings > Network".format(
+                               name, entry.get("device"), wanted["ipv4"]["method"] or "no method named by "
+                               "networksetup -getinfo", ipv4_text(configs[name]["ipv4"])))
         results.append(dict(wanted, service=name, hardware_port=entry["hardware_port"], device=entry.get("device"),
-                            restored=bool(steps), changed=bool(steps)))
+                            restored=bool(steps), changed=bool(steps), warning=warning))
         del record["previous"][name]
 
     bridge_service = _bridge_service(services)
@@ -382,17 +402,20 @@ def is_empty(record):
     return not record["created"] and not record["previous"] and record["bridge"] is None
 
 
+def ipv4_text(ipv4):
+    text = ipv4["method"] or "unknown"
+    if ipv4["method"] == "Manual":
+        text += " {0} mask {1} router {2}".format(ipv4["address"], ipv4["mask"], ipv4["router"] or "none")
+    return text
+
+
 def render(config):
     """Text of a service's configuration for --diff."""
     if config is None:
         return "service: absent\n"
     lines = ["enabled: {0}".format("yes" if config["enabled"] else "no")]
-    ipv4 = config.get("ipv4")
-    if ipv4:
-        text = ipv4["method"] or "unknown"
-        if ipv4["method"] == "Manual":
-            text += " {0} mask {1} router {2}".format(ipv4["address"], ipv4["mask"], ipv4["router"] or "none")
-        lines.append("ipv4: " + text)
+    if config.get("ipv4"):
+        lines.append("ipv4: " + ipv4_text(config["ipv4"]))
     if "routes" in config:
         lines.append("additional routes: " + (", ".join(" ".join(r) for r in config["routes"]) or "none"))
     return "\n".join(lines) + "\n"
@@ -407,15 +430,6 @@ def _diff(name, before, after):
 
 def _networksetup(module, path, args):
     return module.run_command([path] + list(args), environ_update={"LC_ALL": "C"})
-
-
-def parse_info(text):
-    """-getinfo of a service; one with IPv4 off prints no '<method> Configuration' line (this is
-    how the double prints it; no real capture found), read as method Off."""
-    lines = text.splitlines()
-    if not (lines and lines[0].endswith(" Configuration")) and not any(l.startswith("IP address:") for l in lines):
-        return {"configuration": "Off"}
-    return parsers.parse_network_service_info(text)
 
 
 def read_configs(module, path, services, names):
@@ -433,7 +447,7 @@ def read_configs(module, path, services, names):
                     option, shlex.quote(name), rc, (err or out).strip()))
             texts.append(out)
         try:
-            info = parse_info(texts[0])
+            info = parsers.parse_network_service_info(texts[0])
             routes = parsers.parse_additional_routes(texts[1])
         except ValueError as exc:
             module.fail_json(msg="unexpected output: {0}".format(exc))
@@ -457,25 +471,14 @@ def load_record(module, path):
 
 def save_record(module, path, record):
     """Atomically replace the record (removed when it holds nothing)."""
-    if is_empty(record):
-        if os.path.exists(path):
+    if not is_empty(record):
+        write_json(module, path, record)
+    elif os.path.exists(path):
+        try:
             os.unlink(path)
-        return
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".thunderbolt-network.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.rename(tmp, path)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        module.fail_json(msg="{0}: cannot write the record ({1}); writing needs root (become: true)".format(
-            path, to_native(exc)))
+        except OSError as exc:
+            module.fail_json(msg="{0}: cannot remove the record ({1}); writing needs root (become: true)".format(
+                path, to_native(exc)))
 
 
 ARGUMENT_SPEC = dict(
@@ -513,6 +516,9 @@ def main():
     except PlanError as exc:
         module.fail_json(msg=to_native(exc))
     commands, new_record, results, bridge, diffs = plan
+    for warning in (r.get("warning") for r in results):
+        if warning:
+            module.warn(warning)
 
     result = dict(changed=bool(commands), commands=commands, services=results, bridge=bridge, record=params["record"])
     if module._diff:

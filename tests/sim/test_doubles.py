@@ -428,6 +428,37 @@ def test_getinfo_dhcp_matches_capture(make_node):
     assert n.out("networksetup", "-getinfo", "Ethernet 1") == expected
 
 
+def wifi_node(make_node, addrs=(), router=None):
+    """A Mac whose Wi-Fi (en1) has a DHCP service named Wi-Fi and no additional routes."""
+    node = mini(interfaces=[{"hardware_port": "Wi-Fi", "device": "en1", "mac": "f8:1e:df:e8:46:66"}])
+    n = make_node(node)
+    net = n.net
+    net["links"][1]["addr_info"] = list(addrs)
+    net["routes"] = [{"dst": "default", "gateway": router, "dev": "en1", "flags": []}] if router else []
+    n.net = net
+    n.prefs("preferences", {"NetworkServices": [
+        {"name": "Wi-Fi", "hardware_port": "Wi-Fi", "device": "en1", "enabled": True,
+         "ipv4": {"method": "DHCP"}, "routes": []}]})
+    return n
+
+
+def test_getinfo_dhcp_without_a_lease_matches_capture(make_node):
+    expected = capture(FIXTURES / "networksetup-getinfo__wifi-debug-notes__2.txt")
+    assert wifi_node(make_node).out("networksetup", "-getinfo", "Wi-Fi") == expected
+
+
+def test_getinfo_dhcp_without_a_router_prints_null(make_node):
+    # The capture is a USB adapter's wired service, whose last line says Ethernet Address instead.
+    n = wifi_node(make_node, addrs=[inet("169.254.31.164", 16)])
+    expected = capture(FIXTURES / "networksetup-getinfo__usb-lan-blog__3.txt").split("\n")[:-2]
+    assert [line.rstrip() for line in n.out("networksetup", "-getinfo", "Wi-Fi").split("\n")[:-2]] == expected
+
+
+def test_getadditionalroutes_without_routes_matches_capture(make_node):
+    expected = capture(FIXTURES / "networksetup-getadditionalroutes__wifi-debug-notes__2.txt")
+    assert wifi_node(make_node).out("networksetup", "-getadditionalroutes", "Wi-Fi") == expected
+
+
 def test_unknown_service_and_non_root(make_node):
     n = make_node()
     assert n.run("networksetup", "-getinfo", "Nope") == (

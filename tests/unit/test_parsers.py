@@ -136,6 +136,40 @@ def test_getinfo_dhcp():
                     "ethernet_address": "00:3e:e1:be:06:59"}
 
 
+def test_getinfo_dhcp_without_a_lease_has_no_address_lines():
+    assert parse("networksetup-getinfo__wifi-debug-notes__2.txt") == {
+        "configuration": "DHCP", "client_id": None, "ipv6": "Automatic", "ipv6_ip_address": None,
+        "ipv6_router": None, "wi-fi_id": "f8:1e:df:e8:46:66"}
+
+
+def test_getinfo_router_null_and_manual():
+    dhcp = parse("networksetup-getinfo__usb-lan-blog__3.txt")
+    assert (dhcp["configuration"], dhcp["ip_address"], dhcp["router"]) == ("DHCP", "169.254.31.164", None)
+    manual = parse("networksetup-getinfo__netswitch-blog__4.txt")
+    assert (manual["configuration"], manual["ip_address"], manual["subnet_mask"], manual["router"]) == (
+        "Manual", "192.168.0.129", "255.255.255.0", "192.168.0.1")
+    no_router = parse("networksetup-getinfo__stt-link-notes__5.txt")
+    assert (no_router["configuration"], no_router["router"]) == ("Manual", None)
+
+
+def test_getinfo_without_a_method_line_names_no_method():
+    # No capture of an IPv4-off service exists; whatever it prints, no method is read into it.
+    info = mp.parse_network_service_info("IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\n")
+    assert info == {"configuration": None, "ipv6": "Automatic", "ipv6_ip_address": None, "ipv6_router": None}
+    for wrong in ("", "Wi-Fi is not a recognized network service.\n", "-bash: networksetup: command not found\n"):
+        with pytest.raises(ValueError, match="networksetup -getinfo"):
+            mp.parse_network_service_info(wrong)
+
+
+def test_additional_routes_none_and_two():
+    assert parse("networksetup-getadditionalroutes__wifi-debug-notes__2.txt") == []
+    assert parse("networksetup-getadditionalroutes__route-notes-blog__1.txt") == [
+        ["192.168.0.0", "255.255.0.0", "192.168.129.1"], ["10.0.0.0", "255.0.0.0", "192.168.129.1"]]
+    for wrong in ("There are no additional routes.\n", "** Error: The parameters were not valid.\n"):
+        with pytest.raises(ValueError, match="getadditionalroutes"):
+            mp.parse_additional_routes(wrong)
+
+
 # --- RDMA ---------------------------------------------------------------------------------------------
 
 def test_ibv_devices_tabs_mac_studio():
@@ -192,6 +226,12 @@ def test_ifconfig_many_interfaces():
     assert interfaces["bridge100"]["inet"] == [{"address": "192.168.64.1", "prefixlen": 24,
                                                 "broadcast": "192.168.64.255"}]
     assert interfaces["en8"]["status"] == "active" and interfaces["en0"]["status"] == "inactive"
+
+
+def test_ifconfig_two_space_indented_listing():
+    (name, en7), = parse("ifconfig-en7__usb-lan-blog__2.txt").items()
+    assert name == "en7" and en7["ether"] == "00:e0:4b:6a:2f:bc" and en7["status"] == "active"
+    assert en7["inet"] == [{"address": "169.254.31.164", "prefixlen": 24, "broadcast": "169.254.255.255"}]
 
 
 def test_route_get():

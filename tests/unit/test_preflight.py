@@ -1,84 +1,13 @@
-"""Preflight: reading a Mac from real output formats, and judging it and the inventory."""
+"""Preflight: judging a Mac (its mlx_fleet_macos facts) and the inventory.
+
+How macos_facts reads a Mac is tested in test_module_macos_facts.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
-from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_facts
-from conftest import FIXTURE_DIR, load
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
-
-
-class FakeModule:
-    """Stands in for AnsibleModule: answers each read with a recorded output."""
-
-    def __init__(self, outputs: dict[str, tuple[int, str, str]]):
-        self.by_argv = {READS[name]: result for name, result in outputs.items()}
-
-    def get_bin_path(self, name):
-        return "/usr/bin/" + name
-
-    def run_command(self, argv, environ_update=None):
-        return self.by_argv[(argv[0].rsplit("/", 1)[-1], *argv[1:])]
-
-    def fail_json(self, msg):
-        raise AssertionError(msg)
-
-
-def fixture(name: str) -> str:
-    return load(FIXTURE_DIR / name)
-
-
-def real_outputs(**overrides):
-    outputs = {
-        "sw_vers": (0, fixture("sw_vers__sudo-is-man-pmset__1.txt"), ""),
-        # A real 'name: value' listing; the keys it lacks come back as unknown oids on stderr.
-        "sysctl": (1, "hw.optional.arm64: 1\nhw.memsize: 137438953472\niogpu.wired_limit_mb: 14000\n",
-                   "sysctl: unknown oid 'kern.osproductversion'\n"),
-        "hardware": (0, fixture("system_profiler-SPHardwareDataType-json__mondoo-go-test__1.txt"), ""),
-        "default_route": (0, fixture("route-n-get__real-world-systems__1.txt"), ""),
-        "ifconfig": (0, fixture("ifconfig__bmidgley-citizen-scientist__1.txt"), ""),
-        "groups": (0, "staff everyone localaccounts _appserverusr admin _appserveradm\n", ""),
-        "sudo": (1, "", "sudo: a password is required\n"),
-        "xcode_select": (0, "/Library/Developer/CommandLineTools\n", ""),
-    }
-    outputs.update(overrides)
-    return outputs
-
-
-def test_facts_from_real_captures():
-    facts = macos_facts.gather(FakeModule(real_outputs()))
-    assert facts["product_version"] == "14.2.1" and facts["build_version"] == "23C71"
-    assert facts["model_identifier"].startswith("Mac") and facts["chip"].startswith("Apple M4")
-    assert facts["memory_mb"] == facts["memory_bytes"] // 2**20 > 0
-    assert facts["apple_silicon"] is True
-    assert facts["sudo"] == "password"  # an administrator whose sudo asks for a password
-    assert facts["management_interface"] == "en1"
-    assert facts["command_line_tools"] is True
-    assert facts["wired_limit_mb"] == 14000
-
-
-@pytest.mark.parametrize(
-    ("override", "key", "value"),
-    [
-        ({"sudo": (0, "", "")}, "sudo", "passwordless"),
-        ({"groups": (0, "staff everyone\n", "")}, "sudo", "none"),
-        ({"sysctl": (1, "", "sysctl: unknown oid 'hw.optional.arm64'\n")}, "apple_silicon", False),
-        ({"xcode_select": (2, "", "xcode-select: error: unable to get active developer directory\n")},
-         "command_line_tools", False),
-    ],
-)
-def test_facts_variants(override, key, value):
-    assert macos_facts.gather(FakeModule(real_outputs(**override)))[key] == value
-
-
-def test_unexpected_output_names_the_command():
-    module = FakeModule(real_outputs(sw_vers=(0, "no such format\n", "")))
-    with pytest.raises(AssertionError, match="sw_vers"):
-        macos_facts.gather(module)
-
 
 GOOD = {
     "product_version": "26.2", "build_version": "25C56", "model_identifier": "Mac16,11", "model_name": "Mac mini",

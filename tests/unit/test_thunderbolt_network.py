@@ -118,7 +118,7 @@ def test_bridge_enabled_and_unchanged():
     (dict(TB1, hardware_port="Thunderbolt 3", device="en5"),
      "Thunderbolt 3 (en5): this Mac has no hardware port 'Thunderbolt 3' (its Thunderbolt ports: "
      "Thunderbolt 1 = en3, Thunderbolt 2 = en4); fix the cable plan"),
-    (dict(TB1, device="en2"), "Thunderbolt 1 (en2): on this Mac Thunderbolt 1 is en3, not en2"),
+    (dict(TB1, device="en4"), "Thunderbolt 1 (en4): on this Mac Thunderbolt 1 is en3, not en4"),
     (dict(TB1, peer="192.168.78.2"), "peer 192.168.78.2 is not a host address of 192.168.77.0/30"),
     (dict(TB1, address="192.168.77.3"), "address 192.168.77.3 is not a host address of 192.168.77.0/30"),
     (dict(TB1, peer="192.168.77.1"), "address and peer are both 192.168.77.1"),
@@ -129,6 +129,25 @@ def test_bridge_enabled_and_unchanged():
 def test_errors_name_the_port_and_the_fix(port, message):
     with pytest.raises(tn.PlanError, match=re.escape(message)):
         tn.check_ports([port], HW)
+
+
+@pytest.mark.parametrize("device, hardware_port, actual", [
+    ("en0", "Ethernet", "Ethernet"),
+    ("en0", "Thunderbolt 1", "Ethernet"),  # the device's own port decides
+    ("en1", "Wi-Fi", "Wi-Fi"),
+    ("bridge0", "Thunderbolt Bridge", "Thunderbolt Bridge"),
+    ("en9", "Thunderbolt 1", "Ethernet Adapter (en9)"),
+    ("en20", "Ethernet", "Ethernet"),  # a device this Mac does not have, asked as Ethernet
+])
+def test_only_thunderbolt_ports_are_configured(device, hardware_port, actual):
+    # The M3 Ultra Mac Studio: en0 Ethernet, en1 Wi-Fi, Thunderbolt 1..6 = en2..en7.
+    port = dict(TB1, device=device, hardware_port=hardware_port)
+    with pytest.raises(tn.PlanError) as error:
+        tn.check_ports([port], STUDIO_HW)
+    assert str(error.value) == (
+        "{0} ({1}): not a Thunderbolt port; thunderbolt_network configures only Thunderbolt ports (this Mac's: "
+        "Thunderbolt 1 = en2, Thunderbolt 2 = en3, Thunderbolt 3 = en4, Thunderbolt 4 = en5, Thunderbolt 5 = en6, "
+        "Thunderbolt 6 = en7); fix the cable plan (mlx_fleet_cables) so it names them".format(device, actual))
 
 
 def test_a_port_listed_twice_is_an_error():
@@ -218,9 +237,27 @@ def test_absent_twice_changes_nothing():
     assert commands == []
 
 
-def test_a_v4_off_service_reads_as_off():
-    assert tn.parse_info("IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\n") == {"configuration": "Off"}
-    assert tn.ipv4_of(tn.parse_info(MANUAL_INFO))["address"] == "192.168.77.1"
+# No capture shows -getinfo of a service with IPv4 off; it names no method (as far as public sources
+# tell), and the module must not depend on any wording for it.
+NO_METHOD_INFO = "IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\nEthernet Address: 32:00:19:a6:f6:20\n"
+
+
+def test_a_service_whose_getinfo_names_no_method_is_set_and_not_restored():
+    current = tn.snapshot(service("Thunderbolt 1", "Thunderbolt 1", "en3"),
+                          mp.parse_network_service_info(NO_METHOD_INFO), [])
+    assert current["ipv4"] == {"method": None, "address": None, "mask": None, "router": None}
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3")]
+    commands, record, _, _, _ = present(services, {"Thunderbolt 1": current}, bridge="unchanged")
+    assert commands == [["-setmanual", "Thunderbolt 1", "192.168.77.1", MASK]]
+    assert record["previous"]["Thunderbolt 1"]["ipv4"]["method"] is None
+
+    now = tn.snapshot(service("Thunderbolt 1", "Thunderbolt 1", "en3"), mp.parse_network_service_info(MANUAL_INFO), [])
+    commands, _, results, _, _ = tn.plan_absent([], "unchanged", services, {"Thunderbolt 1": now}, record)
+    assert commands == []  # nothing networksetup could set is known
+    assert results[0]["warning"] == (
+        "Thunderbolt 1 (en3): its IPv4 configuration before mlx-fleet (no method named by networksetup -getinfo) "
+        "cannot be put back with networksetup, so it stays Manual 192.168.77.1 mask 255.255.255.252 router none; "
+        "set it in System Settings > Network")
 
 
 def test_documentation_matches_the_argument_spec():

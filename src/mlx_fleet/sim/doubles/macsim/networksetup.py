@@ -1,9 +1,11 @@
 """networksetup(8): hardware ports and network services.
 
-Formats from the reference capture (Knurlogic, M3 Ultra, trimmed) and the untrimmed
-captures in tests/fixtures/macos (leading blank line, 'Ethernet Address:' lines, the
-Thunderbolt Bridge port with 'N/A', the VLAN block; -listnetworkserviceorder, -getinfo).
-The 'is not a recognized network service' error as quoted in public parsers' test data.
+Formats from the captures in tests/fixtures/macos: -listallhardwareports (Knurlogic's M3 Ultra,
+trimmed, and an untrimmed one: leading blank line, 'Ethernet Address:' lines, the Thunderbolt
+Bridge port with 'N/A', the VLAN block), -listnetworkserviceorder, -getinfo (DHCP with and
+without a lease, 'Router: (null)' when there is none, Manual), -getadditionalroutes (routes, and
+the sentence printed when there are none). The 'is not a recognized network service' error as
+quoted in public parsers' test data.
 """
 
 import ipaddress
@@ -62,6 +64,8 @@ def get_info(args) -> None:
     (name,) = args
     service = services.find(services.load(), name)
     ipv4 = service["ipv4"]
+    # A service with IPv4 off: no capture shows it, and a public parser notes that -getinfo cannot
+    # tell it apart, so it gets no "<method> Configuration" line; nothing reads one into it.
     text = ""
     if ipv4["method"] == "Manual":
         text += "Manual Configuration\n"
@@ -73,7 +77,7 @@ def get_info(args) -> None:
         if addrs:
             a = addrs[0]
             mask = ipaddress.IPv4Network(f"0.0.0.0/{a['prefixlen']}").netmask
-            text += f"IP address: {a['local']}\nSubnet mask: {mask}\nRouter: {_router(service['device']) or 'none'}\n"
+            text += f"IP address: {a['local']}\nSubnet mask: {mask}\nRouter: {_router(service['device']) or '(null)'}\n"
         text += "Client ID: \n"
     text += "IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\n"
     out(text + _mac_line(service))

@@ -1,0 +1,83 @@
+"""thunderbolt_facts' entry point: main() against real outputs (tests/fixtures/macos).
+
+Thunderbolt buses of the M5 Max MacBook Pro capture (port 1 cabled to a Mac Studio), the port
+map of the M3 Ultra Mac Studio capture (Thunderbolt 1..3 = en2..en4), and TN3205's RDMA
+devices, bridge and en2: one made-up Mac from real formats.
+"""
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
+from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_facts
+from module_runner import Commands, fixture, run_module
+
+OUTPUTS = {
+    "thunderbolt": (0, fixture("system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"), ""),
+    "hardware_ports": (0, fixture("networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"), ""),
+    "service_order": (0, fixture("networksetup-listnetworkserviceorder__network-info-script__1.txt"), ""),
+    "ifconfig": (0, fixture("ifconfig-en2__apple-tn3205__1.txt") + fixture("ifconfig-bridge0__apple-tn3205__1.txt"), ""),
+    "ibv_devices": (0, fixture("ibv_devices__apple-tn3205__3.txt"), ""),
+    "ibv_devinfo": (0, fixture("ibv_devinfo__apple-tn3205__1.txt"), ""),
+    # No capture of `rdma_ctl status` exists; Apple's TN3205 says it prints "enabled" or "disabled".
+    "rdma_ctl": (0, "enabled\n", ""),
+}
+
+
+def run(missing=(), check_mode=False, **overrides):
+    commands = Commands({READS[name]: answer for name, answer in dict(OUTPUTS, **overrides).items()}, missing)
+    return run_module(thunderbolt_facts.main, {}, commands, check_mode=check_mode), commands
+
+
+def test_ports_bridge_and_rdma_in_one_call():
+    result, commands = run()
+    assert not result.get("failed"), result["msg"]
+    assert result["changed"] is False
+    assert sorted(commands.calls) == sorted(READS[name] for name in thunderbolt_facts.TB_READS)
+    tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
+    assert [(p["receptacle"], p["hardware_port"], p["device"], p["rdma_device"], p["rdma_state"])
+            for p in tb["ports"]] == [(1, "Thunderbolt 1", "en2", "rdma_en2", "PORT_ACTIVE"),
+                                      (2, "Thunderbolt 2", "en3", "rdma_en3", "PORT_ACTIVE"),
+                                      (3, "Thunderbolt 3", "en4", "rdma_en4", "PORT_ACTIVE")]
+    assert tb["ports"][0]["peers"][0]["model"] == "Mac15,14" and tb["ports"][0]["speed_gbps"] == 80
+    assert tb["bridge"] == {"device": "bridge0", "active": True, "members": ["en2", "en3", "en4"],
+                            "service_enabled": True}
+    assert (tb["rdma_enabled"], tb["rdma_devices"]) == (True, ["rdma_en2", "rdma_en3", "rdma_en4"])
+
+
+def test_check_mode_reads_the_same():
+    assert run(check_mode=True)[0] == run()[0]
+
+
+def test_a_mac_without_the_rdma_tools_reports_rdma_unavailable():
+    result, commands = run(missing=("rdma_ctl", "ibv_devices", "ibv_devinfo"))
+    tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
+    assert (tb["rdma_enabled"], tb["rdma_devices"]) == (None, [])
+    assert all(p["rdma_device"] is None and p["rdma_state"] is None for p in tb["ports"])
+    assert not [call for call in commands.calls if call[0] in ("rdma_ctl", "ibv_devices", "ibv_devinfo")]
+
+
+def test_rdma_disabled_lists_no_devices():
+    header = "    device                 node GUID\n    ------              ----------------\n"
+    # ibv_devinfo still prints the devices it had; with none listed, no port has an RDMA device.
+    result, _ = run(rdma_ctl=(0, "disabled\n", ""), ibv_devices=(0, header, ""))
+    tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
+    assert (tb["rdma_enabled"], tb["rdma_devices"]) == (False, [])
+    assert [(p["rdma_device"], p["rdma_state"]) for p in tb["ports"]] == [(None, None)] * 3
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"thunderbolt": (0, "{}", "")}, "unexpected output: system_profiler SPThunderboltDataType -json: "
+                                     "not SPThunderboltDataType JSON"),
+    ({"rdma_ctl": (0, "on\n", "")}, "unexpected output: rdma_ctl status: expected 'enabled' or 'disabled', got 'on'"),
+    ({"service_order": (1, "", "** Error: The parameters were not valid.\n")},
+     "networksetup -listnetworkserviceorder failed (exit 1): ** Error: The parameters were not valid."),
+])
+def test_an_unexpected_output_names_the_command(override, message):
+    result, _ = run(**override)
+    assert result["failed"] and result["msg"] == message
+
+
+def test_it_takes_no_options():
+    commands = Commands({})
+    result = run_module(thunderbolt_facts.main, {"ports": [1]}, commands)
+    assert result["failed"] and "Unsupported parameters" in result["msg"] and commands.calls == []

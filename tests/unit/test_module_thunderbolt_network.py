@@ -1,0 +1,146 @@
+"""thunderbolt_network's entry point: main() against real networksetup outputs (tests/fixtures/macos).
+
+The Mac is the Intel MacBook Pro of the network-info-script captures: Thunderbolt 1 = en3,
+Thunderbolt 2 = en4, an enabled Thunderbolt Bridge, Wi-Fi on en0 and a Thunderbolt Ethernet
+adapter on en1. What the module decides is tested in test_thunderbolt_network.py; here, what
+main() runs, writes and returns.
+"""
+
+import json
+import os
+import stat
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
+from module_runner import Commands, fixture, run_module
+
+HARDWARE_PORTS = fixture("networksetup-listallhardwareports__network-info-script__1.txt")
+ORDER = fixture("networksetup-listnetworkserviceorder__network-info-script__1.txt")
+# The same Mac once converged: the bridge disabled, a service for Thunderbolt 1 with its address.
+CONVERGED_ORDER = ORDER.replace("(5) Thunderbolt Bridge", "(*) Thunderbolt Bridge").rstrip("\n") + (
+    "\n\n(5) Thunderbolt 1\n(Hardware Port: Thunderbolt 1, Device: en3)\n")
+# -getinfo of a manual service without a router, as networksetup-getinfo__stt-link-notes__5 prints it.
+MANUAL_INFO = ("Manual Configuration\nIP address: 192.168.77.1\nSubnet mask: 255.255.255.252\nRouter: (null)\n"
+               "IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\nEthernet Address: 32:00:19:a6:f6:20\n")
+NO_ROUTES = fixture("networksetup-getadditionalroutes__wifi-debug-notes__2.txt").replace("Wi-Fi", "Thunderbolt 1")
+TB1 = {"device": "en3", "hardware_port": "Thunderbolt 1", "address": "192.168.77.1", "peer": "192.168.77.2"}
+READS = {("networksetup", "-listallhardwareports"), ("networksetup", "-listnetworkserviceorder"),
+         ("networksetup", "-getinfo", "Thunderbolt 1"), ("networksetup", "-getadditionalroutes", "Thunderbolt 1")}
+FRESH_WRITES = [
+    ("networksetup", "-setnetworkserviceenabled", "Thunderbolt Bridge", "off"),
+    ("networksetup", "-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"),
+    ("networksetup", "-setmanual", "Thunderbolt 1", "192.168.77.1", "255.255.255.252"),
+]
+
+
+def mac(order=ORDER, writes=(), write_answer=(0, "", "")):
+    answers = {("networksetup", "-listallhardwareports"): (0, HARDWARE_PORTS, ""),
+               ("networksetup", "-listnetworkserviceorder"): (0, order, ""),
+               ("networksetup", "-getinfo", "Thunderbolt 1"): (0, MANUAL_INFO, ""),
+               ("networksetup", "-getadditionalroutes", "Thunderbolt 1"): (0, NO_ROUTES, "")}
+    answers.update((write, write_answer) for write in writes)
+    return Commands(answers)
+
+
+@pytest.fixture
+def record(tmp_path):
+    return str(tmp_path / "Library/Application Support/mlx-fleet/thunderbolt-network.json")
+
+
+def run(commands, tmp_path, check_mode=False, diff=False, **args):
+    module_tmp = tmp_path / "module-tmp"
+    module_tmp.mkdir(exist_ok=True)
+    return run_module(thunderbolt_network.main, args, commands, check_mode=check_mode, diff=diff, tmpdir=module_tmp)
+
+
+def test_a_fresh_mac_gets_its_service_and_a_record(tmp_path, record):
+    commands = mac(writes=FRESH_WRITES)
+    result = run(commands, tmp_path, ports=[TB1], record=record)
+    assert not result.get("failed"), result["msg"]
+    assert result["changed"] is True
+    assert commands.writes("networksetup", READS) == FRESH_WRITES
+    assert result["commands"] == [list(write[1:]) for write in FRESH_WRITES]
+    assert result["bridge"] == {"service": "Thunderbolt Bridge", "enabled": False}
+    saved = json.loads(open(record).read())
+    assert saved["created"] == {"Thunderbolt 1": {"hardware_port": "Thunderbolt 1", "device": "en3"}}
+    assert saved["bridge"] == {"service": "Thunderbolt Bridge", "enabled": True}
+    assert stat.S_IMODE(os.stat(record).st_mode) == 0o644
+    assert os.listdir(tmp_path / "module-tmp") == []  # the file was moved into place, not copied
+
+
+def test_check_mode_runs_no_write_and_writes_no_record(tmp_path, record):
+    commands = mac(writes=FRESH_WRITES)
+    result = run(commands, tmp_path, check_mode=True, diff=True, ports=[TB1], record=record)
+    assert result["changed"] is True and result["commands"] == [list(write[1:]) for write in FRESH_WRITES]
+    assert commands.writes("networksetup", READS) == []
+    assert not os.path.exists(record)
+    assert [d["before_header"] for d in result["diff"]] == ["Thunderbolt Bridge (before)", "Thunderbolt 1 (before)"]
+    assert result["diff"][1]["before"] == "service: absent\n"
+
+
+def test_a_converged_mac_is_not_changed(tmp_path, record):
+    commands = mac(order=CONVERGED_ORDER)
+    result = run(commands, tmp_path, diff=True, ports=[TB1], record=record)
+    assert (result["changed"], result["commands"], result["diff"]) == (False, [], [])
+    assert commands.writes("networksetup", READS) == []
+    assert ("networksetup", "-getinfo", "Thunderbolt 1") in commands.calls
+    assert not os.path.exists(record)
+
+
+def test_absent_puts_the_network_back_and_removes_the_record(tmp_path, record):
+    run(mac(writes=FRESH_WRITES), tmp_path, ports=[TB1], record=record)
+    undo = [("networksetup", "-removenetworkservice", "Thunderbolt 1"),
+            ("networksetup", "-setnetworkserviceenabled", "Thunderbolt Bridge", "on")]
+    commands = mac(order=CONVERGED_ORDER, writes=undo)
+    result = run(commands, tmp_path, state="absent", record=record)
+    assert result["changed"] is True and commands.writes("networksetup", READS) == undo
+    assert not os.path.exists(record)
+    again = run(mac(order=ORDER), tmp_path, state="absent", record=record)
+    assert (again["changed"], again["commands"]) == (False, [])
+
+
+@pytest.mark.parametrize("port, message", [
+    ({"device": "en0", "hardware_port": "Wi-Fi"}, "en0 (Wi-Fi): not a Thunderbolt port"),
+    ({"device": "en0", "hardware_port": "Thunderbolt 1"}, "en0 (Wi-Fi): not a Thunderbolt port"),
+    # A Thunderbolt-to-Ethernet adapter is an Ethernet port, whatever its name says.
+    ({"device": "en1", "hardware_port": "Thunderbolt Ethernet"}, "en1 (Thunderbolt Ethernet): not a Thunderbolt port"),
+])
+def test_a_port_that_is_not_thunderbolt_is_refused_before_anything_is_written(tmp_path, record, port, message):
+    commands = mac()
+    result = run(commands, tmp_path, ports=[dict(TB1, **port)], record=record)
+    assert result["failed"] and result["msg"] == (
+        message + "; thunderbolt_network configures only Thunderbolt ports (this Mac's: Thunderbolt 1 = en3, "
+        "Thunderbolt 2 = en4); fix the cable plan (mlx_fleet_cables) so it names them")
+    assert "\n" not in result["msg"]
+    assert commands.writes("networksetup", READS) == [] and not os.path.exists(record)
+
+
+def test_a_write_without_root_fails_naming_the_fix(tmp_path, record):
+    commands = mac(writes=FRESH_WRITES, write_answer=(14, "", "** Error: Command requires admin privileges.\n"))
+    result = run(commands, tmp_path, ports=[TB1], record=record)
+    assert result["failed"] and result["msg"] == (
+        "networksetup -setnetworkserviceenabled 'Thunderbolt Bridge' off failed (exit 14): ** Error: Command "
+        "requires admin privileges.; writing needs root (become: true)")
+    # The record was written first: a run cut short still knows what it may have created.
+    assert json.loads(open(record).read())["bridge"] == {"service": "Thunderbolt Bridge", "enabled": True}
+
+
+def test_an_unreadable_service_names_the_command(tmp_path, record):
+    commands = mac(order=CONVERGED_ORDER)
+    commands.answers[("networksetup", "-getinfo", "Thunderbolt 1")] = (0, "-bash: networksetup: Permission denied\n", "")
+    result = run(commands, tmp_path, ports=[TB1], record=record)
+    assert result["failed"] and result["msg"].startswith("unexpected output: networksetup -getinfo: unexpected line")
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"state": "gone"}, "value of state must be one of: present, absent, got: gone"),
+    ({"ports": [{"device": "en3", "hardware_port": "Thunderbolt 1", "address": "192.168.77.1"}]},
+     "missing required arguments: peer found in ports"),
+    ({"bridge": "off"}, "value of bridge must be one of: disabled, enabled, unchanged, got: off"),
+])
+def test_arguments_are_checked(tmp_path, record, args, message):
+    commands = mac()
+    result = run(commands, tmp_path, record=record, **args)
+    assert result["failed"] and result["msg"] == message
+    assert commands.calls == []
