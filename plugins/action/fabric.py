@@ -12,6 +12,8 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 
 ARGS = {
@@ -19,11 +21,6 @@ ARGS = {
     "output_dir": {"type": "path", "required": True},
     "write": {"type": "bool", "default": True},
 }
-KEPT_FILES = (fab.HOSTFILE, fab.RING_HOSTFILE, fab.ADDRESSES_FILE)
-
-
-def _snapshot(directory: Path) -> dict[str, bytes | None]:
-    return {name: (directory / name).read_bytes() if (directory / name).exists() else None for name in KEPT_FILES}
 
 
 class ActionModule(ClusterAction):
@@ -44,7 +41,7 @@ class ActionModule(ClusterAction):
             cables=first.get("mlx_fleet_cables"),
             backend=first.get("mlx_fleet_backend", "auto"),
             ip_pool=first.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL),
-            previous=fab.read_addresses(output_dir / fab.ADDRESSES_FILE),
+            previous=read_addresses(output_dir / ADDRESSES_FILE),
             management_ips={n: hostvars[n].get("mlx_fleet_macos", {}).get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
         )
@@ -59,14 +56,15 @@ class ActionModule(ClusterAction):
             network={host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
                              "prefix": p.prefix, "peer": p.peer_address} for p in ports]
                      for host, ports in built.network.items()},
-            hostfile=str(output_dir / fab.HOSTFILE),
+            hostfile=str(output_dir / HOSTFILE),
             changed=False,
         )
         notes = []
-        if args["write"] and not self._task.check_mode:
-            before = _snapshot(output_dir)
-            notes = fab.write_outputs(output_dir, built).skipped
-            result["changed"] = _snapshot(output_dir) != before
+        if not self._task.check_mode:
+            written = fab.write_outputs(output_dir, built, hostfiles=args["write"])
+            notes, result["changed"] = written.skipped, written.changed
+            if built.errors:  # only the picture was written: fabric.svg, or fabric.dot without Graphviz
+                notes.append(f"the picture, faults in red: {written.paths[-1]}")
         if built.errors:
             raise AnsibleActionFail("\n".join(built.errors + notes), result=result)
         result["msg"] = built.reason + "".join(f"; {n}" for n in notes)

@@ -15,9 +15,11 @@ description:
   - Joins the C(mlx_fleet_thunderbolt) facts of every host in O(group) into the cabling graph, checks it
     against the cable plan (C(mlx_fleet_cables)), decides the backend (C(mlx_fleet_backend)), warns where a
     user would get hurt later, and gives each cable a stable /30 from C(mlx_fleet_ip_pool). See docs/fabric.md.
-  - With O(write), writes C(hostfile.json), C(hostfile-ring.json) (when a ring exists), C(fabric-addresses.json),
-    C(fabric.dot) and C(fabric.svg) into O(output_dir); the hostfiles atomically and only when the fabric has no
-    errors, so a failed run leaves the last good hostfile in place.
+  - Writes the picture, C(fabric.dot) and C(fabric.svg), into O(output_dir) on every run, faults in red; a failed
+    run names it. The picture reports what was read, so rewriting it is not a change.
+  - With O(write), also writes C(hostfile.json), C(hostfile-ring.json) (when a ring exists) and
+    C(fabric-addresses.json), only when the fabric has no errors, so a failed run leaves the last good hostfile in
+    place. Every file is replaced atomically and only when its content changes.
   - Fails with one line per problem (missing cables with the ports to connect, wrong ports with the move,
     slow links, topologies the backend needs).
   - Runs on the controller only (an action plugin); use it with C(run_once).
@@ -29,7 +31,8 @@ options:
     type: path
     required: true
   write:
-    description: Write the files (nothing is written in check mode either way).
+    description: Write the hostfiles and the address ledger, not only the picture (nothing is written in check
+      mode either way).
     type: bool
     default: true
 extends_documentation_fragment:

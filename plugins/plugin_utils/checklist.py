@@ -14,9 +14,9 @@ from pathlib import Path
 
 import jinja2
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
@@ -97,8 +97,7 @@ def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str,
     if write_files:
         directory.mkdir(parents=True, exist_ok=True)
         for path, content in ((html_path, html), (text_path, text)):
-            if old[path] != content:
-                fab.atomic_write_text(path, content)
+            atomic_write_text(path, content)
         if new_ledger != ledger:
-            fab.atomic_write_json(ledger_path, new_ledger)
+            atomic_write_json(ledger_path, new_ledger)
     return Written(html_path, text_path, ledger_path, changed, regressions)

@@ -11,9 +11,9 @@ import re
 from collections import defaultdict
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
-BACKENDS = ("jaccl", "jaccl-ring", "ring", "auto")
 DEFAULT_IP_POOL = "192.168.0.0/16"
 # Inventory variables that hold a version: 26.2, 3.12, 0.32.4 (two or three numeric parts).
 VERSION_VARS = (

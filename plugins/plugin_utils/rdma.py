@@ -4,7 +4,8 @@ From each Mac's ``mlx_fleet_macos`` and ``mlx_fleet_thunderbolt`` facts, its mod
 the fabric found: which Macs are ready, which need a person to run the Recovery step, which cannot
 do RDMA at all (and must not be sent to Recovery), and which have RDMA on but not working. The
 cabling questions (which ports are cables, which backend the cables allow) are answered by
-``plugin_utils.fabric``, here as everywhere. Pure Python: the action plugin is a thin wrapper.
+``plugin_utils.fabric_discovery`` and ``fabric_backend``, here as everywhere. Pure Python: the
+action plugin is a thin wrapper.
 
 Nothing here, or anywhere in mlx-fleet, switches RDMA on: only a person at the Mac can, in macOS
 Recovery. The toolkit says who needs that visit and checks afterwards that it worked.
@@ -17,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
@@ -220,7 +222,7 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
 # --- the cluster ----------------------------------------------------------------------------------
 
 
-def cables_by_host(links: list[fab.Link]) -> dict[str, dict[int, str]]:
+def cables_by_host(links: list[Link]) -> dict[str, dict[int, str]]:
     """host -> {receptacle: peer host} from the fabric's cables."""
     out: dict[str, dict[int, str]] = {}
     for link in links:
@@ -251,7 +253,7 @@ class Assessment:
     @property
     def blocking(self) -> str | None:
         """With an RDMA backend (jaccl, jaccl-ring) asked for: why the run must stop, else None."""
-        if self.backend not in fab.RDMA_BACKENDS:
+        if self.backend not in fabric_backend.RDMA_BACKENDS:
             return None
         parts = []
         needs = self.hosts(NEEDS_RECOVERY)
@@ -265,17 +267,13 @@ class Assessment:
         return f"mlx_fleet_backend {self.backend} needs RDMA on every Mac: " + "; ".join(parts)
 
 
-def _auto_choice(facts: dict, models: dict) -> str | None:
-    return fab.build_fabric(facts, models=models, backend="auto").backend if len(facts) >= 2 else None
-
-
 def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
            locations: dict | None = None, backend: str = "auto") -> Assessment:
     """Classify every Mac (inventory order) and say what the cluster gains once the checklist is done."""
     hosts = list(thunderbolt)
     models = dict(models or {})
     locations = locations or {}
-    links = fab.build_fabric(thunderbolt, models=models, backend="auto").links if len(hosts) >= 2 else []
+    links, _ = discover(hosts, thunderbolt)
     cabled = cables_by_host(links)
 
     def classify(peer_status=None):
@@ -303,8 +301,8 @@ def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict
 
     needs = [h for h in hosts if nodes[h].status == NEEDS_RECOVERY]
     cannot = [h for h in hosts if nodes[h].status == NOT_CAPABLE]
-    current = _auto_choice(rdma_as(set()), models)
-    projected = _auto_choice(rdma_as(set(needs)), models)
+    current = fabric_backend.choose("auto", hosts, rdma_as(set()), links).backend
+    projected = fabric_backend.choose("auto", hosts, rdma_as(set(needs)), links).backend
     summary = _summary(hosts, needs, cannot, [h for h in hosts if nodes[h].status == ENABLED_NOT_WORKING],
                        backend, current, projected)
     return Assessment(nodes, backend, current, projected, summary)
@@ -329,7 +327,7 @@ def _summary(hosts, needs, cannot, broken, backend, current, projected) -> str:
         gain = f"{who}, the cabling supports {BACKEND_TEXT[projected]}"
     if backend == "auto":
         until = f"; until then auto falls back to {BACKEND_TEXT[current]}" if projected != current else ""
-    elif backend in fab.RDMA_BACKENDS:
+    elif backend in fabric_backend.RDMA_BACKENDS:
         until = f"; until then {backend} cannot run"
     else:
         until = f"; mlx_fleet_backend is {backend}"

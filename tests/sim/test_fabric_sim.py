@@ -147,7 +147,7 @@ def planned():
          ["slow cable mini-2:2 -- mini-3:2: 40 Gb/s where both ends do 80 Gb/s; replace it with a Thunderbolt 5 cable"]),
         ([("unplug", "mini-2:2"), ("plug", "mini-2:2", "mini-3:2", "--dock", "CalDigit TS4")],
          ["missing cable mini-2:2 -- mini-3:2: connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 2",
-          "[WARNING]: mini-2: Thunderbolt 2 reaches mini-3 through a dock or hub (CalDigit TS4), not a direct "
+          "warning: mini-2: Thunderbolt 2 reaches mini-3 through a dock or hub (CalDigit TS4), not a direct "
           "cable; cable them directly: only a direct cable carries RDMA and fabric addresses"]),
         ([("plug", "mini-1:3", "mini-2:3")],
          ["extra cable mini-1:3 -- mini-2:3: not in the cable plan (mlx_fleet_cables); unplug it or add it to the plan"]),
@@ -166,11 +166,14 @@ def test_wiring_fault_stops_and_keeps_the_last_hostfile(planned, rewire, lines):
             sim.cli("unplug", cable.split("--")[0].strip())
         for cable in yaml.safe_load(inventory.read_text())["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_cables"]:
             sim.cli("plug", *(end.strip() for end in cable.split("--")))
-    assert result.returncode == 2, result.stdout
-    output = [line.removeprefix("[ERROR]: Task failed: ") for line in result.stdout.splitlines()]
+    assert result.returncode == 1, result.stdout  # the cluster needs attention
+    output = [line.removeprefix("fabric error: ") for line in result.stdout.splitlines()]
     for line in lines:
         assert line in output, result.stdout
     assert {name: (out / name).read_bytes() for name in before} == before
+    # The picture is what helps now: written, the fault in red, and named.
+    assert "color=red" in (out / "fabric.dot").read_text()
+    assert f"the picture, faults in red: {out / 'fabric.svg'}" in result.stdout
 
 
 def test_a_fourth_node_keeps_the_ring_addresses(make_sim, tmp_path):

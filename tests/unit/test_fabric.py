@@ -3,6 +3,7 @@ checked against what mlx.distributed_config's own code writes for the same cable
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -13,7 +14,7 @@ import pytest
 
 from mlx._distributed_utils import config as mlx_config
 from mlx._distributed_utils.common import Host
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, fabric_picture, files, hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, write_outputs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 from mlx_fleet.sim.layout import generated_cables
@@ -151,7 +152,7 @@ def check_against_mlx(cluster, monkeypatch, tmp_path, backend="auto"):
     theirs = mlx_hostfile(cluster, None if backend == "auto" else backend, monkeypatch, tmp_path)
     assert_same_up_to_ips(fabric.hostfile, theirs, fabric)
     assert_same_up_to_ips(fabric.ring_hostfile, mlx_hostfile(cluster, "ring", monkeypatch, tmp_path), fabric)
-    fab.check_hostfile(fabric.hostfile)
+    hostfile.check_hostfile(fabric.hostfile)
     return fabric
 
 
@@ -218,6 +219,13 @@ def test_two_cables_between_a_pair_give_device_lists_as_mlx_does(monkeypatch, tm
     assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [[None, ["rdma_en3", "rdma_en4"]],
                                                              [["rdma_en4", "rdma_en3"], None]]
     assert [len(h["ips"]) for h in fabric.ring_hostfile["hosts"]] == [2, 2]
+
+
+def test_hostfile_is_byte_for_byte_the_one_mlx_writes(monkeypatch, tmp_path):
+    cluster = Cluster.of("studio-m3-ultra", 4)
+    mlx_hostfile(cluster, None, monkeypatch, tmp_path)
+    write_outputs(tmp_path / "ours", cluster.fabric())
+    assert (tmp_path / "ours/hostfile.json").read_bytes() == (tmp_path / "mlx-None.json").read_bytes()
 
 
 def test_one_doubled_pair_in_a_mesh_gives_single_devices_as_mlx_does(monkeypatch, tmp_path):
@@ -430,11 +438,11 @@ def test_active_bridge_across_a_loop():
 def test_addresses_follow_the_rule():
     fabric = Cluster.of("mini-m4-pro", 2).fabric()
     cable = "mini-1:1 -- mini-2:1"
-    slot = fab.preferred_slot(cable, 2 ** 14)
+    slot = fabric_addresses.preferred_slot(cable, 2 ** 14)
     assert fabric.addresses == {cable: f"192.168.{slot // 64}.{slot % 64 * 4}/30"}
     low, high = fabric.network["mini-1"][0], fabric.network["mini-2"][0]
     assert (low.address, low.peer_address) == (high.peer_address, high.address)
-    assert low == fab.PortConfig(1, "Thunderbolt 1", "en2", f"192.168.{slot // 64}.{slot % 64 * 4 + 1}", 30,
+    assert low == fabric_addresses.PortConfig(1, "Thunderbolt 1", "en2", f"192.168.{slot // 64}.{slot % 64 * 4 + 1}", 30,
                                  "mini-2", 1, f"192.168.{slot // 64}.{slot % 64 * 4 + 2}")
 
 
@@ -470,21 +478,21 @@ def test_changing_one_cable_moves_no_other():
 def test_taken_slot_probes_forward_and_previous_wins():
     pool = "10.9.0.0/28"  # four slots
     newcomer = "x:1 -- y:1"
-    slot = fab.preferred_slot(newcomer, 4)
+    slot = fabric_addresses.preferred_slot(newcomer, 4)
     holder = {"a:1 -- b:1": f"10.9.0.{4 * slot}/30"}  # already holds the newcomer's slot
-    grown = fab.assign_addresses(["a:1 -- b:1", newcomer], pool, holder)
+    grown = fabric_addresses.assign_addresses(["a:1 -- b:1", newcomer], pool, holder)
     assert grown == {**holder, newcomer: f"10.9.0.{4 * ((slot + 1) % 4)}/30"}
-    full = fab.assign_addresses(["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2", newcomer], pool, holder)
+    full = fabric_addresses.assign_addresses(["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2", newcomer], pool, holder)
     assert set(full.values()) == {f"10.9.0.{4 * k}/30" for k in range(4)}
 
 
 def test_previous_outside_the_pool_is_dropped_and_a_full_pool_is_an_error():
     cable = "a:1 -- b:1"
-    assert fab.assign_addresses([cable], "10.9.0.0/24", {cable: "192.168.0.4/30"}) == {
-        cable: f"10.9.0.{4 * fab.preferred_slot(cable, 64)}/30"}
+    assert fabric_addresses.assign_addresses([cable], "10.9.0.0/24", {cable: "192.168.0.4/30"}) == {
+        cable: f"10.9.0.{4 * fabric_addresses.preferred_slot(cable, 64)}/30"}
     with pytest.raises(ValueError, match=r"^mlx_fleet_ip_pool 10.9.0.0/30 holds 1 /30 networks for 2 cables; "
                                          "use a larger pool$"):
-        fab.assign_addresses([cable, "a:2 -- c:1"], "10.9.0.0/30")
+        fabric_addresses.assign_addresses([cable, "a:2 -- c:1"], "10.9.0.0/30")
     fabric = Cluster.of("mini-m4-pro", 3).fabric(ip_pool="10.9.0.0/30")
     assert fabric.errors == ["mlx_fleet_ip_pool 10.9.0.0/30 holds 1 /30 networks for 3 cables; use a larger pool"]
 
@@ -501,10 +509,36 @@ def test_write_outputs(tmp_path):
     assert json.loads((tmp_path / "hostfile.json").read_text()) == fabric.hostfile
     assert fabric.hostfile["envs"] == ["MLX_LOG=1"]
     assert json.loads((tmp_path / "hostfile-ring.json").read_text())["backend"] == "ring"
-    assert fab.read_addresses(tmp_path / "fabric-addresses.json") == fabric.addresses
+    assert fabric_addresses.read_addresses(tmp_path / "fabric-addresses.json") == fabric.addresses
     assert (tmp_path / "fabric.svg").read_text().lstrip().startswith("<?xml")
     assert oct((tmp_path / "hostfile.json").stat().st_mode & 0o777) == "0o644"
     assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in written.paths)  # no temporary left
+
+
+def test_rewriting_the_same_fabric_changes_no_file(tmp_path):
+    fabric = Cluster.of("mini-m4-pro", 3).fabric()
+    assert write_outputs(tmp_path, fabric).changed
+    stamps = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    again = write_outputs(tmp_path, fabric)
+    assert not again.changed and len(again.paths) == 5
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == stamps
+
+
+def test_a_fabric_without_a_ring_removes_the_ring_hostfile(tmp_path):
+    fabric = Cluster.of("mini-m4-pro", 3).fabric()
+    write_outputs(tmp_path, fabric)
+    assert (tmp_path / "hostfile-ring.json").exists()
+    written = write_outputs(tmp_path, dataclasses.replace(fabric, ring_hostfile=None))
+    assert written.changed and not (tmp_path / "hostfile-ring.json").exists()
+    assert "hostfile-ring.json" not in [p.name for p in written.paths]
+
+
+def test_an_invalid_fabric_writes_only_the_picture(tmp_path):
+    fabric = Cluster.of("mini-m4-pro", 3, "line").fabric(backend="jaccl")
+    written = write_outputs(tmp_path, fabric)
+    assert sorted(os.listdir(tmp_path)) == ["fabric.dot", "fabric.svg"]
+    assert '"mini-1" -- "mini-3" [label="needed", style=dashed, color=red, fontcolor=red];' in fabric.dot
+    assert not written.changed and written.paths[-1].name == "fabric.svg"
 
 
 def test_a_failed_run_leaves_the_last_good_hostfile(tmp_path):
@@ -522,7 +556,7 @@ def test_a_failed_run_leaves_the_last_good_hostfile(tmp_path):
 
 
 def test_svg_skipped_without_dot(tmp_path, monkeypatch):
-    monkeypatch.setattr(fab.shutil, "which", lambda name: None)
+    monkeypatch.setattr(fabric_picture.shutil, "which", lambda name: None)
     written = write_outputs(tmp_path, Cluster.of("mini-m4-pro", 2).fabric())
     assert written.skipped == ["fabric.svg: skipped, Graphviz 'dot' is not installed"]
     assert (tmp_path / "fabric.dot").exists() and not (tmp_path / "fabric.svg").exists()
@@ -530,9 +564,9 @@ def test_svg_skipped_without_dot(tmp_path, monkeypatch):
 
 def test_atomic_write_json_keeps_the_old_file_when_validation_fails(tmp_path):
     path = tmp_path / "hostfile.json"
-    fab.atomic_write_json(path, {"old": True})
+    files.atomic_write_json(path, {"old": True})
     with pytest.raises(ValueError, match="hostfile: backend must be jaccl, jaccl-ring or ring"):
-        fab.atomic_write_json(path, {"backend": "mpi"}, fab.check_hostfile)
+        files.atomic_write_json(path, {"backend": "mpi"}, hostfile.check_hostfile)
     assert json.loads(path.read_text()) == {"old": True}
     assert os.listdir(tmp_path) == ["hostfile.json"]
 
