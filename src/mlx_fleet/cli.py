@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                                          "converging nothing else")
     add_playbook_parser(sub, "checklist", "read every Mac's RDMA state and print the macOS Recovery checklist "
                                           "for those that need it, converging nothing")
+    from mlx_fleet.verify.cli import add_verify_parser
+
+    add_verify_parser(sub)
     args = parser.parse_args(argv)
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.sim.host import SimError
@@ -52,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_from_args("hostfile.yml", args)
         if args.tool == "checklist":
             return run_from_args("checklist.yml", args)
+        if args.tool == "verify":
+            from mlx_fleet.verify.cli import run_verify
+
+            return run_verify(args, argv)
         if args.tool == "lock":
             from mlx_fleet.lock import run_lock
 
