@@ -119,12 +119,15 @@ def _rdma_evidence(job: Job, nodes: dict[str, Node]) -> list[str]:
         if node is None:
             continue
         enabled = node.parsed("rdma_ctl", "parse_rdma_ctl_status")
-        states = node.parsed("ibv_devinfo", "parse_ibv_devinfo") or {}
+        states = node.parsed("ibv_devinfo", "parse_ibv_devinfo")
         wanted = [d for d in job.hostfile["hosts"][job.hosts.index(host)].get("rdma") or [] if isinstance(d, str)]
-        ports = ", ".join(f"{d} {'/'.join(states[d]['ports'].values()) or 'no port'}" if d in states
-                          else f"{d} not listed" for d in wanted)
+        if states is None:
+            ports = "unread"
+        else:
+            ports = ", ".join(f"{d} {'/'.join(states[d]['ports'].values()) or 'no port'}" if d in states
+                              else f"{d} not listed" for d in wanted)
         lines.append(f"{host}: rdma_ctl status: {'unread' if enabled is None else 'enabled' if enabled else 'disabled'}"
-                     + (f"; ibv_devinfo: {ports}" if ports else ""))
+                     f"; ibv_devinfo: {ports}")
     return lines
 
 
