@@ -65,8 +65,10 @@ class Node:
 
 
 def ssh_argv(host: str, command: str) -> list[str]:
-    """`ssh HOST COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch)."""
-    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "--", host, command]
+    """`ssh HOST COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch).
+    COMMAND runs under /bin/sh: a Mac's login shell is zsh, which rejects a glob that matches nothing."""
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "--", host,
+            f"/bin/sh -c {shlex.quote(command)}"]
 
 
 def ssh(host: str, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT) -> subprocess.CompletedProcess:
