@@ -360,3 +360,16 @@ def test_sections_of_a_node_read():
     text = ("@@mlx-fleet-verify-section sw_vers\nProductName:\tmacOS\n@@mlx-fleet-verify-section end 0\n"
             "@@mlx-fleet-verify-section python\nNo such file\n@@mlx-fleet-verify-section end 127\n")
     assert _sections(text) == {"sw_vers": (0, "ProductName:\tmacOS\n"), "python": (127, "No such file\n")}
+
+
+def test_an_unreachable_mac_is_exit_4_and_says_which(tmp_path):
+    c = cluster(RING, tmp_path)
+    outcome = outcome_with(tmp_path, [], c)
+    outcome.nodes["b"] = Node("b", reachable=False, error="ssh: connect to host b port 22: Operation timed out")
+    outcome.findings = node_findings(outcome.nodes["b"], "/py", INVENTORY)
+    data = report.build(outcome, ["mlx-fleet", "verify"])
+    assert (data["status"], data["exit_code"]) == ("unreachable", 4)
+    assert data["summary"] == ("unreachable (ring, 3 ranks, 3 cables): b: unreachable over ssh (ssh: connect to host b "
+                               "port 22: Operation timed out); check that it is on the network and that `ssh b` works "
+                               "from here")
+    assert [r["reachable"] for r in data["cluster"]["ranks"]] == [True, False, True]
