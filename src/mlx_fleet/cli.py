@@ -113,12 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.lock_cli import add_lock_parser
 
     add_lock_parser(sub, _command)
+    from mlx_fleet.verify.cli import add_verify_parser
+
+    add_verify_parser(sub, _command)
     _capture_parser(sub)
     add_sim_parser(sub)
     return parser
 
 
-def _dispatch(args) -> int:
+def _dispatch(args, argv: list[str] | None) -> int:
     if args.tool in PLAYBOOK_COMMANDS:
         return _run_playbook_command(args.tool, args)
     if args.tool == "sim":
@@ -129,6 +132,10 @@ def _dispatch(args) -> int:
         from mlx_fleet.lock_cli import run_lock
 
         return run_lock(args)
+    if args.tool == "verify":
+        from mlx_fleet.verify.cli import run_verify
+
+        return run_verify(args, argv)
     raise AssertionError(args.tool)
 
 
@@ -140,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     from mlx_fleet.sim.host import SimError
 
     try:
-        return _dispatch(args)
+        return _dispatch(args, argv)
     except (UserError, SimError, CablePlanError, CaptureError, LockError) as exc:
         print(f"mlx-fleet {args.tool}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,0 +1,1 @@
+"""`mlx-fleet verify`: does the cluster work? Every rank, every cable, and the user's own task (docs/verify.md)."""

@@ -1,0 +1,323 @@
+"""The program `mlx-fleet verify` runs on every Mac through mlx.launch (standard library and MLX).
+
+It is copied, with the user's script if any, into a private folder on each Mac and started by
+mlx.launch with the cluster's interpreter, one process per rank:
+
+    python check_program.py supervise --job NAME --deadline SECONDS -- SCRIPT [ARGS...]
+        runs SCRIPT with this same interpreter as a child process. Every line the child prints
+        (stdout or stderr) comes out on stdout tagged with the rank, a sequence number and the
+        stream, because mlx.launch merges all ranks' output into one stream; the controller
+        sorts it back into one log per rank (``read_tagged``). The child is stopped at the
+        deadline, or when this process is told to stop (mlx.launch, or the ssh connection
+        going away), so one bad rank never leaves processes behind; while it runs, its
+        process ids are in running/NAME.RANK beside this file, for the controller to stop it.
+
+    python check_program.py all_sum --backend ring --sizes 1024,4096
+        all_sum over every rank at each size, every element checked on every rank, timed.
+
+    python check_program.py link --backend ring --sizes 1024,4096
+        two ranks only (the two ends of one cable): ping-pong with send/recv, data checked.
+
+Results are JSON lines starting with {"record": ...} on stdout. An MLX error is printed as a
+record too ({"record": "error", "phase": ..., "message": MLX's own message}) before the rank
+exits 1. Python 3.9 compatible: it runs on whatever interpreter the cluster uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+TAG = "@mlx-fleet-verify"
+# Payload characters per tagged line: short lines reach the controller whole (one write each).
+PIECE = 300
+OUT, ERR, EVENT = "out", "err", "event"
+MORE = "+"  # kind suffix: the line goes on in the next piece of the same rank and stream
+RUNNING_DIR = "running"
+
+
+BUDGET_SECONDS = 0.5  # timed repetitions per size take about this long: 3 to 50 of them
+
+
+# --- supervise ------------------------------------------------------------------------------------
+
+
+class _Tagged:
+    """Writes tagged lines to stdout, one write() each, numbered per rank."""
+
+    def __init__(self, rank: str):
+        self.rank = rank
+        self.seq = 0
+        self.lock = threading.Lock()
+
+    def _write(self, kind: str, payload: str) -> None:
+        with self.lock:
+            line = "{0} {1} {2} {3} {4}\n".format(TAG, self.rank, self.seq, kind, payload)
+            self.seq += 1
+            try:
+                os.write(1, line.encode("utf-8", "replace"))
+            except OSError:
+                pass  # the controller has gone (ssh closed): nothing left to tell
+
+    def line(self, stream: str, text: str) -> None:
+        pieces = [text[i:i + PIECE] for i in range(0, len(text), PIECE)] or [""]
+        for i, piece in enumerate(pieces):
+            self._write(stream + (MORE if i < len(pieces) - 1 else ""), json.dumps(piece))
+
+    def event(self, **fields) -> None:
+        self._write(EVENT, json.dumps(fields, sort_keys=True))
+
+
+def read_tagged(lines) -> dict:
+    """The controller's side of the format: mlx.launch's merged output -> per rank
+    {"lines": [(stream, text)] in order (stream out, err or event), "events": [dict], "garbled": count}. Lines without a tag (mlx.launch's
+    own, or a piece another rank's output cut into) are left out; a lost or mangled piece of a
+    rank's output is counted in "garbled", never guessed."""
+    ranks: dict = {}
+    partial: dict = {}
+    for line in lines:
+        for chunk in line.rstrip("\r\n").split(TAG + " ")[1:]:
+            words = chunk.split(" ", 3)
+            if len(words) != 4 or not words[0].isdigit() or not words[1].isdigit():
+                continue
+            rank, seq, kind, payload = int(words[0]), int(words[1]), words[2], words[3].rstrip("\r")
+            state = ranks.setdefault(rank, {"lines": [], "events": [], "garbled": 0, "next": 0})
+            if seq != state["next"]:
+                state["garbled"] += 1
+            state["next"] = seq + 1
+            try:
+                value = json.loads(payload)
+            except ValueError:
+                state["garbled"] += 1
+                continue
+            if kind == EVENT:
+                state["events"].append(value)
+                state["lines"].append((EVENT, payload))
+                continue
+            stream = kind.rstrip(MORE)
+            if stream not in (OUT, ERR) or not isinstance(value, str):
+                state["garbled"] += 1
+                continue
+            text = partial.pop((rank, stream), "") + value
+            if kind.endswith(MORE):
+                partial[(rank, stream)] = text
+            else:
+                state["lines"].append((stream, text))
+    for (rank, stream), text in partial.items():
+        ranks[rank]["lines"].append((stream, text))
+        ranks[rank]["garbled"] += 1  # its last piece never came
+    for state in ranks.values():
+        del state["next"]
+    return ranks
+
+
+def _pump(pipe, stream: str, tagged: _Tagged) -> None:
+    for raw in iter(pipe.readline, b""):
+        tagged.line(stream, raw.decode("utf-8", "replace").rstrip("\r\n"))
+    pipe.close()
+
+
+def supervise(job: str, deadline: float, command: list) -> int:
+    rank = os.environ.get("MLX_RANK", "0")
+    tagged = _Tagged(rank)
+    here = os.path.dirname(os.path.abspath(__file__))
+    running = os.path.join(here, RUNNING_DIR, "{0}.{1}".format(job, rank))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    started = time.monotonic()
+    child = subprocess.Popen([sys.executable] + command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    os.makedirs(os.path.dirname(running), exist_ok=True)
+    with open(running, "w") as handle:
+        handle.write("{0} {1}\n".format(os.getpid(), child.pid))
+    tagged.event(event="start", pid=os.getpid(), child=child.pid, python=platform.python_version(),
+                 executable=sys.executable)
+
+    def stop(signum, _frame):
+        child.kill()
+        tagged.event(event="stopped", signal=signum, seconds=round(time.monotonic() - started, 3))
+        _forget(running)
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stop)
+    pumps = [threading.Thread(target=_pump, args=(pipe, stream, tagged), daemon=True)
+             for pipe, stream in ((child.stdout, OUT), (child.stderr, ERR))]
+    for pump in pumps:
+        pump.start()
+    try:
+        code = child.wait(timeout=deadline)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        child.kill()
+        code = child.wait()
+        timed_out = True
+    for pump in pumps:
+        pump.join(timeout=5)
+    seconds = round(time.monotonic() - started, 3)
+    if timed_out:
+        tagged.event(event="timeout", deadline=deadline, seconds=seconds)
+        code = 124
+    else:
+        tagged.event(event="exit", code=code, seconds=seconds)
+    _forget(running)
+    return 0 if code == 0 else 1
+
+
+def _forget(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+# --- checks (need MLX) --------------------------------------------------------------------------------
+
+
+def _emit(record: dict) -> None:
+    print(json.dumps(record, sort_keys=True), flush=True)
+
+
+def _init(backend: str):
+    import mlx.core as mx
+
+    # jaccl-ring is a launch mode of the jaccl backend (mlx.launch sets MLX_JACCL_RING).
+    name = "jaccl" if backend.startswith("jaccl") else backend
+    group = mx.distributed.init(strict=True, backend=name)
+    _emit({"record": "init", "rank": group.rank(), "size": group.size(), "backend": backend,
+           "mlx": mx.__version__, "device": str(mx.default_device())})
+    return mx, group
+
+
+def _pattern(mx, count: int):
+    # Small integers: exact in float32 whatever the order of the additions.
+    return (mx.arange(count) % 97).astype(mx.float32)
+
+
+def _mismatch(mx, got, want) -> dict:
+    wrong = mx.not_equal(got, want)
+    bad = int(mx.sum(wrong).item())
+    if not bad:
+        return {"bad": 0}
+    first = int(mx.argmax(wrong).item())
+    return {"bad": bad, "first_bad": first, "got": float(got[first].item()), "want": float(want[first].item())}
+
+
+def _repetitions(mx, group, first: float) -> int:
+    """How many timed repetitions fit the budget, the same on every rank (all_max of the first pass)."""
+    slowest = mx.distributed.all_max(mx.array([first], dtype=mx.float32), group=group)
+    return max(3, min(50, int(BUDGET_SECONDS / max(slowest.item(), 1e-6))))
+
+
+def all_sum(mx, group, sizes: list) -> int:
+    rank, n = group.rank(), group.size()
+    failed = False
+    for size in sizes:
+        count = max(1, size // 4)
+        base = _pattern(mx, count)
+        mine = base + (rank + 1)
+        want = base * n + n * (n + 1) // 2
+        mx.eval(mine, want)
+        started = time.perf_counter()
+        got = mx.distributed.all_sum(mine, group=group)
+        mx.eval(got)  # the first pass (not counted) sets up buffers and connections
+        first = time.perf_counter() - started
+        check = _mismatch(mx, got, want)
+        seconds = []
+        for _ in range(_repetitions(mx, group, first)):
+            started = time.perf_counter()
+            got = mx.distributed.all_sum(mine, group=group)
+            mx.eval(got)
+            seconds.append(time.perf_counter() - started)
+        last = _mismatch(mx, got, want)
+        if last["bad"] and not check["bad"]:
+            check = last
+        failed = failed or bool(check["bad"])
+        _emit(dict(check, record="all_sum", rank=rank, size=count * 4, seconds=seconds))
+    return 1 if failed else 0
+
+
+def link(mx, group, sizes: list) -> int:
+    rank = group.rank()
+    if group.size() != 2:
+        raise ValueError("the link check runs on the two ends of one cable, got {0} ranks".format(group.size()))
+    peer = 1 - rank
+    failed = False
+    for size in sizes:
+        count = max(1, size // 4)
+        sent = _pattern(mx, count) + 1
+        mx.eval(sent)
+        seconds = []
+        check = {"bad": 0}
+        repetitions = None
+        while repetitions is None or len(seconds) < repetitions:
+            started = time.perf_counter()
+            if rank == 0:
+                mx.eval(mx.distributed.send(sent, peer, group=group))
+                got = mx.distributed.recv_like(sent, peer, group=group)
+                mx.eval(got)
+            else:
+                got = mx.distributed.recv_like(sent, peer, group=group)
+                mx.eval(got)
+                mx.eval(mx.distributed.send(got, peer, group=group))
+            elapsed = time.perf_counter() - started
+            if not check["bad"]:
+                check = _mismatch(mx, got, sent)
+            if repetitions is None:  # the first round trip (not counted) sets up buffers
+                repetitions = _repetitions(mx, group, elapsed)
+            else:
+                seconds.append(elapsed)
+        failed = failed or bool(check["bad"])
+        # A round trip carries the message once each way.
+        _emit(dict(check, record="link", rank=rank, size=count * 4, round_trip_seconds=seconds))
+    return 1 if failed else 0
+
+
+CHECKS = {"all_sum": all_sum, "link": link}
+
+
+def _failed(phase: str, exc: Exception) -> int:
+    traceback.print_exc()
+    _emit({"record": "error", "phase": phase, "type": type(exc).__name__, "message": str(exc)})
+    return 1
+
+
+def _run_check(name: str, backend: str, sizes: list) -> int:
+    # MLX's own message is the evidence: it is kept whole, with the phase it came from.
+    try:
+        mx, group = _init(backend)
+    except Exception as exc:
+        return _failed("init", exc)
+    try:
+        return CHECKS[name](mx, group, sizes)
+    except Exception as exc:
+        return _failed(name, exc)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="check_program.py")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    sup = sub.add_parser("supervise")
+    sup.add_argument("--job", required=True)
+    sup.add_argument("--deadline", type=float, required=True)
+    sup.add_argument("command", nargs=argparse.REMAINDER)
+    for name in CHECKS:
+        check = sub.add_parser(name)
+        check.add_argument("--backend", required=True)
+        check.add_argument("--sizes", required=True, help="bytes, comma-separated")
+    args = parser.parse_args(argv)
+    if args.mode == "supervise":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        return supervise(args.job, args.deadline, command)
+    return _run_check(args.mode, args.backend, [int(s) for s in args.sizes.split(",")])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

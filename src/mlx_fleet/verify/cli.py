@@ -1,0 +1,78 @@
+"""`mlx-fleet verify -i INVENTORY`: the command line, the terminal summary and the exit status
+(0 passed, 1 failed, 2 bad input, 4 a Mac unreachable)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mlx_fleet.errors import UserError
+from mlx_fleet.verify import report
+from mlx_fleet.verify.jobs import LaunchError, mlx_launch
+from mlx_fleet.verify.plan import (DEFAULT_SIZES, VerifyError, load_cluster, parse_sizes,
+                                   settings_from_inventory)
+from mlx_fleet.verify.run import Options, verify
+
+def add_verify_parser(sub, command) -> None:
+    parser = command(
+        sub, "verify", "check that every rank starts, every cable carries data, and your task reproduces",
+        "Run a check program through mlx.launch with the cluster's hostfile: all_sum over every rank at each "
+        "size, then each cable alone (latency, bandwidth); with --script, your task on one Mac and on the "
+        "cluster, compared within --rtol/--atol. Writes verify.json and verify.html. Needs mlx-fleet[launch].",
+        "  mlx-fleet verify -i inventory/mine\n"
+        "  mlx-fleet verify -i inventory/mine --script examples/matrix_sum.py --repeat 3")
+    parser.add_argument("-i", "--inventory", action="append", required=True,
+                        help="inventory file or folder (repeatable), as for ansible-playbook")
+    parser.add_argument("--output-dir", help="where the hostfiles are (default: mlx_fleet_output_dir, else "
+                                             ".mlx-fleet in the inventory's folder)")
+    parser.add_argument("--out", help="folder for this run's report and logs (default: OUTPUT_DIR/verify/<time>)")
+    parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
+    parser.add_argument("--sizes", default=DEFAULT_SIZES,
+                        help="message sizes: FROM:TO (x4 steps) or a list, e.g. 1KiB,4MiB (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds each job may run before every rank is stopped (default: %(default)s)")
+    parser.add_argument("--script", type=Path, help="your own small task: a Python script that prints its result "
+                                                    "as JSON (numbers or arrays)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of --script on one Mac and on the cluster "
+                                                              "(default: %(default)s)")
+    parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default: %(default)s)")
+    parser.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default: %(default)s)")
+    parser.add_argument("--args", nargs=argparse.REMAINDER, default=[], dest="script_args",
+                        help="the rest of the line goes to --script")
+
+
+def _options(args, python: str) -> Options:
+    if args.script is not None and not args.script.is_file():
+        raise VerifyError(f"--script {args.script}: no such file")
+    if args.script_args and args.script is None:
+        raise VerifyError("--args goes with --script")
+    if args.repeat < 1:
+        raise VerifyError("--repeat must be 1 or more")
+    if args.timeout <= 0 or args.rtol < 0 or args.atol < 0:
+        raise VerifyError("--timeout must be positive, --rtol and --atol not negative")
+    return Options(" ".join(args.inventory), python, parse_sizes(args.sizes), args.timeout,
+                   args.script.resolve() if args.script else None, list(args.script_args), args.repeat,
+                   args.rtol, args.atol)
+
+
+def run_verify(args, argv: list[str] | None = None) -> int:
+    try:
+        settings = settings_from_inventory(args.inventory)
+        options = _options(args, args.python or settings.python)
+        folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
+        cluster = load_cluster(folder)
+        launcher = mlx_launch()
+    except (VerifyError, LaunchError) as exc:
+        raise UserError(str(exc)) from None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out).resolve() if args.out else folder / "verify" / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"mlx-fleet verify: {cluster.backend}, {len(cluster.hosts)} Macs, {len(cluster.cables)} cables; "
+          f"report in {out}", flush=True)
+    outcome = verify(cluster, options, out, launcher)
+    data = report.build(outcome, ["mlx-fleet", *(argv if argv is not None else sys.argv[1:])])
+    report.write(out, data)
+    print("\n".join(report.summary_lines(data, out)))
+    return data["exit_code"]

@@ -1,0 +1,204 @@
+"""From the evidence to the likely cause: which Mac, which rank, which cable (both ends, ports,
+addresses), and why: the Mac unreachable, its interpreter, an address, the Thunderbolt Bridge, the
+cable, RDMA.
+
+The evidence is what the jobs said (MLX's own messages, which rank failed and how) and what the
+Macs' macOS tools say now (``networksetup -listallhardwareports`` for the port's device,
+``ifconfig`` for its link status, addresses and bridge membership, ``rdma_ctl status`` and
+``ibv_devinfo`` for RDMA). Pure: nothing here talks to a Mac.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import RING_HOSTFILE
+from mlx_fleet.verify.jobs import Job
+from mlx_fleet.verify.nodes import Node
+from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables
+
+CAUSES = ("unreachable", "interpreter", "address", "bridge", "cable", "rdma", "unknown")
+_BIND = "Couldn't bind socket"
+
+
+@dataclass
+class Finding:
+    cause: str
+    message: str  # one line: where, what, and the fix
+    hosts: list[str]
+    cable: str | None = None
+    rank: int | None = None
+    evidence: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def node_findings(node: Node, python: str, inventory: str) -> list[Finding]:
+    """A Mac that cannot take part at all: ssh fails, or the interpreter does not run MLX."""
+    if not node.reachable:
+        return [Finding("unreachable", f"{node.host}: unreachable over ssh ({node.error}); check that it is on "
+                                       f"the network and that `ssh {node.host}` works from here", [node.host])]
+    if node.error:
+        return [Finding("unreachable", f"{node.host}: cannot stage the check program ({node.error})", [node.host])]
+    if node.python is None:
+        return [Finding("interpreter", f"{node.host}: {python} does not run MLX ({node.python_error}); install the "
+                                       f"environment: ansible-playbook -i {inventory} site.yml", [node.host],
+                        evidence=[node.python_error])]
+    return []
+
+
+def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: str) -> list[Finding]:
+    """What ifconfig says is wrong with one end of a cable (nothing when it cannot be read)."""
+    if node is None or not node.reachable:
+        return []
+    device = node.ports.get(end.port)
+    interfaces = node.interfaces
+    if device is None or interfaces is None or device not in interfaces:
+        return []
+    where = f"{end.host} {end.hardware_port} ({device})"
+    iface = interfaces[device]
+    has = [f"{a['address']}/{a['prefixlen']}" for a in iface["inet"]]
+    seen = f"ifconfig {device}: status: {iface['status']}, inet {', '.join(has) or 'none'}"
+    found = []
+    if iface["status"] == "inactive":
+        found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
+                                      "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
+                             link.cable, evidence=[f"{end.host}: {seen}"]))
+    if end.address not in [a["address"] for a in iface["inet"]]:
+        found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
+                                        f"where the fabric gave it {end.address}/{end.prefix}; converge it back: "
+                                        f"ansible-playbook -i {inventory} site.yml", [end.host], link.cable,
+                             evidence=[f"{end.host}: {seen}"]))
+    for name, bridge in interfaces.items():
+        if device in bridge["members"] and "UP" in bridge["flags"]:
+            found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
+                                           "Bridge, which is up; turn it off: ansible-playbook -i "
+                                           f"{inventory} site.yml (the fabric step)", [end.host], link.cable,
+                                 evidence=[f"{end.host}: ifconfig {name}: flags {','.join(bridge['flags'])}, "
+                                           f"member {device}"]))
+    return found
+
+
+def cable_findings(link: CableLink, nodes: dict[str, Node], inventory: str) -> list[Finding]:
+    found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory)]
+    dark = [f for f in found if f.cause == "cable"]
+    if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
+        ends = " and ".join(f"{e.host} {e.hardware_port}" for e in link.ends())
+        both = Finding("cable", f"cable {link.cable}: no link at either end ({ends}: status: inactive); plug it in "
+                                "firmly at both ends, or replace it", dark[0].hosts, link.cable,
+                       evidence=dark[0].evidence + dark[1].evidence)
+        found = [both] + [f for f in found if f.cause != "cable"]
+    return found
+
+
+def rank_line(job: Job, rank) -> str:
+    """rank 1 on vr-2 (rdma_en2): exited with code 1: MLX's message."""
+    devices = [d for d in job.hostfile["hosts"][rank.rank].get("rdma") or [] if d]
+    where = f"rank {rank.rank} on {rank.host}" + (f" ({', '.join(map(str, devices))})" if devices else "")
+    stuck = (job.kind != "script" and rank.started and not rank.ok
+             and not any(r["record"] == "init" for r in rank.records))
+    return (f"{where}: {rank.outcome()}" + (" in mx.distributed.init" if stuck else "")
+            + (f": {rank.error}" if rank.error else ""))
+
+
+def failure_lines(job: Job) -> list[str]:
+    """What failed in a job, rank by rank, with MLX's messages (first the ranks that reported one)."""
+    lines = [f"mlx.launch: {line}" for line in job.launcher_errors]
+    failed = sorted(job.failed_ranks(), key=lambda r: (r.error is None, r.rank))
+    lines += [rank_line(job, rank) for rank in failed]
+    if job.killed:
+        lines.append(f"stopped by mlx-fleet after {job.seconds:g} s: the ranks did not finish in time")
+    return lines
+
+
+def _rdma_evidence(job: Job, nodes: dict[str, Node]) -> list[str]:
+    lines = []
+    for host in job.hosts:
+        node = nodes.get(host)
+        if node is None:
+            continue
+        enabled = node.parsed("rdma_ctl", "parse_rdma_ctl_status")
+        states = node.parsed("ibv_devinfo", "parse_ibv_devinfo")
+        wanted = [d for d in job.hostfile["hosts"][job.hosts.index(host)].get("rdma") or [] if isinstance(d, str)]
+        if states is None:
+            ports = "unread"
+        else:
+            ports = ", ".join(f"{d} {'/'.join(states[d]['ports'].values()) or 'no port'}" if d in states
+                              else f"{d} not listed" for d in wanted)
+        lines.append(f"{host}: rdma_ctl status: {'unread' if enabled is None else 'enabled' if enabled else 'disabled'}"
+                     f"; ibv_devinfo: {ports}")
+    return lines
+
+
+def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory: str) -> Finding:
+    where = f"cable {job.cable}" if job.cable else f"{len(job.hosts)} Macs ({', '.join(job.hosts)})"
+    said = [rank_line(job, r) for r in job.failed_ranks() if r.error]
+    off = [h for h in job.hosts if nodes.get(h) and nodes[h].parsed("rdma_ctl", "parse_rdma_ctl_status") is False]
+    if off:
+        fix = f"RDMA is off on {', '.join(off)}: mlx-fleet checklist -i {inventory}"
+    else:
+        fix = ("RDMA is not reported off, yet MLX cannot use it; meanwhile the TCP ring works: "
+               f"mlx.launch --hostfile {cluster.folder / RING_HOSTFILE}")
+    return Finding("rdma", f"{where}: RDMA path failed, TCP path works ({said[0] if said else 'no rank said why'}); "
+                           f"{fix}", job.hosts, job.cable, job.failed_ranks()[0].rank if job.failed_ranks() else None,
+                   failure_lines(job) + _rdma_evidence(job, nodes))
+
+
+def _job_cables(job: Job, cluster: Cluster) -> list[CableLink]:
+    if job.cable:
+        return [link for link in cluster.cables if link.cable == job.cable]
+    if job.backend == "ring":
+        return ring_cables(cluster, job.hostfile)
+    return [link for link in cluster.cables if link.a.host in job.hosts and link.b.host in job.hosts]
+
+
+def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventory: str) -> list[Finding]:
+    """The likely causes of the failed jobs. A failed RDMA job whose TCP twin (the same ranks or
+    cable over the ring hostfile) passed, on cables that look right, is an RDMA problem."""
+    tcp_works = {(j.kind, j.cable) for j in jobs if j.passed and j.backend == "ring"}
+    found: list[Finding] = []
+    for job in jobs:
+        if job.passed or job.kind == "script":
+            continue
+        causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory)]
+        messages = [(r, r.error) for r in job.failed_ranks() if r.error]
+        for rank, message in messages:
+            if job.backend == "ring" and _BIND in message and not any(
+                    f.cause == "address" and rank.host in f.hosts for f in causes):
+                ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
+                causes.append(Finding("address", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
+                                                 f"{message}; converge it back: ansible-playbook -i {inventory} "
+                                                 "site.yml", [rank.host], rank=rank.rank, evidence=[message]))
+        first = messages[0] if messages else None
+        if not causes and job.backend != "ring" and (job.kind, job.cable) in tcp_works:
+            causes.append(_rdma_finding(job, cluster, nodes, inventory))
+        elif not causes:
+            where = f"cable {job.cable}" if job.cable else job.title
+            causes.append(Finding("unknown", f"{where}: failed with no fault visible on the Macs' ports; "
+                                             + "; ".join(failure_lines(job)[:2]), job.hosts, job.cable,
+                                  first[0].rank if first else None, failure_lines(job)))
+        found += causes
+    return _merge_rdma(_unique(found))
+
+
+def _merge_rdma(findings: list[Finding]) -> list[Finding]:
+    """One RDMA finding: the first (all ranks when the all_sum failed), naming the other cables it holds for."""
+    rdma = [f for f in findings if f.cause == "rdma"]
+    if len(rdma) < 2:
+        return findings
+    first, others = rdma[0], rdma[1:]
+    first.message += "; the same on cable" + ("s " if len(others) > 1 else " ") + ", ".join(f.cable for f in others
+                                                                                       if f.cable)
+    first.hosts = list(dict.fromkeys(h for f in rdma for h in f.hosts))
+    first.evidence = list(dict.fromkeys(line for f in rdma for line in f.evidence))
+    return [f for f in findings if f.cause != "rdma" or f is first]
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    seen, kept = set(), []
+    for finding in findings:
+        if finding.message not in seen:
+            seen.add(finding.message)
+            kept.append(finding)
+    return kept

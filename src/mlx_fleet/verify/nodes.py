@@ -1,0 +1,175 @@
+"""The Macs, over plain ssh (as mlx.launch reaches them): stage the check program, read what the
+diagnosis needs through macOS tools, stop what a failed job left behind, clean up.
+
+Every call is one ssh round trip per Mac, run for all Macs at once, with a connect timeout and
+an overall timeout: a Mac that does not answer is reported unreachable, never waited for.
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import subprocess
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers
+from mlx_fleet.capture import remote_command
+from mlx_fleet.verify.check_program import RUNNING_DIR
+
+CONNECT_TIMEOUT = 10
+SSH_TIMEOUT = 60
+_MARK = "@@mlx-fleet-verify-section"
+# The reads the diagnosis uses (macos_commands.READS); RDMA ones only for an RDMA backend.
+NETWORK_READS = ("hardware_ports", "ifconfig")
+RDMA_READS = ("rdma_ctl", "ibv_devinfo")
+# The interpreter's versions, as the ranks will run it.
+_VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
+
+
+@dataclass
+class Node:
+    host: str
+    reachable: bool = True
+    error: str = ""  # why not reachable, or why staging failed
+    reads: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (rc, stdout)
+    python: str | None = None  # "3.12.8" when the interpreter runs and imports MLX
+    mlx: str | None = None
+    python_error: str = ""
+
+    def parsed(self, name: str, parser: str):
+        """A read parsed with the collection's parser, or None when it failed or did not parse."""
+        rc, text = self.reads.get(name, (1, ""))
+        if rc != 0:
+            return None
+        try:
+            return getattr(macos_parsers, parser)(text)
+        except ValueError:
+            return None
+
+    @property
+    def macos(self) -> dict:
+        return self.parsed("sw_vers", "parse_sw_vers") or {}
+
+    @property
+    def ports(self) -> dict[int, str]:
+        """Thunderbolt receptacle number -> enX."""
+        ports = self.parsed("hardware_ports", "parse_hardware_ports")
+        return macos_parsers.thunderbolt_interfaces(ports) if ports else {}
+
+    @property
+    def interfaces(self) -> dict | None:
+        return self.parsed("ifconfig", "parse_ifconfig")
+
+
+def ssh_argv(host: str, command: str) -> list[str]:
+    """`ssh HOST COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch).
+    COMMAND runs under /bin/sh: a Mac's login shell is zsh, which rejects a glob that matches nothing."""
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "--", host,
+            f"/bin/sh -c {shlex.quote(command)}"]
+
+
+def ssh(host: str, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT) -> subprocess.CompletedProcess:
+    """Run COMMAND on HOST, bounded; exit 255 is ssh's own failure."""
+    argv = ssh_argv(host, command)
+    try:
+        return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 255, b"", f"no answer within {timeout:g} s".encode())
+
+
+def _sections(text: str) -> dict[str, tuple[int, str]]:
+    """Split the output of _read_script back into {name: (rc, stdout)}."""
+    found: dict[str, tuple[int, str]] = {}
+    name, lines = None, []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(_MARK + " "):
+            words = line.split()
+            if words[1] == "end" and name is not None:
+                found[name] = (int(words[2]), "".join(lines))
+                name = None
+            else:
+                name, lines = words[1], []
+        elif name is not None:
+            lines.append(line)
+    return found
+
+
+def _read_script(reads: tuple[str, ...], python: str | None) -> str:
+    registry = macos_commands.READS
+    parts = []
+    for name in reads:
+        parts.append(f"echo {_MARK} {name}; {remote_command(registry[name])} 2>/dev/null; echo {_MARK} end $?")
+    if python:
+        parts.append(f"echo {_MARK} python; {shlex.quote(python)} -c {shlex.quote(_VERSIONS)} 2>&1; "
+                     f"echo {_MARK} end $?")
+    return "; ".join(parts)
+
+
+def _node(host: str, result: subprocess.CompletedProcess, python: str | None) -> Node:
+    text = result.stdout.decode("utf-8", "replace")
+    if result.returncode == 255:
+        message = (result.stderr.decode("utf-8", "replace").strip().splitlines() or ["ssh failed"])[-1]
+        return Node(host, reachable=False, error=message)
+    node = Node(host, reads=_sections(text))
+    if "python" in node.reads:
+        rc, out = node.reads.pop("python")
+        words = out.split()
+        if rc == 0 and len(words) == 2:
+            node.python, node.mlx = words
+        else:
+            node.python_error = (out.strip().splitlines() or [f"exit status {rc}"])[-1]
+    if result.returncode != 0 and not node.reads:
+        node.error = (result.stderr.decode("utf-8", "replace").strip().splitlines()
+                      or [f"exit status {result.returncode}"])[-1]
+    return node
+
+
+def _each(hosts: list[str], work) -> dict[str, Node]:
+    with ThreadPoolExecutor(max_workers=min(16, max(1, len(hosts)))) as pool:
+        return dict(zip(hosts, pool.map(work, hosts)))
+
+
+def payload(files: dict[str, bytes]) -> bytes:
+    """A tar of the files to stage (name -> content), readable only by the user."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, content in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(content), 0o600
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, reads: tuple[str, ...]) -> dict[str, Node]:
+    """Copy files into rundir on every Mac, read sw_vers and `reads`, check the interpreter runs MLX."""
+    folder = shlex.quote(rundir)
+    script = (f"umask 077; mkdir -p {folder}/{RUNNING_DIR} && tar -xf - -C {folder} || exit 3; "
+              + _read_script(("sw_vers", *reads), python))
+    data = payload(files)
+    return _each(hosts, lambda host: _node(host, ssh(host, script, data), python))
+
+
+def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
+    """The reads again (after a failure: the state the diagnosis should look at)."""
+    script = _read_script(reads, None)
+    return _each(hosts, lambda host: _node(host, ssh(host, script), None))
+
+
+def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False) -> dict[str, list[str]]:
+    """Kill what a job (or every job, "*") still runs on each Mac, and remove the folder too if
+    asked; host -> "JOB.RANK PID" for each process that had to be killed."""
+    folder = shlex.quote(rundir)
+    pattern = "*" if job == "*" else shlex.quote(job) + ".*"
+    script = (f"for f in {folder}/{RUNNING_DIR}/{pattern}; do [ -f \"$f\" ] || continue; "
+              f"for p in $(cat \"$f\"); do kill -9 \"$p\" 2>/dev/null && echo \"${{f##*/}} $p\"; done; "
+              f"rm -f \"$f\"; done; " + (f"rm -rf {folder}; " if remove else "") + "true")
+    results = _each(hosts, lambda host: ssh(host, script))
+    return {host: r.stdout.decode("utf-8", "replace").split("\n")[:-1] for host, r in results.items()
+            if r.returncode == 0 and r.stdout.strip()}
+
+
+def rundir_for(run_id: str) -> str:
+    return str(Path("/tmp/mlx-fleet-verify") / run_id)

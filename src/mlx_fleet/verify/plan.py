@@ -1,0 +1,233 @@
+"""What `mlx-fleet verify` checks: the cluster as the hostfiles and the fabric's addresses describe it.
+
+The inventory gives the folder the hostfiles are in (``mlx_fleet_output_dir``, by default
+``.mlx-fleet`` beside the inventory) and the interpreter every Mac runs (``mlx_env_path``);
+``hostfile.json`` gives the ranks and the backend, ``hostfile-ring.json`` the TCP fallback and
+``fabric-addresses.json`` every cable with both ends' ports and addresses.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE, RING_HOSTFILE, check_hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import ROLE_DEFAULTS
+
+CLUSTER_GROUP = "mlx_cluster"
+DEFAULT_SIZES = "1KiB:256MiB"
+_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.I)
+
+
+class VerifyError(Exception):
+    """Bad input (inventory, hostfiles, options); the message is one line for the user."""
+
+
+# --- sizes ------------------------------------------------------------------------------------------
+
+
+def parse_size(text: str) -> int:
+    match = _SIZE.match(text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise VerifyError(f"--sizes: {text!r} is not a size like 1KiB, 4MiB or 4096")
+    size = int(match.group(1)) * _UNITS[match.group(2).lower()]
+    if size < 4 or size % 4:
+        raise VerifyError(f"--sizes: {text!r} must be a positive multiple of 4 bytes (float32 elements)")
+    return size
+
+
+def parse_sizes(text: str) -> list[int]:
+    """"1KiB:256MiB" (from, to, times 4 each step) or "1KiB,64KiB,4MiB" -> bytes, ascending."""
+    if ":" in text:
+        low, high = (parse_size(part) for part in text.split(":", 1))
+        if low > high:
+            raise VerifyError(f"--sizes: {text!r} goes from a larger size to a smaller one")
+        sizes = [low]
+        while sizes[-1] * 4 <= high:
+            sizes.append(sizes[-1] * 4)
+        return sizes
+    return sorted({parse_size(part) for part in text.split(",") if part.strip()})
+
+
+def format_size(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B"
+
+
+# --- the inventory --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    output_dir: Path  # where the hostfiles are
+    python: str  # the interpreter, the same path on every Mac
+
+
+def settings_from_inventory(inventories: list[str]) -> Settings:
+    """mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the cluster's first host."""
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    for source in inventories:
+        if not Path(source).exists():
+            raise VerifyError(f"inventory {source} does not exist")
+    loader = DataLoader()
+    inventory = InventoryManager(loader=loader, sources=[str(Path(s).resolve()) for s in inventories])
+    hosts = inventory.get_hosts(CLUSTER_GROUP)
+    if not hosts:
+        raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
+    variables = VariableManager(loader=loader, inventory=inventory).get_vars(host=hosts[0])
+    default_env = (yaml.safe_load(ROLE_DEFAULTS.read_text()) or {})["mlx_env_path"]
+    templar = Templar(loader=loader, variables=variables)
+
+    def value(name: str, default: str) -> str:
+        raw = variables.get(name)
+        return default if raw is None else str(templar.template(raw))
+
+    try:
+        output_dir = value("mlx_fleet_output_dir", f"{variables['inventory_dir']}/.mlx-fleet")
+        env_path = value("mlx_env_path", default_env)
+    except AnsibleError as exc:
+        raise VerifyError(f"inventory: {exc.message}") from exc
+    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python")
+
+
+# --- the hostfiles and the cables -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CableEnd:
+    host: str
+    port: int
+    address: str  # what the fabric gave this end
+    prefix: int
+
+    @property
+    def hardware_port(self) -> str:
+        return f"Thunderbolt {self.port}"
+
+
+@dataclass(frozen=True)
+class CableLink:
+    cable: str  # "a:1 -- b:2", lower end first, as fabric-addresses.json writes it
+    a: CableEnd
+    b: CableEnd
+
+    def ends(self) -> tuple[CableEnd, CableEnd]:
+        return self.a, self.b
+
+    def end(self, host: str) -> CableEnd:
+        return self.a if self.a.host == host else self.b
+
+
+@dataclass(frozen=True)
+class Cluster:
+    folder: Path
+    hostfile: dict
+    ring_hostfile: dict | None
+    cables: list[CableLink]
+
+    @property
+    def hosts(self) -> list[str]:
+        return [h["ssh"] for h in self.hostfile["hosts"]]
+
+    @property
+    def backend(self) -> str:
+        return self.hostfile["backend"]
+
+    @property
+    def rdma(self) -> bool:
+        return self.backend in RDMA_BACKENDS
+
+
+def _read_json(path: Path, what: str, fix: str):
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise VerifyError(f"{path}: no {what}; {fix}") from None
+    except (OSError, ValueError) as exc:
+        raise VerifyError(f"{path}: cannot read the {what} ({exc}); {fix}") from None
+
+
+def cables_from_addresses(addresses: dict[str, str], hosts: list[str]) -> list[CableLink]:
+    """Every cable of fabric-addresses.json between two hosts of the hostfile, with both ends."""
+    links = []
+    for text, network in sorted(addresses.items()):
+        try:
+            cable = parse_cable(text)
+            net = ipaddress.IPv4Network(network)
+        except (CablePlanError, ValueError) as exc:
+            raise VerifyError(f"fabric-addresses.json: cable {text!r}: {exc}") from None
+        if cable.a.host not in hosts or cable.b.host not in hosts:
+            continue
+        first, second = ends(network)  # the lower end takes the first address
+        links.append(CableLink(text, CableEnd(cable.a.host, cable.a.number, first, net.prefixlen),
+                               CableEnd(cable.b.host, cable.b.number, second, net.prefixlen)))
+    return links
+
+
+def load_cluster(folder: Path) -> Cluster:
+    fix = "write the hostfiles first: mlx-fleet hostfile -i INVENTORY"
+    hostfile = _read_json(folder / HOSTFILE, "hostfile", fix)
+    ring = folder / RING_HOSTFILE
+    ring_hostfile = _read_json(ring, "ring hostfile", fix) if ring.exists() else None
+    for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
+        if data is not None:
+            try:
+                check_hostfile(data)
+            except ValueError as exc:
+                raise VerifyError(f"{path}: {exc}; {fix}") from None
+    addresses = _read_json(folder / ADDRESSES_FILE, "cable address list", fix)
+    if not isinstance(addresses, dict) or not isinstance(addresses.get("cables"), dict):
+        raise VerifyError(f"{folder / ADDRESSES_FILE}: not a fabric-addresses.json; {fix}")
+    hosts = [h["ssh"] for h in hostfile["hosts"]]
+    return Cluster(folder, hostfile, ring_hostfile, cables_from_addresses(addresses["cables"], hosts))
+
+
+def _entry(hostfile: dict, host: str) -> dict:
+    return next(h for h in hostfile["hosts"] if h["ssh"] == host)
+
+
+def link_hostfile(cluster: Cluster, link: CableLink, backend: str, devices: dict[str, str] | None = None) -> dict:
+    """A two-rank hostfile for one cable: its two ends' addresses (ring), or its two RDMA devices
+    (jaccl, devices: host -> enX of its end) with the coordinator address of the cluster hostfile."""
+    a, b = link.ends()
+    if backend == "ring":
+        hosts = [{"ssh": end.host, "ips": [end.address], "rdma": []} for end in (a, b)]
+    else:
+        rdma = [f"rdma_{(devices or {})[end.host]}" for end in (a, b)]
+        hosts = [{"ssh": a.host, "ips": _entry(cluster.hostfile, a.host)["ips"], "rdma": [None, rdma[0]]},
+                 {"ssh": b.host, "ips": _entry(cluster.hostfile, b.host)["ips"], "rdma": [rdma[1], None]}]
+    return {"backend": "jaccl" if backend.startswith("jaccl") else "ring", "envs": cluster.hostfile["envs"],
+            "hosts": hosts}
+
+
+def single_host_hostfile(cluster: Cluster) -> dict:
+    """Rank 0's Mac alone (the single-Mac baseline), with the cluster's environment."""
+    first = cluster.hostfile["hosts"][0]
+    return {"backend": "ring", "envs": cluster.hostfile["envs"],
+            "hosts": [{"ssh": first["ssh"], "ips": first["ips"] or ["127.0.0.1"], "rdma": []}]}
+
+
+def ring_cables(cluster: Cluster, hostfile: dict) -> list[CableLink]:
+    """The cables a ring hostfile's neighbours talk over (rank r listens on its own addresses)."""
+    used = []
+    for rank, host in enumerate(hostfile["hosts"]):
+        for ip in host["ips"]:
+            used += [link for link in cluster.cables
+                     if host["ssh"] in (link.a.host, link.b.host) and link.end(host["ssh"]).address == ip]
+    return list(dict.fromkeys(used))

@@ -1,0 +1,152 @@
+"""`mlx-fleet verify` on simulated Macs: a converged 4-Mac ring passes with figures for every rank and
+cable, a seeded task reproduces and a rank-count-dependent one does not, a wrong address set with
+ifconfig fails naming the cable, and a jaccl mesh (no RDMA data path on Linux, as on a Mac whose RDMA
+does not work) fails with MLX's own message while the ring passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simlib import BIN, REPO, Sim, node_python
+
+pytestmark = pytest.mark.sim
+RING = ["vring-1", "vring-2", "vring-3", "vring-4"]  # names of their own: other clusters may be up
+MESH = ["vmesh-1", "vmesh-2", "vmesh-3"]
+SIZES = "1KiB:4MiB"
+
+
+def plan(path: Path, names: list[str], cables: list[str]) -> str:
+    path.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in names}, "cables": cables}))
+    return str(path)
+
+
+def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd="/",
+                          stdin=subprocess.DEVNULL)
+
+
+def converged(sim: Sim) -> Sim:
+    """The fabric configured: the Thunderbolt addresses on the Macs, the hostfiles in DIR/.mlx-fleet."""
+    done = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"),
+                str(REPO / "playbooks/preflight.yml"), str(REPO / "playbooks/fabric.yml")], 300)
+    assert done.returncode == 0, done.stdout
+    return sim
+
+
+def verify(sim: Sim, out: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
+    python, _ = node_python()
+    done = run([str(BIN / "mlx-fleet"), "verify", "-i", str(sim.dir / "inventory.yml"), "--python", python,
+                "--out", str(out), *args], timeout)
+    assert (out / "verify.json").exists(), done.stdout + done.stderr
+    return done, json.loads((out / "verify.json").read_text())
+
+
+def by_name(report: dict, name: str) -> dict:
+    return next(c for c in report["checks"] if c["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plans")
+    sim = Sim(topology=plan(folder / "ring.yml", RING, [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]),
+              rdma="none")
+    yield converged(sim)
+    sim.down()
+
+
+def test_a_converged_ring_passes_with_figures_and_the_seeded_task_reproduces(ring, tmp_path):
+    done, report = verify(ring, tmp_path, "--sizes", SIZES, "--script", str(REPO / "examples/matrix_sum.py"),
+                          "--repeat", "2", "--args", "--rows", "512", "--cols", "256")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["status"] == "passed" and report["level"] == "reproduces", report["level_reasons"]
+    assert [(r["rank"], r["host"]) for r in report["cluster"]["ranks"]] == list(enumerate(RING))
+    assert all(r["macos"] and r["mlx"] == "0.32.4" for r in report["cluster"]["ranks"])
+    sizes = [1 << 10 << 2 * k for k in range(7)]  # 1 KiB .. 4 MiB
+    all_sum = by_name(report, "all_sum")
+    assert [f["bytes"] for f in all_sum["figures"]] == sizes and all(f["correct"] for f in all_sum["figures"])
+    assert len(report["links"]) == 4
+    for link in report["links"]:
+        assert link["status"] == "passed" and link["latency_seconds"] > 0 and link["peak_bytes_per_s"] > 0
+        ends = {(e["host"], e["port"]) for e in link["ends"]}
+        assert link["cable"] == " -- ".join(f"{h}:{p}" for h, p in sorted(ends))
+        assert all(e["device"] and e["address"].endswith("/30") for e in link["ends"])
+    for check in report["checks"]:  # every rank's log is there to read
+        assert check["status"] == "passed" and len(check["ranks"]) == len(check["hosts"])
+        for rank in check["ranks"]:
+            assert rank["outcome"] == "completed"
+            assert (tmp_path / rank["log"]).read_text().startswith(f"# {check['name']}: rank {rank['rank']} on ")
+    runs = report["script"]["runs"]
+    assert [r["label"] for r in runs] == ["single Mac run 1", "single Mac run 2", "cluster run 1", "cluster run 2"]
+    assert len(runs[2]["outputs"]) == 4 and all(c["agree"] for c in report["script"]["comparisons"])
+    single, clustered = runs[0]["outputs"]["0"]["sum"], runs[2]["outputs"]["0"]["sum"]
+    assert single == pytest.approx(512 * 256 / 2, rel=0.05) and clustered == pytest.approx(single, rel=1e-5)
+    assert '<svg' in (tmp_path / "verify.html").read_text() and (tmp_path / "bandwidth.svg").exists()
+    # the figures, for the closing note
+    print("\nall_sum over 4 ranks (ring):")
+    for f in all_sum["figures"]:
+        print(f"  {f['bytes']:>8} B  {f['seconds'] * 1e3:8.2f} ms  bus {f['bus_bytes_per_s'] / 1e6:9.3f} MB/s")
+    for link in report["links"]:
+        check = by_name(report, f"link {link['cable']} ring")
+        print(f"cable {link['cable']}: latency {link['latency_seconds'] * 1e6:.1f} us; "
+              + ", ".join(f"{f['bytes']} B {f['bytes_per_s'] / 1e6:.1f} MB/s" for f in check["figures"]))
+
+
+def test_a_task_whose_result_depends_on_the_rank_count_does_not_reproduce(ring, tmp_path):
+    done, report = verify(ring, tmp_path, "--sizes", "1KiB", "--script",
+                          str(Path(__file__).parent / "scripts/unsharded_sum.py"), "--repeat", "2")
+    assert done.returncode == 1, done.stdout
+    assert report["status"] == "failed" and report["level"] == "runs"
+    against_single = [c for c in report["script"]["comparisons"] if "vs single Mac run 1" in c["what"]
+                      and c["what"].startswith("cluster")]
+    assert against_single and not any(c["agree"] for c in against_single)
+    worst = against_single[0]["difference"]
+    assert worst["got"] == pytest.approx(4 * worst["want"], rel=1e-5)  # four ranks, each summed everything
+    assert f"{worst['got']!r} vs {worst['want']!r}" in done.stdout
+
+
+def test_a_wrong_address_on_one_end_fails_naming_the_cable_and_stops_every_rank(ring, tmp_path):
+    cable = f"{RING[0]}:2 -- {RING[1]}:1"
+    device = ring.device(RING[0], 2)
+    ring.ssh(RING[0], f"sudo ifconfig {device} inet 192.168.250.1 netmask 255.255.255.252")
+    done, report = verify(ring, tmp_path, "--sizes", "1KiB", "--timeout", "15")
+    assert done.returncode == 1, done.stdout
+    causes = [(f["cause"], f["cable"]) for f in report["findings"]]
+    assert ("address", cable) in causes, report["findings"]
+    finding = next(f for f in report["findings"] if f["cable"] == cable)
+    assert finding["message"].startswith(f"cable {cable}: {RING[0]} Thunderbolt 2 ({device}) has 192.168.250.1/30 "
+                                         "where the fabric gave it ")
+    assert f"cable {cable}" in done.stdout and "likely cause: address" in done.stdout
+    assert by_name(report, "all_sum")["status"] == "failed"
+    assert by_name(report, f"link {cable} ring")["status"] == "failed"
+    assert all(link["status"] == "passed" for link in report["links"] if link["cable"] != cable)
+    # nothing of the run is left on the Macs
+    rundir = f"/tmp/mlx-fleet-verify/{report['record']['run_id']}"
+    for node in RING:
+        left = ring.ssh(node, f"ls -d {rundir}; ps -axo command | grep -F {rundir} | grep -v grep", check=False)
+        assert left.stdout == "", left.stdout
+
+
+def test_jaccl_on_a_mesh_fails_with_mlx_message_and_the_ring_passes(make_sim, tmp_path):
+    cables = [f"{MESH[0]}:1 -- {MESH[1]}:1", f"{MESH[0]}:2 -- {MESH[2]}:1", f"{MESH[1]}:2 -- {MESH[2]}:2"]
+    sim = converged(make_sim(topology=plan(tmp_path / "mesh.yml", MESH, cables), rdma="all"))
+    done, report = verify(sim, tmp_path / "out", "--sizes", "1KiB:16KiB", "--timeout", "30")
+    assert done.returncode == 1, done.stdout
+    assert report["cluster"]["backend"] == "jaccl"
+    assert report["rdma"] == {"rdma": "failed", "tcp": "works", "statement": "RDMA path failed, TCP path works"}
+    assert "RDMA path failed, TCP path works" in done.stdout.splitlines()[1]
+    jaccl = by_name(report, "all_sum")
+    failed = next(r for r in jaccl["ranks"] if r["error"])
+    # MLX's own words, as the rank printed them in its log
+    assert f"RuntimeError: {failed['error']}" in (tmp_path / "out" / failed["log"]).read_text()
+    assert jaccl["failures"][0].startswith(f"rank {failed['rank']} on {failed['host']} (rdma_en")
+    assert by_name(report, "all_sum ring")["status"] == "passed"
+    (finding,) = report["findings"]
+    assert finding["cause"] == "rdma" and failed["error"] in finding["message"]
+    assert all(link["status"] == "failed" and link["measured_with"] == "ring" for link in report["links"])

@@ -1,0 +1,375 @@
+"""mlx-fleet verify's pure logic: the ranks' tagged output, the supervisor's deadline, sizes, cables and
+their hostfiles, the diagnosis on real ifconfig captures, the tolerance comparison, the level, and the
+report's schema, summary, page and plot."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_DIR, load
+from mlx_fleet.verify import check_program as cp
+from mlx_fleet.verify import compare, report
+from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings
+from mlx_fleet.verify.jobs import Job, Rank
+from mlx_fleet.verify.nodes import Node, _sections
+from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_addresses, format_size, link_hostfile,
+                                   parse_sizes, ring_cables, single_host_hostfile)
+from mlx_fleet.verify.run import Options, Outcome
+
+HARDWARE_PORTS = load(FIXTURE_DIR / "networksetup-listallhardwareports__network-info-script__1.txt")  # TB1 = en3
+IFCONFIG_BRIDGED = load(FIXTURE_DIR / "ifconfig__bmidgley-citizen-scientist__1.txt")  # en1-en4 in an up bridge0
+IFCONFIG_EN2 = load(FIXTURE_DIR / "ifconfig-en2__apple-tn3205__1.txt")  # en2: 169.254.205.255/16, active
+INVENTORY = "inv/hosts.yml"
+
+
+# --- the tagged output of the ranks ------------------------------------------------------------------
+
+
+def tagged(capfd, rank: str, emit) -> list[str]:
+    """What a rank's supervisor writes (through the real writer), as the controller receives it."""
+    writer = cp._Tagged(rank)
+    emit(writer)
+    return capfd.readouterr().out.splitlines(keepends=True)
+
+
+def test_tagged_lines_come_back_per_rank_in_order_with_long_lines_whole(capfd):
+    long = "x" * (cp.PIECE * 2 + 17)
+    zero = tagged(capfd, "0", lambda w: (w.event(event="start"), w.line(cp.OUT, '{"record": "init"}'),
+                                         w.line(cp.ERR, long), w.line(cp.OUT, "")))
+    one = tagged(capfd, "1", lambda w: (w.line(cp.OUT, "one"), w.event(event="exit", code=3)))
+    assert len(zero) == 6  # the long line went out in three pieces
+    mixed = [zero[0], one[0], zero[1], zero[2], one[1], zero[3], zero[4], zero[5]]
+    # mlx.launch through ssh -tt: CRLF line ends, and colour codes and its own lines in between
+    mixed = [line.replace("\n", "\r\n") for line in mixed] + ["\x1b[33m[WARN] Node with rank 1 exited with code 3\n"]
+    ranks = cp.read_tagged(mixed)
+    assert ranks[0]["lines"] == [(cp.EVENT, '{"event": "start"}'), (cp.OUT, '{"record": "init"}'), (cp.ERR, long),
+                                 (cp.OUT, "")]
+    assert ranks[0]["events"] == [{"event": "start"}] and ranks[0]["garbled"] == 0
+    assert ranks[1]["lines"] == [(cp.OUT, "one"), (cp.EVENT, '{"code": 3, "event": "exit"}')]
+    assert ranks[1]["events"] == [{"event": "exit", "code": 3}]
+
+
+def test_lost_and_cut_pieces_are_counted_not_guessed(capfd):
+    lines = tagged(capfd, "2", lambda w: (w.line(cp.OUT, "a"), w.line(cp.OUT, "b"), w.line(cp.OUT, "c" * 700)))
+    # the second line lost; the long line's middle piece cut short with another rank's line glued on
+    cut = lines[3][:40] + lines[3][-5:]
+    ranks = cp.read_tagged([lines[0], cut, lines[2], lines[4]])
+    assert ranks[2]["garbled"] >= 2
+    assert (cp.OUT, "a") in ranks[2]["lines"] and (cp.OUT, "b") not in ranks[2]["lines"]
+
+
+def write_script(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "task.py"
+    script.write_text(body)
+    return script
+
+
+def supervise(tmp_path: Path, script: Path, deadline: float) -> tuple[subprocess.CompletedProcess, dict]:
+    program = tmp_path / "check_program.py"
+    program.write_bytes(Path(cp.__file__).read_bytes())
+    done = subprocess.run([sys.executable, str(program), "supervise", "--job", "j", "--deadline", str(deadline),
+                           "--", str(script)], capture_output=True, text=True, timeout=60,
+                          env={"MLX_RANK": "3", "PATH": "/usr/bin:/bin"})
+    return done, cp.read_tagged(done.stdout.splitlines())[3]
+
+
+def test_the_supervisor_tags_both_streams_and_reports_the_exit(tmp_path):
+    script = write_script(tmp_path, "import sys\nprint('out 1')\nprint('err 1', file=sys.stderr)\nsys.exit(5)\n")
+    done, rank = supervise(tmp_path, script, 30)
+    assert done.returncode == 1
+    assert (cp.OUT, "out 1") in rank["lines"] and (cp.ERR, "err 1") in rank["lines"]
+    assert [e["event"] for e in rank["events"]] == ["start", "exit"] and rank["events"][-1]["code"] == 5
+    assert not list((tmp_path / cp.RUNNING_DIR).iterdir())  # nothing recorded as running any more
+
+
+def test_the_supervisor_stops_a_hanging_child_at_the_deadline(tmp_path):
+    script = write_script(tmp_path, "import time\nprint('waiting', flush=True)\ntime.sleep(600)\n")
+    done, rank = supervise(tmp_path, script, 1.5)
+    assert done.returncode == 1
+    timeout = rank["events"][-1]
+    assert timeout["event"] == "timeout" and timeout["deadline"] == 1.5 and timeout["seconds"] < 30
+    child = rank["events"][0]["child"]
+    assert subprocess.run(["kill", "-0", str(child)], capture_output=True).returncode != 0, "the child still runs"
+
+
+# --- sizes, cables, hostfiles --------------------------------------------------------------------------
+
+
+def test_sizes():
+    assert parse_sizes("1KiB:256MiB") == [1 << 10 << 2 * k for k in range(10)]
+    assert parse_sizes("4MiB,1KiB,4096") == [1024, 4096, 4 << 20]
+    assert [format_size(s) for s in (1024, 3 << 20, 1 << 30, 12)] == ["1 KiB", "3 MiB", "1 GiB", "12 B"]
+    for bad in ("1KB", "6", "4MiB:1KiB", "x"):
+        with pytest.raises(VerifyError):
+            parse_sizes(bad)
+
+
+ADDRESSES = {"a:1 -- b:1": "192.168.0.4/30", "a:2 -- c:1": "192.168.0.8/30", "b:2 -- c:2": "192.168.0.12/30",
+             "c:3 -- d:1": "192.168.0.16/30"}  # d is not in the hostfile
+RING = {"backend": "ring", "envs": ["X=1"], "hosts": [{"ssh": "a", "ips": ["192.168.0.9"], "rdma": []},
+                                                      {"ssh": "b", "ips": ["192.168.0.6"], "rdma": []},
+                                                      {"ssh": "c", "ips": ["192.168.0.14"], "rdma": []}]}
+JACCL = {"backend": "jaccl", "envs": [], "hosts": [
+    {"ssh": "a", "ips": ["10.0.0.1"], "rdma": [None, "rdma_en2", "rdma_en3"]},
+    {"ssh": "b", "ips": ["10.0.0.2"], "rdma": ["rdma_en2", None, "rdma_en3"]},
+    {"ssh": "c", "ips": ["10.0.0.3"], "rdma": ["rdma_en2", "rdma_en3", None]}]}
+
+
+def cluster(hostfile=JACCL, tmp_path: Path | None = None) -> Cluster:
+    folder = tmp_path or Path("/nonexistent")
+    if tmp_path:
+        (tmp_path / "hostfile.json").write_text(json.dumps(hostfile))
+    return Cluster(folder, hostfile, RING, cables_from_addresses(ADDRESSES, [h["ssh"] for h in hostfile["hosts"]]))
+
+
+def test_cables_with_both_ends_and_their_two_rank_hostfiles():
+    c = cluster()
+    assert [link.cable for link in c.cables] == ["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2"]
+    first = c.cables[0]
+    assert (first.a.host, first.a.port, first.a.address, first.b.address) == ("a", 1, "192.168.0.5", "192.168.0.6")
+    assert link_hostfile(c, first, "ring") == {"backend": "ring", "envs": [], "hosts": [
+        {"ssh": "a", "ips": ["192.168.0.5"], "rdma": []}, {"ssh": "b", "ips": ["192.168.0.6"], "rdma": []}]}
+    assert link_hostfile(c, first, "jaccl-ring", {"a": "en2", "b": "en4"})["hosts"] == [
+        {"ssh": "a", "ips": ["10.0.0.1"], "rdma": [None, "rdma_en2"]},
+        {"ssh": "b", "ips": ["10.0.0.2"], "rdma": ["rdma_en4", None]}]
+    assert [link.cable for link in ring_cables(c, RING)] == ["a:2 -- c:1", "a:1 -- b:1", "b:2 -- c:2"]
+    assert single_host_hostfile(c)["hosts"] == [{"ssh": "a", "ips": ["10.0.0.1"], "rdma": []}]
+
+
+# --- diagnosis ------------------------------------------------------------------------------------------
+
+
+def node(host: str, ifconfig: str, ports: str = HARDWARE_PORTS, **reads) -> Node:
+    texts = {"hardware_ports": (0, ports), "ifconfig": (0, ifconfig), **reads}
+    return Node(host, reads=texts, python="3.12.8", mlx="0.32.4")
+
+
+def test_an_unplugged_port_in_an_up_bridge_without_its_address():
+    c = cluster()
+    link = c.cables[0]  # a:1 -- b:1; Thunderbolt 1 is en3 on the captured Mac
+    found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED)}, INVENTORY)
+    assert [f.cause for f in found] == ["cable", "address", "bridge"]
+    cable, address, bridge = found
+    assert cable.message == ("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no link (status: inactive); plug the "
+                             "cable in firmly at both ends, or replace it")
+    assert address.message.startswith("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no IPv4 address where the "
+                                      "fabric gave it 192.168.0.5/30")
+    assert "member of bridge0, the Thunderbolt Bridge, which is up" in bridge.message
+    both = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED), "b": node("b", IFCONFIG_BRIDGED)}, INVENTORY)
+    assert [f.cause for f in both].count("cable") == 1
+    assert "no link at either end (a Thunderbolt 1 and b Thunderbolt 1" in both[0].message
+
+
+def test_a_wrong_address_on_an_active_port():
+    ports = HARDWARE_PORTS.replace("Device: en3", "Device: en2")  # this Mac's Thunderbolt 1 is en2
+    found = cable_findings(cluster().cables[0], {"b": node("b", IFCONFIG_EN2, ports)}, INVENTORY)
+    assert [(f.cause, f.hosts, f.cable) for f in found] == [("address", ["b"], "a:1 -- b:1")]
+    assert found[0].message == ("cable a:1 -- b:1: b Thunderbolt 1 (en2) has 169.254.205.255/16 where the fabric "
+                                f"gave it 192.168.0.6/30; converge it back: ansible-playbook -i {INVENTORY} site.yml")
+    assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
+
+
+def test_unreachable_and_interpreter_findings():
+    assert node_findings(Node("a", reachable=False, error="Connection timed out"), "/py", INVENTORY)[0].cause == \
+        "unreachable"
+    broken = Node("b", python_error="ModuleNotFoundError: No module named 'mlx'")
+    assert node_findings(broken, "/opt/mlx-fleet/venv/bin/python", INVENTORY)[0].message.startswith(
+        "b: /opt/mlx-fleet/venv/bin/python does not run MLX (ModuleNotFoundError: No module named 'mlx')")
+    assert node_findings(node("c", IFCONFIG_EN2), "/py", INVENTORY) == []
+
+
+def rank(number: int, host: str, *records: dict, code: int | None = 0, stderr: tuple = ()) -> Rank:
+    lines = [(cp.EVENT, "{}")] + [(cp.OUT, json.dumps(r)) for r in records] + [(cp.ERR, e) for e in stderr]
+    events = [{"event": "start"}] + ([{"event": "exit", "code": code}] if code is not None else [])
+    return Rank(number, host, lines, events)
+
+
+def job(title: str, kind: str, hostfile: dict, ranks: list[Rank], cable: str | None = None) -> Job:
+    return Job(title, title.replace(" ", "_"), kind, hostfile["backend"], hostfile, Path("/logs") / title,
+               ranks=ranks, cable=cable)
+
+
+INIT = {"record": "init"}
+MLX_JACCL = "Cannot initialize jaccl distributed backend."
+
+
+def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
+    c = cluster()
+    link = c.cables[0]
+    failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
+                 [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
+                  rank(1, "b", code=None)], link.cable)
+    works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
+                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
+    assert failure_lines(failed) == [f"rank 0 on a (rdma_en2): exited with code 1 in mx.distributed.init: {MLX_JACCL}",
+                                     "rank 1 on b (rdma_en2): stopped before it finished in mx.distributed.init"]
+    rdma_on = {"rdma_ctl": (0, "enabled\n")}
+    evidence = {h: node(h, IFCONFIG_EN2, HARDWARE_PORTS.replace("Device: en3", "Device: en2"), **rdma_on)
+                for h in "ab"}
+    for h in "ab":  # the ports are fine: the addresses are the fabric's
+        evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255", link.end(h).address))
+    (finding,) = diagnose([failed, works], c, evidence, INVENTORY)
+    assert finding.cause == "rdma" and finding.cable == "a:1 -- b:1" and finding.rank == 0
+    assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "
+                                      f"exited with code 1 in mx.distributed.init: {MLX_JACCL})")
+    assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
+    # the same failure with the TCP twin failing too is not called RDMA
+    assert [f.cause for f in diagnose([failed], c, evidence, INVENTORY)] == ["unknown"]
+
+
+def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
+    c = cluster(RING)
+    failed = job("all_sum", "all_sum", RING, [
+        rank(0, "a", INIT, code=None),
+        rank(1, "b", {"record": "error", "phase": "init", "message": "[ring] Couldn't bind socket (error: 99)"},
+             code=1),
+        rank(2, "c", code=None)])
+    (finding,) = diagnose([failed], c, {}, INVENTORY)
+    assert (finding.cause, finding.hosts, finding.rank) == ("address", ["b"], 1)
+    assert finding.message.startswith("b (rank 1) cannot use its address 192.168.0.6: [ring] Couldn't bind socket")
+
+
+def test_rank_outcomes_and_messages():
+    stuck = Rank(0, "a", [(cp.EVENT, "{}")], [{"event": "start"}, {"event": "timeout", "deadline": 20.0}])
+    assert stuck.outcome() == "timed out after 20 s" and not stuck.ok
+    traceback = rank(1, "b", code=1, stderr=("Traceback (most recent call last):", "  File x", "ValueError: bad n"))
+    assert traceback.error == "ValueError: bad n"
+    cut = rank(2, "c", code=None, stderr=("Traceback (most recent call last):", "    ^^^^^^^^"))
+    assert cut.error is None and cut.outcome() == "stopped before it finished"
+    assert Rank(3, "d", launcher="was killed").outcome() == "never reported (was killed)"
+
+
+# --- the user's task: comparison and level ------------------------------------------------------------
+
+
+def test_result_is_the_last_numeric_json_line():
+    assert compare.result_of(["loading", '{"sum": 1.5, "v": [1, 2]}', "done", "[3, 4]", '{"note": "x"}']) == [3, 4]
+    assert compare.result_of(["no json", "true", '"text"']) is None
+
+
+def test_compare_within_tolerance_and_the_worst_element():
+    assert compare.compare({"s": 100.0, "v": [1.0, 2.0]}, {"s": 100.0005, "v": [1.0, 2.0]}, 1e-5, 0) is None
+    diff = compare.compare([1.0, 2.5, 10.0], [1.0, 2.0, 4.0], 1e-5, 1e-8)
+    assert (diff.path, diff.got, diff.want, diff.count) == ("$[2]", 10.0, 4.0, 2)
+    assert diff.message == "$[2]: 10.0 vs 4.0, difference 6 > allowed 4.001e-05 (atol 1e-08 + rtol 1e-05 x 4)"
+    assert compare.compare([1, 2], [1, 2, 3], 0, 0).message == "the outputs differ in shape"
+    assert compare.compare([math.nan], [math.nan], 0, 0) is None
+    assert compare.compare([math.nan], [1.0], 1, 1).count == 1
+
+
+def run_(label: str, *values, completed: bool = True) -> compare.Run:
+    return compare.Run(label, completed, dict(enumerate(values)), "" if completed else "rank 1 on b: timed out")
+
+
+def test_levels():
+    single = [run_("single Mac run 1", 10.0), run_("single Mac run 2", 10.0)]
+    cluster_ = [run_("cluster run 1", 10.00001, 10.00001), run_("cluster run 2", 10.00001, 10.00001)]
+    found = compare.comparisons(single, cluster_, 1e-5, 0)
+    assert len(found) == 1 + 2 + 4 and all(c.difference is None for c in found)
+    assert compare.level(True, single, cluster_, found, True)[0] == compare.REPRODUCES
+    assert compare.level(True, [], [], [], False)[0] == compare.RUNS
+    assert compare.level(False, single, cluster_, found, True) == (
+        None, ["the cluster check failed: not even a small task completes on every rank"])
+    per_rank = [run_("cluster run 1", 40.0, 40.0), run_("cluster run 2", 40.0, 40.0)]  # depends on the rank count
+    level, why = compare.level(True, single, per_rank, compare.comparisons(single, per_rank, 1e-5, 0), True)
+    assert level == compare.RUNS and why[0].startswith("cluster run 1, rank 0 vs single Mac run 1: $: 40.0 vs 10.0")
+    hung = [run_("cluster run 1", 10.0, completed=False)]
+    assert compare.level(True, single, hung, [], True) == (None, ["cluster run 1 did not complete: rank 1 on b: "
+                                                                  "timed out"])
+    assert compare.level(True, single[:1], cluster_[:1], compare.comparisons(single[:1], cluster_[:1], 1e-5, 0),
+                         True) == (compare.RUNS, ["reproduces needs repeated runs: --repeat 2 or more"])
+
+
+# --- the report ---------------------------------------------------------------------------------------
+
+
+def outcome_with(tmp_path: Path, jobs: list[Job], c: Cluster, **fields) -> Outcome:
+    options = Options(INVENTORY, "/opt/mlx-fleet/venv/bin/python", [1024, 4096], 30)
+    now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    for j in jobs:
+        j.log_dir = tmp_path / "logs" / j.name
+    outcome = Outcome(c, options, tmp_path, "0123456789abcdef", now, now, jobs=jobs, **fields)
+    outcome.nodes = {h: node(h, IFCONFIG_EN2) for h in c.hosts}
+    return outcome
+
+
+def test_report_figures_schema_summary_and_page(tmp_path):
+    c = cluster(RING, tmp_path)
+    sums = [rank(r, h, INIT, *({"record": "all_sum", "rank": r, "size": s, "bad": 0, "seconds": [0.001 * s / 1024] * 3}
+                               for s in (1024, 4096))) for r, h in enumerate("abc")]
+    pings = [rank(r, h, INIT, *({"record": "link", "rank": r, "size": s, "bad": 0, "round_trip_seconds": [2e-5, 4e-5]}
+                                for s in (1024, 4096))) for r, h in enumerate("ab")]
+    link = c.cables[0]
+    jobs_ = [job("all_sum", "all_sum", RING, sums), job(f"link {link.cable} ring", "link",
+                                                        link_hostfile(c, link, "ring"), pings, link.cable)]
+    outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=["ran"])
+    data = report.build(outcome, ["mlx-fleet", "verify", "-i", INVENTORY])
+    assert data["schema"] == "mlx-fleet-verify/1" and data["status"] == "passed" and data["exit_code"] == 0
+    figures = data["checks"][0]["figures"]
+    assert [f["bytes"] for f in figures] == [1024, 4096] and figures[0]["seconds"] == pytest.approx(0.001)
+    assert figures[0]["bus_bytes_per_s"] == pytest.approx(1024 / 0.001 * 4 / 3)
+    cable = next(link for link in data["links"] if link["cable"] == "a:1 -- b:1")
+    assert cable["latency_seconds"] == pytest.approx(1.5e-5) and cable["peak_bytes_per_s"] == pytest.approx(4096 / 1.5e-5)
+    assert [e["device"] for e in cable["ends"]] == ["en3", "en3"]
+    assert {link["status"] for link in data["links"] if link["cable"] != "a:1 -- b:1"} == {"not run"}
+    assert data["record"]["hostfile"]["backend"] == "ring" and len(data["record"]["hostfile"]["sha256"]) == 64
+    assert [d["id"] for d in data["deliverable"]] == ["owner", "data", "restore", "record"]
+
+    lines = report.summary_lines(data, tmp_path)
+    assert lines[0] == "mlx-fleet verify: passed (ring, 3 ranks, 3 cables); level: runs"
+    assert "  cable a:1 -- b:1: ring passed; latency 15 us, bandwidth 273 MB/s" in lines
+
+    report.write(tmp_path, data)
+    assert json.loads((tmp_path / "verify.json").read_text()) == data
+    svg = (tmp_path / "bandwidth.svg").read_text()
+    assert "<svg" in svg and "Matplotlib" in svg
+    html = (tmp_path / "verify.html").read_text()
+    assert html.count("<svg") == 1 and "a:1 -- b:1" in html and 'class="box"' in html
+    assert "break-inside" in html  # the shared sheet look
+
+
+def test_check_rejects_what_is_not_the_schema(tmp_path):
+    c = cluster(RING, tmp_path)
+    data = report.build(outcome_with(tmp_path, [], c), ["mlx-fleet", "verify"])
+    assert data["status"] == "failed" and data["exit_code"] == 1  # nothing ran: not a pass
+    for broken in ({**data, "schema": "other/1"}, {**data, "exit_code": 0},
+                   {**data, "findings": [{"cause": "gremlins", "message": "x"}]}, {**data, "level": "great"},
+                   {k: v for k, v in data.items() if k != "record"}):
+        with pytest.raises(ValueError):
+            report.check(broken)
+
+
+def test_the_page_escapes_what_the_macs_said(tmp_path):
+    c = cluster(RING, tmp_path)
+    failed = job("all_sum", "all_sum", RING, [rank(0, "a", {"record": "error", "phase": "init",
+                                                             "message": "<script>alert(1)</script>"}, code=1),
+                                              rank(1, "b", code=None), rank(2, "c", code=None)])
+    data = report.build(outcome_with(tmp_path, [failed], c), ["mlx-fleet", "verify"])
+    html = report.render_html(data, None)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
+
+
+def test_sections_of_a_node_read():
+    text = ("@@mlx-fleet-verify-section sw_vers\nProductName:\tmacOS\n@@mlx-fleet-verify-section end 0\n"
+            "@@mlx-fleet-verify-section python\nNo such file\n@@mlx-fleet-verify-section end 127\n")
+    assert _sections(text) == {"sw_vers": (0, "ProductName:\tmacOS\n"), "python": (127, "No such file\n")}
+
+
+def test_an_unreachable_mac_is_exit_4_and_says_which(tmp_path):
+    c = cluster(RING, tmp_path)
+    outcome = outcome_with(tmp_path, [], c)
+    outcome.nodes["b"] = Node("b", reachable=False, error="ssh: connect to host b port 22: Operation timed out")
+    outcome.findings = node_findings(outcome.nodes["b"], "/py", INVENTORY)
+    data = report.build(outcome, ["mlx-fleet", "verify"])
+    assert (data["status"], data["exit_code"]) == ("unreachable", 4)
+    assert data["summary"] == ("unreachable (ring, 3 ranks, 3 cables): b: unreachable over ssh (ssh: connect to host b "
+                               "port 22: Operation timed out); check that it is on the network and that `ssh b` works "
+                               "from here")
+    assert [r["reachable"] for r in data["cluster"]["ranks"]] == [True, False, True]
