@@ -26,6 +26,9 @@ def add_sim_parser(sub) -> None:
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
     up.add_argument("--replay", action="append", metavar="NODE=CAPTURE_DIR",
                     help="add NODE replaying a real Mac's capture (mlx-fleet capture); repeatable")
+    up.add_argument("--manage-over", action="append", metavar="NODE=bridge0|NODE=tb:N",
+                    help="the controller reaches NODE over a Thunderbolt cable, at an address on its "
+                         "Thunderbolt Bridge or on Thunderbolt port N, instead of en0; repeatable")
     add = with_dir(ssub.add_parser("add", help="power on a new Mac as it leaves Setup Assistant: password login only, "
                                                 "not cabled, not in the inventory"))
     add.add_argument("name")
@@ -39,6 +42,10 @@ def add_sim_parser(sub) -> None:
         p = with_dir(ssub.add_parser(name, help=helptext))
         p.add_argument("node")
         p.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    link = with_dir(ssub.add_parser("link", help="take the link the controller manages NODE through down (or up), "
+                                                  "the node staying on"))
+    link.add_argument("node")
+    link.add_argument("state", choices=("down", "up"))
     with_dir(ssub.add_parser("reboot", help="restart a node (keeps networksetup settings, drops ifconfig ones)")).add_argument("node")
     with_dir(ssub.add_parser("unplug", help="pull the cable out of NODE:PORT")).add_argument("port")
     plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
@@ -58,7 +65,7 @@ def _strip_dashes(command: list[str]) -> list[str]:
 def run_sim(args) -> int:
     from mlx_fleet.sim import host
     from mlx_fleet.sim.cluster import Cluster
-    from mlx_fleet.sim.layout import build_layout
+    from mlx_fleet.sim.layout import build_layout, parse_manage_over
 
     host.check_cluster_dir(Path(args.dir).resolve())
     if os.geteuid() == 0:
@@ -69,7 +76,9 @@ def run_sim(args) -> int:
         from mlx_fleet.sim.replay import parse_replay_args
 
         replays = parse_replay_args(args.replay)
-        cluster.up(build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays), seed=args.seed)
+        layout = build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays)
+        layout.manage_over = parse_manage_over(args.manage_over, layout.models)
+        cluster.up(layout, seed=args.seed)
         for name, replay in replays.items():
             for note in replay.notes:
                 print(f"replay {name}: {note}")
@@ -94,6 +103,8 @@ def run_sim(args) -> int:
         return cluster.exec(args.node, _strip_dashes(args.node_command))
     elif cmd == "recovery":
         return cluster.recovery(args.node, _strip_dashes(args.node_command))
+    elif cmd == "link":
+        print(f"{args.node}: management link {args.state} ({cluster.set_link(args.node, args.state == 'up')})")
     elif cmd == "reboot":
         cluster.reboot(args.node)
         print(f"{args.node} restarted")
@@ -108,9 +119,10 @@ def run_sim(args) -> int:
 
 
 def _print_status(status: dict) -> None:
-    print(f"{'node':<14} {'model':<20} {'status':<9} {'address':<14} {'RDMA':<9} {'macOS':<14} serial")
+    print(f"{'node':<14} {'model':<20} {'status':<9} {'address':<14} {'link':<12} {'RDMA':<9} {'macOS':<14} serial")
     for n in status["nodes"]:
-        print(f"{n['name']:<14} {n['model']:<20} {n['status']:<9} {n['management_ip']:<14} {n['rdma']:<9} {n['macos']:<14} {n['serial']}")
+        print(f"{n['name']:<14} {n['model']:<20} {n['status']:<9} {n['management_ip']:<14} {n['link']:<12} "
+              f"{n['rdma']:<9} {n['macos']:<14} {n['serial']}")
     print("cables:" if status["cables"] else "cables: none")
     for cable in status["cables"]:
         print(f"  {cable}")
