@@ -46,6 +46,18 @@ def add_sim_parser(sub) -> None:
                                                   "the node staying on"))
     link.add_argument("node")
     link.add_argument("state", choices=("down", "up"))
+    update = with_dir(ssub.add_parser("update", help="install a macOS update on a node: new version, RDMA off "
+                                                      "(as users report), restart"))
+    update.add_argument("node")
+    update.add_argument("--macos-build", required=True, help="the new build, e.g. 25D125")
+    update.add_argument("--macos-version", help="the new version, e.g. 26.3 (default: unchanged)")
+    update.add_argument("--keep-rdma", action="store_true", help="an update that leaves RDMA as it was")
+    update.add_argument("--reenable-bridge", action="store_true", help="an update that turns the Thunderbolt Bridge back on")
+    pip = with_dir(ssub.add_parser("pip", help="pip of a Python environment on a node, as its owner, offline: "
+                                               "install or upgrade a package by hand (drift)"))
+    pip.add_argument("--env", default="/opt/mlx-fleet/venv", help="the environment's folder (default: %(default)s)")
+    pip.add_argument("node")
+    pip.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="-- PIP_ARGS")
     with_dir(ssub.add_parser("reboot", help="restart a node (keeps networksetup settings, drops ifconfig ones)")).add_argument("node")
     with_dir(ssub.add_parser("unplug", help="pull the cable out of NODE:PORT")).add_argument("port")
     plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
@@ -105,6 +117,13 @@ def run_sim(args) -> int:
         return cluster.recovery(args.node, _strip_dashes(args.node_command))
     elif cmd == "link":
         print(f"{args.node}: management link {args.state} ({cluster.set_link(args.node, args.state == 'up')})")
+    elif cmd == "update":
+        profile = cluster.update(args.node, args.macos_build, args.macos_version, keep_rdma=args.keep_rdma,
+                                 bridge_on=args.reenable_bridge)
+        print(f"{args.node} updated to macOS {profile['os_version']} ({profile['os_build']}) and restarted; "
+              f"RDMA {'enabled' if profile['rdma_enabled'] else 'disabled'}")
+    elif cmd == "pip":
+        return cluster.pip(args.node, args.env, _strip_dashes(args.pip_args))
     elif cmd == "reboot":
         cluster.reboot(args.node)
         print(f"{args.node} restarted")

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
@@ -37,8 +38,9 @@ from mlx_fleet.models import MODELS, Model
 from mlx_fleet.sim.models import DEFAULT_OS, make_profile
 
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+CONSOLE_ENV = {"PATH": NODE_PATH, "HOME": "/var/root", "LANG": "C.UTF-8"}  # root at the node's console
 LIBEXEC = "usr/local/libexec/macsim"
-PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group
+PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group (etc/shadow)
 SETTABLE = {
     "os_version": str, "os_build": str, "memory_gb": int, "serial": str,
     "clt_installed": lambda v: v.lower() in ("1", "true", "yes"),
@@ -539,8 +541,7 @@ class Cluster:
     def _spawn(self, name: str, command: list[str], **popen) -> subprocess.Popen:
         argv = ["ip", "netns", "exec", self.ns(name), "unshare", "--mount", "--uts", "--propagation", "private",
                 "--", "/bin/sh", "-c", _NODE_INIT, "macsim-init", str(self.fs(name)), name, *command]
-        env = {"PATH": NODE_PATH, "HOME": "/var/root", "LANG": "C.UTF-8"}
-        return subprocess.Popen(argv, env=env, **popen)
+        return subprocess.Popen(argv, env=CONSOLE_ENV, **popen)
 
     def _start(self, name: str) -> None:
         node = self._require(name)
@@ -606,6 +607,58 @@ class Cluster:
         self._start(name)
         self._wait_for_ssh(name)
 
+    def update(self, name: str, os_build: str, os_version: str | None = None, keep_rdma: bool = False,
+               bridge_on: bool = False) -> dict:
+        """A macOS update: the new version, RDMA switched off (as users report after updates, unless
+        `keep_rdma`), the Thunderbolt Bridge service back on if `bridge_on`, and a restart."""
+        self._require_up()
+        self._require(name)
+        if bridge_on:
+            self._thunderbolt_bridge_on(name)
+        profile = self.profile(name)
+        profile["os_build"] = os_build
+        profile["os_version"] = os_version or profile["os_version"]
+        profile["nvram_rdma"] = profile["nvram_rdma"] and keep_rdma
+        self._write_profile(name, profile)
+        self.reboot(name)
+        return self.profile(name)
+
+    def _thunderbolt_bridge_on(self, name: str) -> None:
+        """Enable the bridge0 service, or make it again if someone removed it (as configd would)."""
+        order = self._node_run(name, ["networksetup", "-listnetworkserviceorder"])
+        service = next((m.group(1) for m in re.finditer(r"^\(\S+\) (.+)\n\(Hardware Port: .+, Device: bridge0\)$",
+                                                         order, re.M)), None)
+        if service is None:
+            service = "Thunderbolt Bridge"
+            self._node_run(name, ["networksetup", "-createnetworkservice", service, service])
+        self._node_run(name, ["networksetup", "-setnetworkserviceenabled", service, "on"])
+
+    def pip(self, name: str, env: str, pip_args: list[str]) -> int:
+        """`pip` of the Python environment `env` on the node, run by the environment's owner, offline
+        (the sim has no index to reach): what someone installing a package by hand does."""
+        self._require_up()
+        self._require(name)
+        try:
+            uid, gid = self._node_run(name, ["stat", "-c", "%u %g", f"{env}/bin/python"]).split()
+        except SimError:
+            raise SimError(f"no Python environment at {env} on {name}; give its folder with --env") from None
+        args = []
+        for arg in pip_args:  # the node sees the host's files, except its own private folders
+            path = Path(arg)
+            if not arg.startswith("-") and path.exists():
+                path = path.resolve()
+                if any(path.is_relative_to("/" + d) for d in PRIVATE_DIRS):
+                    raise SimError(f"{path} is hidden by {name}'s own disk; copy it to a shared folder such as /var/tmp")
+                arg = str(path)
+            args.append(arg)
+        home = self._node_run(name, ["getent", "passwd", uid]).split(":")[5]
+        # The node's own pip drives the environment's Python (`--python`): environments made with
+        # `uv venv`, as mlx_env makes them, have no pip of their own.
+        command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
+                   "/usr/bin/python3", "-m", "pip", "--python", f"{env}/bin/python", *args]
+        offline = {"HOME": home, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
+        return subprocess.run(self._console_argv(name, command, env=offline)).returncode
+
     def recovery(self, name: str, command: list[str]) -> int:
         """Boot NAME into macOS Recovery and run a Terminal command there, as the person at the Mac would.
 
@@ -633,8 +686,9 @@ class Cluster:
         node = self.state["nodes"][name]
         if node["status"] != "running" or not _alive(node.get("pid")):
             raise SimError(f"{name} is not running (status: {node['status']}); try: mlx-fleet sim reboot {name}")
-        variables = [f"{k}={v}" for k, v in {"PATH": NODE_PATH, **(env or {})}.items()]
-        return ["nsenter", "-t", str(node["pid"]), "-n", "-m", "-u", "--", "/usr/bin/env", *variables, *command]
+        # The node's console environment, not the caller's (whose PIP_*, PYTHON* a Mac would not have).
+        variables = [f"{k}={v}" for k, v in {**CONSOLE_ENV, **(env or {})}.items()]
+        return ["nsenter", "-t", str(node["pid"]), "-n", "-m", "-u", "--", "/usr/bin/env", "-i", *variables, *command]
 
     def _node_run(self, name: str, command: list[str]) -> str:
         """Run a command as root on the node's console; its output, or a SimError."""
