@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
@@ -90,6 +91,7 @@ def run_sim(args) -> int:
         replays = parse_replay_args(args.replay)
         layout = build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays)
         layout.manage_over = parse_manage_over(args.manage_over, layout.models)
+        _warn(host.name_warnings(layout.models))
         cluster.up(layout, seed=args.seed)
         for name, replay in replays.items():
             for note in replay.notes:
@@ -102,6 +104,7 @@ def run_sim(args) -> int:
         from mlx_fleet.models import DEFAULT_MODEL
         from mlx_fleet.sim.layout import catalogue_model
 
+        _warn(host.name_warnings([args.name]))
         added = cluster.add(args.name, catalogue_model(args.model or DEFAULT_MODEL), args.macos_version, args.macos_build)
         print(f"{added['name']} ({added['computer_name']}) is up at {added['address']}: not cabled, not in the inventory")
         print(f"admin password: {added['password_file']}")
@@ -135,6 +138,11 @@ def run_sim(args) -> int:
         profile = cluster.set(args.node, args.assignments)
         print(json.dumps({k.split('=')[0]: profile[k.split('=')[0]] for k in args.assignments}))
     return 0
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"mlx-fleet sim: warning: {warning}", file=sys.stderr)
 
 
 def _print_status(status: dict) -> None:
