@@ -566,6 +566,11 @@ def test_route_get_of_an_on_link_peer_matches_capture(make_node):
     assert "flags: <UP,HOST,DONE,LLINFO,WASCLONED,IFSCOPE,IFREF>\n" in n.out("route", "-n", "get", "192.168.1.7")
 
 
+def test_netstat_is_refused_rather_than_answered_by_linux(make_node):
+    rc, out, err = make_node().run("netstat", "-rn")
+    assert (rc, out) == (69, "") and err.startswith("netstat: not simulated by macsim;")
+
+
 def test_ifconfig_aliases_and_permissions(make_node):
     n = make_node()
     n.run("ifconfig", "en3", "10.0.0.1/24")
