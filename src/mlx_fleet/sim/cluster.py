@@ -396,9 +396,8 @@ class Cluster:
         secret.write_text(password + "\n")
 
     def _write_factory_names(self, name: str, model_name: str) -> str:
-        """Setup Assistant's names, "admin's Mac mini" and "admins-Mac-mini"; returns the LocalHostName."""
-        computer_name = f"{host.ADMIN_USER}'s {model_name}"
-        local_host_name = computer_name.replace("'", "").replace(" ", "-")
+        """Setup Assistant's ComputerName and LocalHostName; returns the LocalHostName."""
+        computer_name, local_host_name = _factory_names(model_name)
         prefs = self.fs(name) / "Library/Preferences/SystemConfiguration/preferences.json"
         prefs.write_text(json.dumps({"System": {"ComputerName": computer_name, "LocalHostName": local_host_name}}, indent=2))
         prefs.chmod(0o644)
@@ -419,7 +418,7 @@ class Cluster:
                                management_prefix=24, router=f"{net}.1", rdma_enabled=False,
                                os_version=(os_version or DEFAULT_OS[0], os_build or DEFAULT_OS[1]))
         profile["sudo"] = "password"
-        self.state["nodes"][name] = {"rank": rank, "model": model.key, "status": "off", "factory": True,
+        self.state["nodes"][name] = {"rank": rank, "model": model.key, "status": "off",
                                      "management_ip": profile["management"]["ip"]}
         self._save()
         try:
@@ -435,7 +434,7 @@ class Cluster:
         pub = self.fs(name) / LIBEXEC / "ssh" / "ssh_host_ed25519_key.pub"
         fingerprint = run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(pub)]).stdout.split()[1]
         return {"name": name, "address": profile["management"]["ip"], "fingerprint": fingerprint,
-                "computer_name": f"{host.ADMIN_USER}'s {profile['model_name']}",
+                "computer_name": _factory_names(profile["model_name"])[0],
                 "password_file": str(self.dir / "nodes" / name / "admin-password")}
 
     def _discard(self, name: str) -> None:
@@ -798,6 +797,12 @@ class Cluster:
         for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def _factory_names(model_name: str) -> tuple[str, str]:
+    """What Setup Assistant names a Mac: "admin's Mac mini", and "admins-Mac-mini" for Bonjour."""
+    computer_name = f"{host.ADMIN_USER}'s {model_name}"
+    return computer_name, computer_name.replace("'", "").replace(" ", "-")
 
 
 def _check_node_name(name: str) -> None:
