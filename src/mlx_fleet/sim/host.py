@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import grp
 import json
 import os
@@ -18,9 +19,13 @@ import pwd
 import secrets
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 REGISTRY = Path("/run/mlx-fleet-sim")
+# While a cluster is up, a drop-in here includes its DIR/ssh_config, so a plain `ssh NODE` reaches it.
+DROP_IN_DIR = Path("/etc/ssh/ssh_config.d")
+DROP_IN_GLOB = "mlx-fleet-sim-*.conf"
 ADMIN_USER = "admin"
 ADMIN_UID = 501  # the first account on every Mac
 ADMIN_HOME_ROOT = "/Users"
@@ -155,6 +160,94 @@ def release_shared_resources() -> None:
         with contextlib.suppress(OSError):
             os.rmdir(d)
     (REGISTRY / "shared.json").unlink(missing_ok=True)
+
+
+def check_cluster_dir(sim_dir: Path) -> None:
+    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config."""
+    try:
+        st = sim_dir.stat()
+    except FileNotFoundError:
+        return
+    if st.st_uid != 0:
+        raise SimError(f"cluster folder {sim_dir} is owned by uid {st.st_uid}, not root: its ssh_config goes into "
+                       "every ssh on this machine; use a folder made by root (sudo mkdir)")
+    if st.st_mode & 0o022:
+        raise SimError(f"cluster folder {sim_dir} is writable by others (mode {st.st_mode & 0o7777:04o}): its "
+                       f"ssh_config goes into every ssh on this machine; run: sudo chmod go-w {sim_dir}")
+
+
+def drop_in_target(drop_in: Path) -> str | None:
+    """The ssh_config a drop-in includes (`Include DIR/ssh_config`)."""
+    with contextlib.suppress(OSError):
+        for line in drop_in.read_text().splitlines():
+            if line.startswith("Include "):
+                return line.split(" ", 1)[1]
+    return None
+
+
+def remove_stale_drop_ins() -> list[Path]:
+    """Remove the drop-ins of clusters that are not up: a host reboot empties the registry
+    (under /run) and stops every node, but the drop-ins in /etc stay behind."""
+    removed = []
+    with registry_lock():
+        running = {(index, str(Path(entry.get("dir", "")) / "ssh_config")) for index, entry in _entries().items()}
+        for drop_in in DROP_IN_DIR.glob(DROP_IN_GLOB):
+            index = drop_in.stem.rsplit("-", 1)[-1]
+            if not index.isdigit() or (int(index), drop_in_target(drop_in)) not in running:
+                drop_in.unlink(missing_ok=True)
+                removed.append(drop_in)
+    return removed
+
+
+def user_ssh_configs() -> list[Path]:
+    """The ssh configs a plain `ssh NODE` reads besides the sim's own drop-ins."""
+    homes = {Path.home()}
+    if os.environ.get("SUDO_USER"):
+        with contextlib.suppress(KeyError):
+            homes.add(Path(pwd.getpwnam(os.environ["SUDO_USER"]).pw_dir))
+    drop_ins = sorted(p for p in DROP_IN_DIR.glob("*.conf") if not p.match(DROP_IN_GLOB))
+    return [home / ".ssh" / "config" for home in sorted(homes)] + [Path("/etc/ssh/ssh_config")] + drop_ins
+
+
+def _host_patterns(config: Path, name: str) -> list[str]:
+    """The `Host` patterns of an ssh config that match `name` (negations honoured; `Host *` left out)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in config.read_text(errors="replace").splitlines():
+            keyword, _, rest = line.strip().replace("=", " ", 1).partition(" ")
+            if keyword.lower() != "host":
+                continue
+            patterns = rest.split()
+            if any(fnmatch.fnmatchcase(name, p[1:]) for p in patterns if p.startswith("!")):
+                continue
+            found += [p for p in patterns if p != "*" and not p.startswith("!") and fnmatch.fnmatchcase(name, p)]
+    return found
+
+
+def name_warnings(names, ssh_configs: list[Path] | None = None, timeout: float = 3.0) -> list[str]:
+    """Node names this machine already resolves (hosts file or DNS) or that another ssh config
+    entry matches: programs other than ssh, or ssh itself, may reach something else by that name."""
+    warnings = []
+    lookups = {name: subprocess.Popen(["getent", "hosts", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      text=True) for name in names}
+    deadline = time.monotonic() + timeout  # a resolver that does not answer must not hold up the sim
+    for name, lookup in lookups.items():
+        try:
+            found = lookup.communicate(timeout=max(0.0, deadline - time.monotonic()))[0].split()
+        except subprocess.TimeoutExpired:
+            lookup.kill()
+            lookup.wait()
+            continue
+        if lookup.returncode == 0 and found:
+            warnings.append(f"{name} already resolves to {found[0]} on this machine (getent hosts {name}); "
+                            "ssh reaches the simulated Mac, other programs may reach that address")
+    for config in user_ssh_configs() if ssh_configs is None else ssh_configs:
+        for name in names:
+            patterns = _host_patterns(config, name)
+            if patterns:
+                warnings.append(f"{name} matches 'Host {' '.join(patterns)}' in {config}: "
+                                "that entry may change how ssh reaches the simulated Mac")
+    return warnings
 
 
 def admin_ids() -> tuple[int, int]:

@@ -22,6 +22,8 @@ class Layout:
     cables: list[Cable]
     rdma: dict[str, bool] = field(default_factory=dict)
     replays: dict[str, Replay] = field(default_factory=dict)  # nodes replaying a capture
+    # nodes the controller reaches over a Thunderbolt cable: "bridge0", or a port number
+    manage_over: dict[str, str | int] = field(default_factory=dict)
 
 
 def _pick_port(model: Model, used: set[int]) -> int:
@@ -56,7 +58,7 @@ def generated_cables(models: dict[str, Model], topology: str) -> list[Cable]:
     return cables
 
 
-def _model(key: str) -> Model:
+def catalogue_model(key: str) -> Model:
     if key not in MODELS:
         raise CablePlanError(f"unknown model {key!r}; known: {', '.join(MODELS)}")
     return MODELS[key]
@@ -71,7 +73,7 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
     replays = replays or {}
     if topology not in TOPOLOGIES:
         plan = load_plan_file(Path(topology))
-        models = {name: replays[name].model if name in replays else _model(attrs.get("model", model or DEFAULT_MODEL))
+        models = {name: replays[name].model if name in replays else catalogue_model(attrs.get("model", model or DEFAULT_MODEL))
                   for name, attrs in plan.nodes.items()}
         if nodes is not None and nodes != len(models):
             raise CablePlanError(f"--nodes {nodes} but plan file {topology} declares {len(models)} nodes")
@@ -83,7 +85,7 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
             nodes = 0
         elif not nodes or nodes < 1:
             raise CablePlanError("--nodes must be at least 1")
-        chosen = _model(model or DEFAULT_MODEL)
+        chosen = catalogue_model(model or DEFAULT_MODEL)
         prefix = _NAME_PREFIX[chosen.key]
         models = {f"{prefix}-{i}": chosen for i in range(1, nodes + 1)}
         cables = generated_cables(models, topology)
@@ -96,6 +98,20 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
     # A recorded `rdma_ctl status` is the Mac's NVRAM: it wins over --rdma.
     chosen_rdma.update((name, r.rdma_enabled) for name, r in replays.items() if r.rdma_enabled is not None)
     return Layout(models, cables, rdma=chosen_rdma, replays=dict(replays))
+
+
+def parse_manage_over(items: list[str] | None, nodes) -> dict[str, str | int]:
+    """``--manage-over NODE=bridge0`` or ``NODE=tb:N``: how the controller is cabled to NODE."""
+    chosen: dict[str, str | int] = {}
+    for item in items or []:
+        name, _, how = item.partition("=")
+        port = how[3:] if how.startswith("tb:") else ""
+        if how != "bridge0" and not port.isdigit():
+            raise CablePlanError(f"--manage-over {item}: give NODE=bridge0 or NODE=tb:N (a Thunderbolt port number)")
+        if name not in nodes:
+            raise CablePlanError(f"--manage-over {item}: no node {name!r} in the cluster")
+        chosen[name] = "bridge0" if how == "bridge0" else int(port)
+    return chosen
 
 
 def _rdma_choice(rdma: str, default: dict[str, bool]) -> dict[str, bool]:
