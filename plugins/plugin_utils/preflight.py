@@ -8,6 +8,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_MIN_MACOS = "26.2"
+# What a wired GPU limit must leave to macOS itself.
+MACOS_RESERVE_MB = 8192
 
 
 def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool) -> list[str]:
@@ -31,8 +33,27 @@ def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool
     elif facts.get("sudo") == "password" and not become_password:
         problems.append(f"{host}: sudo asks {user} for a password; run with --ask-become-pass (-K) "
                         "or set ansible_become_password in a vault")
+    limit = int(host_vars.get("macos_node_wired_limit_mb") or 0)
+    memory = facts.get("memory_mb")
+    if limit > 0 and memory and memory - limit < MACOS_RESERVE_MB:
+        problems.append(f"{host}: macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
+                        f"{memory} MB; keep at least {MACOS_RESERVE_MB} MB for macOS: use at most "
+                        f"{max(memory - MACOS_RESERVE_MB, 0)}")
     pool = ipaddress.ip_network(str(host_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)))
     address = facts.get("management_address")
     if address and ipaddress.ip_address(address) in pool:
         problems.append(overlap_message(host, address, str(pool)))
     return problems
+
+
+def same_mac(host: str, facts: dict, others: dict[str, dict]) -> list[str]:
+    """A line when another host of the cluster (others: host -> its mlx_fleet_macos, inventory
+    order) is this very Mac: the same serial number reached under two names."""
+    serial = facts.get("serial_number")
+    twins = [other for other, theirs in others.items() if other != host and serial
+             and theirs.get("serial_number") == serial]
+    if not twins:
+        return []
+    names = [name for name in others if name in twins or name == host]
+    return [f"{' and '.join(names)}: the same Mac (serial number {serial}) is listed twice; "
+            "keep one of them in mlx_cluster"]
