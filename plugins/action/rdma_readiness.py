@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
 ARGS = {
     "group": {"type": "str", "default": "mlx_cluster"},
@@ -38,13 +40,17 @@ class ActionModule(ClusterAction):
         )
         output_dir = Path(args["output_dir"])
         inventory = args["inventory"] or first.get("inventory_file") or "INVENTORY"
+        # The ledger is read and written back with no other run in between.
+        guard = nullcontext() if self._task.check_mode else run_lock(
+            output_dir, f"ansible-playbook task '{self._task.get_name()}'")
         try:
-            written = checklist.write(
-                output_dir, assessment, inventory=inventory,
-                generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                addresses={n: hostvars[n]["mlx_fleet_macos"].get("management_address") for n in names},
-                write_files=not self._task.check_mode)
-        except ValueError as exc:
+            with guard:
+                written = checklist.write(
+                    output_dir, assessment, inventory=inventory,
+                    generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    addresses={n: hostvars[n]["mlx_fleet_macos"].get("management_address") for n in names},
+                    write_files=not self._task.check_mode)
+        except (ValueError, LockBusy) as exc:
             raise AnsibleActionFail(str(exc)) from exc
         needs = assessment.hosts(rdma.NEEDS_RECOVERY)
         result.update(

@@ -17,6 +17,7 @@ import jinja2
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
@@ -95,10 +96,10 @@ def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str,
     else:
         changed = True
     if write_files:
-        directory.mkdir(parents=True, exist_ok=True)
-        for path, content in ((html_path, html), (text_path, text)):
-            if old[path] != content:
-                fab.atomic_write_text(path, content)
-        if new_ledger != ledger:
-            fab.atomic_write_json(ledger_path, new_ledger)
+        with staged(directory) as stage:  # published together with the hostfiles' generation
+            for path, content in ((html_path, html), (text_path, text)):
+                if old[path] != content:
+                    fab.atomic_write_text(stage / path.name, content)
+            if new_ledger != ledger:
+                fab.atomic_write_json(stage / ledger_path.name, new_ledger)
     return Written(html_path, text_path, ledger_path, changed, regressions)
