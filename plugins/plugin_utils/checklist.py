@@ -33,6 +33,19 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def printable(value):
+    """value with every non-printable character of its strings (newline, carriage return, form feed,
+    terminal escapes, line separators) written as its escape (\\n, \\x1b): the checklist's lines come
+    from its templates only, never from a value an inventory or a Mac supplied."""
+    if isinstance(value, str):
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    if isinstance(value, dict):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(item) for item in value]
+    return value
+
+
 def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,
             addresses: dict | None = None) -> dict:
     pages = []
@@ -40,7 +53,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
         page = assessment.nodes[host].to_dict()
         page["address"] = (addresses or {}).get(host)
         pages.append(page)
-    return {
+    return printable({
         "pages": pages,
         "inventory": inventory,
         "output_dir": output_dir,
@@ -48,7 +61,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
         "summary": assessment.summary,
         "command": f"mlx-fleet checklist -i {inventory}",
         "converge": f"ansible-playbook -i {inventory} site.yml",
-    }
+    })
 
 
 def render(ctx: dict) -> tuple[str, str]:
