@@ -60,7 +60,7 @@ PLAYBOOK_COMMANDS = {
 
 def _fabric_lines(report) -> list[str]:
     fabric = report.result("mlx_fleet.cluster.fabric")
-    if not fabric or fabric.get("skipped"):
+    if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
         return []
     lines = []
     if fabric.get("backend"):

@@ -226,6 +226,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
                "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
     if not os.environ.get("ANSIBLE_CONFIG"):
         envvars["ANSIBLE_CONFIG"] = str(PACKAGED_CONFIG)
+    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
+        envvars["ANSIBLE_HOST_KEY_CHECKING"] = "True"  # ansible-runner turns it off unless told
     cmdline = []
     for value in options.extra_vars:
         cmdline += ["-e", value]
