@@ -67,8 +67,8 @@ options:
   bridge:
     description:
       - The Thunderbolt Bridge service with I(state=present); C(unchanged) leaves it alone.
-      - With I(state=absent) the bridge is put back as recorded (left as it is when nothing was
-        recorded: the module never changed it); C(enabled) turns it on, C(unchanged) leaves it.
+      - With I(state=absent) the bridge is put back as recorded, and left as it is when nothing was
+        recorded (the module never changed it); C(enabled) turns it on, C(unchanged) leaves it.
     type: str
     choices: [disabled, enabled, unchanged]
     default: disabled

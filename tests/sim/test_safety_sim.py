@@ -135,8 +135,9 @@ def test_a_mac_failing_its_network_step_keeps_the_last_hostfiles(cluster):
             "the last good hostfiles stay on the controller and the Macs: fix it and run again"
             in result.stdout.splitlines()), result.stdout
     assert digests(out) == before
-    for node in sim.nodes:
-        assert sim.ssh(node, "cat /opt/mlx-fleet/hostfile.json").stdout == (out / "hostfile.json").read_text()
+    for node in sim.nodes:  # through the sim, not a plain `ssh NODE`: another cluster may share the names
+        on_mac = sim.cli("exec", node, "--", "cat", "/opt/mlx-fleet/hostfile.json").stdout
+        assert on_mac == (out / "hostfile.json").read_text()
 
 
 def test_a_mac_that_stops_answering_fails_alone_and_quickly(cluster):
