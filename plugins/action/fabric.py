@@ -15,6 +15,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import C
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 
@@ -55,6 +56,9 @@ class ActionModule(ClusterAction):
         first = hostvars[names[0]]
         output_dir = Path(args["output_dir"])
         macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
+        twins = same_macs(macos)
+        if twins:
+            raise AnsibleActionFail("\n".join(twins.values()))
         built = fab.build_fabric(
             {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},

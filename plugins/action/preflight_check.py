@@ -9,7 +9,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_mac
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
 
 HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "macos_node_wired_limit_mb")
 
@@ -29,7 +29,7 @@ class ActionModule(ClusterAction):
         hostvars = task_vars["hostvars"]
         read = {h: hostvars[h]["mlx_fleet_macos"] for h in task_vars["ansible_play_hosts_all"]
                 if "mlx_fleet_macos" in hostvars[h]}
-        problems += same_mac(host, facts, read)
+        problems += [line for hosts, line in same_macs(read).items() if host in hosts]
         if problems:
             raise AnsibleActionFail("\n".join(problems), result={"problems": problems})
         result.update(changed=False, msg=f"{host}: {facts['model_name']} ({facts['chip']}), macOS "

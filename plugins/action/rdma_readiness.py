@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
 ARGS = {
@@ -30,6 +31,9 @@ class ActionModule(ClusterAction):
         args = self.arguments()
         names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
         first = hostvars[names[0]] if names else {}
+        twins = same_macs({n: hostvars[n]["mlx_fleet_macos"] for n in names})
+        if twins:
+            raise AnsibleActionFail("\n".join(twins.values()))
         backend = first.get("mlx_fleet_backend", "auto")
         assessment = rdma.assess(
             {n: hostvars[n]["mlx_fleet_macos"] for n in names},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from collections import defaultdict
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
@@ -46,14 +47,13 @@ def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool
     return problems
 
 
-def same_mac(host: str, facts: dict, others: dict[str, dict]) -> list[str]:
-    """A line when another host of the cluster (others: host -> its mlx_fleet_macos, inventory
-    order) is this very Mac: the same serial number reached under two names."""
-    serial = facts.get("serial_number")
-    twins = [other for other, theirs in others.items() if other != host and serial
-             and theirs.get("serial_number") == serial]
-    if not twins:
-        return []
-    names = [name for name in others if name in twins or name == host]
-    return [f"{' and '.join(names)}: the same Mac (serial number {serial}) is listed twice; "
-            "keep one of them in mlx_cluster"]
+def same_macs(read: dict[str, dict]) -> dict[tuple[str, ...], str]:
+    """Hosts that are one Mac reached under several names (one serial number), in inventory order,
+    each group with its line. read: host -> its mlx_fleet_macos."""
+    by_serial: dict[str, list[str]] = defaultdict(list)
+    for host, facts in read.items():
+        if facts.get("serial_number"):
+            by_serial[facts["serial_number"]].append(host)
+    return {tuple(hosts): f"{' and '.join(hosts)}: the same Mac (serial number {serial}) is listed "
+                          f"{'twice' if len(hosts) == 2 else f'{len(hosts)} times'}; keep one of them in mlx_cluster"
+            for serial, hosts in by_serial.items() if len(hosts) > 1}

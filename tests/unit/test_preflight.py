@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
 from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_facts
 from conftest import FIXTURE_DIR, load
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_mac
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
 
 
 class FakeModule:
@@ -118,6 +118,8 @@ def test_node_rules(change, host_vars, become_password, message):
 
 def test_the_same_mac_under_two_names_is_named_by_both():
     read = {"m1": GOOD, "m2": GOOD | {"serial_number": "OTHER"}, "m3": GOOD}
-    line = ("m1 and m3: the same Mac (serial number H7X2K4QW9Y) is listed twice; keep one of them in mlx_cluster")
-    assert same_mac("m1", GOOD, read) == same_mac("m3", GOOD, read) == [line]
-    assert same_mac("m2", read["m2"], read) == []
+    assert same_macs(read) == {("m1", "m3"): "m1 and m3: the same Mac (serial number H7X2K4QW9Y) is listed twice; "
+                                             "keep one of them in mlx_cluster"}
+    assert same_macs(read | {"m4": GOOD})[("m1", "m3", "m4")].startswith(
+        "m1 and m3 and m4: the same Mac (serial number H7X2K4QW9Y) is listed 3 times")
+    assert same_macs({"m1": GOOD, "m2": read["m2"]}) == {}
