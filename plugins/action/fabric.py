@@ -15,14 +15,19 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import C
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 
 ARGS = {
     "group": {"type": "str", "default": "mlx_cluster"},
     "output_dir": {"type": "path", "required": True},
     "write": {"type": "bool", "default": True},
+    "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},
+    "plan": {"type": "dict"},
 }
-
-
 class ActionModule(ClusterAction):
     ARGS = ARGS
 
@@ -33,8 +38,22 @@ class ActionModule(ClusterAction):
         if len(names) < 2:
             result.update(changed=False, skipped=True, msg="one Mac: there is no Thunderbolt fabric to build")
             return result
+        if self._task.check_mode:
+            return self._fabric(result, args, names, hostvars, task_vars, write=False)
+        # Read the previous outputs and write the new ones (the picture at least) with no other run in between.
+        try:
+            with run_lock(args["output_dir"], f"ansible-playbook task '{self._task.get_name()}'"):
+                return self._fabric(result, args, names, hostvars, task_vars, write=True)
+        except LockBusy as exc:
+            raise AnsibleActionFail(f"hostfiles not rewritten: {exc}") from None
+
+    def _fabric(self, result, args, names, hostvars, task_vars, *, write: bool):
         first = hostvars[names[0]]
         output_dir = Path(args["output_dir"])
+        macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
+        twins = same_macs(macos)
+        if twins:
+            raise AnsibleActionFail("\n".join(twins.values()))
         built = fab.build_fabric(
             {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
@@ -42,29 +61,44 @@ class ActionModule(ClusterAction):
             backend=first.get("mlx_fleet_backend", "auto"),
             ip_pool=first.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL),
             previous=read_addresses(output_dir / ADDRESSES_FILE),
-            management_ips={n: hostvars[n].get("mlx_fleet_macos", {}).get("management_address") for n in names},
+            management_ips={n: macos[n].get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
         )
         for warning in built.warnings:
             self._display.warning(warning)
+        network = {host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
+                           "prefix": p.prefix, "peer": p.peer_address} for p in ports]
+                   for host, ports in built.network.items()}
         result.update(
             backend=built.backend, reason=built.reason, warnings=built.warnings, errors=built.errors,
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
             addresses=built.addresses,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
-            network={host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
-                             "prefix": p.prefix, "peer": p.peer_address} for p in ports]
-                     for host, ports in built.network.items()},
+            network=network,
             hostfile=str(output_dir / HOSTFILE),
             changed=False,
         )
+        if args["bridge"] is not None:
+            # The network step comes next: it must not cut the connection any Mac is managed over.
+            for host in (n for n in names if management_interface(macos[n]) is None):
+                self._display.warning(f"{host}: no management_interface in its mlx_fleet_macos facts, so the "
+                                      "fabric cannot check it keeps the Mac reachable")
+            lockouts = lockout_problems(macos, {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
+                                        network, args["bridge"])
+            if lockouts:
+                raise AnsibleActionFail("\n".join(lockouts), result=dict(result, lockouts=lockouts))
         notes = []
-        if not self._task.check_mode:
-            written = fab.write_outputs(output_dir, built, hostfiles=args["write"])
+        if write:
+            if args["write"]:
+                stop = refusal(names, task_vars.get("ansible_play_hosts"), args["plan"], result["cables"], network)
+                if stop:
+                    raise AnsibleActionFail(stop, result=result)
+            with staged(output_dir) as stage:
+                written = fab.write_outputs(stage, built, hostfiles=args["write"])
             notes, result["changed"] = written.skipped, written.changed
             if built.errors:  # only the picture was written: fabric.svg, or fabric.dot without Graphviz
-                notes.append(f"the picture, faults in red: {written.paths[-1]}")
+                notes.append(f"the picture, faults in red: {output_dir / written.paths[-1].name}")
         if built.errors:
             raise AnsibleActionFail("\n".join(built.errors + notes), result=result)
         result["msg"] = built.reason + "".join(f"; {n}" for n in notes)

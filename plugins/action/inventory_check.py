@@ -5,16 +5,29 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory
 
 CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
-                "mlx_fleet_min_macos", "mlx_env_python_version", "mlx_env_uv_version", "mlx_env_mlx_version",
-                "mlx_env_mlx_lm_version")
-HOST_VARS = ("ansible_host", "mlx_fleet_model")
+                "mlx_fleet_envs") + VERSION_VARS
+HOST_VARS = ("ansible_host", "mlx_fleet_model", "mlx_fleet_location", "macos_node_local_host_name",
+             "macos_node_wired_limit_label", "macos_node_wired_limit_fraction", "macos_node_wired_limit_mb")
+
+
+def _known(variables, names: tuple[str, ...]) -> dict:
+    """The variables among names that are set and can be resolved on the controller now
+    (one built from a Mac's facts cannot, and is judged where it is used)."""
+    known = {}
+    for name in names:
+        try:
+            if name in variables:
+                known[name] = variables[name]
+        except AnsibleError:
+            continue
+    return known
 
 
 class ActionModule(ClusterAction):
@@ -24,11 +37,10 @@ class ActionModule(ClusterAction):
         result = super().run(tmp, task_vars)
         group = self.arguments()["group"]
         names, hostvars = self.cluster(task_vars, group)
-        hosts = {name: {k: hostvars[name][k] for k in HOST_VARS if k in hostvars[name]} for name in names}
+        hosts = {name: _known(hostvars[name], HOST_VARS) for name in names}
         # Cluster-wide settings are group variables: every host sees the same value.
-        first = hostvars[names[0]] if names else {}
-        group_vars = {k: first[k] for k in CLUSTER_VARS if k in first}
-        problems = check_inventory(hosts, group_vars)
+        group_vars = _known(hostvars[names[0]], CLUSTER_VARS) if names else {}
+        problems = check_inventory(hosts, group_vars, controller_networks())
         if problems:
             raise AnsibleActionFail("inventory: " + "\ninventory: ".join(problems), result={"problems": problems})
         result.update(changed=False, hosts=len(hosts), msg=f"inventory of {len(hosts)} Macs in {group} is consistent")

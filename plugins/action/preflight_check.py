@@ -9,9 +9,9 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
 
-HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool")
+HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "macos_node_wired_limit_mb")
 
 
 class ActionModule(ClusterAction):
@@ -25,6 +25,11 @@ class ActionModule(ClusterAction):
                                or task_vars.get("ansible_become_pass"))
         host_vars = {k: task_vars[k] for k in HOST_VARS if k in task_vars}
         problems = check_node(host, facts, host_vars, become_password=become_password)
+        # Every Mac of the play has been read by now (macos_facts ran on all of them first).
+        hostvars = task_vars["hostvars"]
+        read = {h: hostvars[h]["mlx_fleet_macos"] for h in task_vars["ansible_play_hosts_all"]
+                if "mlx_fleet_macos" in hostvars[h]}
+        problems += [line for hosts, line in same_macs(read).items() if host in hosts]
         if problems:
             raise AnsibleActionFail("\n".join(problems), result={"problems": problems})
         result.update(changed=False, msg=f"{host}: {facts['model_name']} ({facts['chip']}), macOS "

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
 ARGS = {
     "group": {"type": "str", "default": "mlx_cluster"},
@@ -28,6 +31,9 @@ class ActionModule(ClusterAction):
         args = self.arguments()
         names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
         first = hostvars[names[0]] if names else {}
+        twins = same_macs({n: hostvars[n]["mlx_fleet_macos"] for n in names})
+        if twins:
+            raise AnsibleActionFail("\n".join(twins.values()))
         backend = first.get("mlx_fleet_backend", "auto")
         assessment = rdma.assess(
             {n: hostvars[n]["mlx_fleet_macos"] for n in names},
@@ -38,13 +44,17 @@ class ActionModule(ClusterAction):
         )
         output_dir = Path(args["output_dir"])
         inventory = args["inventory"] or first.get("inventory_file") or "INVENTORY"
+        # The ledger is read and written back with no other run in between.
+        guard = nullcontext() if self._task.check_mode else run_lock(
+            output_dir, f"ansible-playbook task '{self._task.get_name()}'")
         try:
-            written = checklist.write(
-                output_dir, assessment, inventory=inventory,
-                generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                addresses={n: hostvars[n]["mlx_fleet_macos"].get("management_address") for n in names},
-                write_files=not self._task.check_mode)
-        except ValueError as exc:
+            with guard:
+                written = checklist.write(
+                    output_dir, assessment, inventory=inventory,
+                    generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    addresses={n: hostvars[n]["mlx_fleet_macos"].get("management_address") for n in names},
+                    write_files=not self._task.check_mode)
+        except (ValueError, LockBusy) as exc:
             raise AnsibleActionFail(str(exc)) from exc
         needs = assessment.hosts(rdma.NEEDS_RECOVERY)
         result.update(

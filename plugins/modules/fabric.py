@@ -18,8 +18,14 @@ description:
   - Writes the picture, C(fabric.dot) and C(fabric.svg), into O(output_dir) on every run, faults in red; a failed
     run names it. The picture reports what was read, so rewriting it is not a change.
   - With O(write), also writes C(hostfile.json), C(hostfile-ring.json) (when a ring exists) and
-    C(fabric-addresses.json), only when the fabric has no errors, so a failed run leaves the last good hostfile in
-    place. Every file is replaced atomically and only when its content changes.
+    C(fabric-addresses.json), published together with the picture as one set; the hostfiles only when the
+    fabric has no errors, every host of the group is still in the play (none failed or stopped answering earlier
+    in the run) and, given O(plan), the cables are still the ones the network step configured. Otherwise the
+    last good hostfiles stay in place. Every file is replaced only when its content changes.
+  - Writing holds the output folder's run lock (C(run.lock)); a second run waits for it (30 s, or
+    E(MLX_FLEET_LOCK_WAIT) seconds) and then fails naming the run that holds it.
+  - Given O(bridge), fails before any Mac is touched when the network plan would turn off, re-address or bridge
+    the interface a Mac is managed over (C(management_interface) in C(mlx_fleet_macos)).
   - Fails with one line per problem (missing cables with the ports to connect, wrong ports with the move,
     slow links, topologies the backend needs).
   - Runs on the controller only (an action plugin); use it with C(run_once).
@@ -35,6 +41,18 @@ options:
       mode either way).
     type: bool
     default: true
+  bridge:
+    description:
+      - What M(mlx_fleet.cluster.thunderbolt_network) will do to the Thunderbolt Bridge with the returned
+        RV(network); given, the plan is checked to keep every Mac's management interface untouched.
+      - Leave it out when the network is not configured in this run.
+    type: str
+    choices: [disabled, enabled, unchanged]
+  plan:
+    description:
+      - The result of the O(write=false) run the network step was configured from (its RV(cables) and
+        RV(network)); the files are not written when the cables found now differ from it.
+    type: dict
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller

@@ -67,8 +67,8 @@ options:
   bridge:
     description:
       - The Thunderbolt Bridge service with I(state=present); C(unchanged) leaves it alone.
-      - With I(state=absent) the bridge is put back as recorded (on when nothing was recorded,
-        the macOS default), unless C(unchanged).
+      - With I(state=absent) the bridge is put back as recorded, and left as it is when nothing was
+        recorded (the module never changed it); C(enabled) turns it on, C(unchanged) leaves it.
     type: str
     choices: [disabled, enabled, unchanged]
     default: disabled
@@ -387,8 +387,11 @@ def plan_absent(ports, bridge, services, configs, record):
     bridge_result = {"service": bridge_service["name"] if bridge_service else None,
                      "enabled": bridge_service["enabled"] if bridge_service else None}
     if bridge_service is not None and bridge != "unchanged" and not record["created"] and not record["previous"]:
-        target = True
-        if bridge != "enabled" and record["bridge"] is not None:
+        # As recorded; with nothing recorded mlx-fleet never changed it, so it stays as it is.
+        target = bridge_service["enabled"]
+        if bridge == "enabled":
+            target = True
+        elif record["bridge"] is not None:
             target = record["bridge"]["enabled"]
         if bridge_service["enabled"] != target:
             commands.append(["-setnetworkserviceenabled", bridge_service["name"], "on" if target else "off"])

@@ -43,7 +43,9 @@ class Cable:
         return (self.a, self.b) if self.a <= self.b else (self.b, self.a)
 
 
-_PORT_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_.-]*)\s*:\s*(?:tb|thunderbolt\s*)?(\d+)\s*$", re.I)
+# Any host name is read as written (checked against the inventory's hosts afterwards), so a
+# misspelt or non-ASCII name is reported as an unknown host, not as a malformed cable.
+_PORT_RE = re.compile(r"^\s*([^\s:]+)\s*:\s*(?:tb|thunderbolt\s*)?(\d+)\s*$", re.I)
 
 
 def parse_port(text: str) -> Port:

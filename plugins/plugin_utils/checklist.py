@@ -17,6 +17,7 @@ import jinja2
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
@@ -32,6 +33,19 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def printable(value):
+    """value with every non-printable character of its strings (newline, carriage return, form feed,
+    terminal escapes, line separators) written as its escape (\\n, \\x1b): the checklist's lines come
+    from its templates only, never from a value an inventory or a Mac supplied."""
+    if isinstance(value, str):
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    if isinstance(value, dict):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(item) for item in value]
+    return value
+
+
 def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,
             addresses: dict | None = None) -> dict:
     pages = []
@@ -39,7 +53,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
         page = assessment.nodes[host].to_dict()
         page["address"] = (addresses or {}).get(host)
         pages.append(page)
-    return {
+    return printable({
         "pages": pages,
         "inventory": inventory,
         "output_dir": output_dir,
@@ -47,7 +61,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
         "summary": assessment.summary,
         "command": f"mlx-fleet checklist -i {inventory}",
         "converge": f"ansible-playbook -i {inventory} site.yml",
-    }
+    })
 
 
 def render(ctx: dict) -> tuple[str, str]:
@@ -95,9 +109,10 @@ def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str,
     else:
         changed = True
     if write_files:
-        directory.mkdir(parents=True, exist_ok=True)
-        for path, content in ((html_path, html), (text_path, text)):
-            atomic_write_text(path, content)
-        if new_ledger != ledger:
-            atomic_write_json(ledger_path, new_ledger)
+        with staged(directory) as stage:  # published together with the hostfiles' generation
+            for path, content in ((html_path, html), (text_path, text)):
+                if old[path] != content:
+                    atomic_write_text(stage / path.name, content)
+            if new_ledger != ledger:
+                atomic_write_json(stage / ledger_path.name, new_ledger)
     return Written(html_path, text_path, ledger_path, changed, regressions)

@@ -18,6 +18,8 @@ BACKENDS = HOSTFILE_BACKENDS + ("auto",)  # what mlx_fleet_backend can be
 RDMA_BACKENDS = ("jaccl", "jaccl-ring")
 # Beyond this many hosts the cheapest-ring search (exponential) gives way to inventory order.
 RING_SEARCH_LIMIT = 12
+# Steps the search for a ring through every host may take before it gives up (a fraction of a second).
+RING_SEARCH_STEPS = 20_000
 
 Pairs = dict[tuple[int, int], list[Link]]
 
@@ -41,16 +43,21 @@ def pair_links(hosts: list[str], links: list[Link]) -> Pairs:
 
 def _find_ring(n: int, pairs: Pairs) -> list[int] | None:
     """The ring mlx.distributed_config picks: the first ring through every host that a
-    depth-first search from rank 0, trying lower ranks first, closes."""
+    depth-first search from rank 0, trying lower ranks first, closes. The search gives up
+    (no ring) after RING_SEARCH_STEPS steps, so a large cabling never stalls the run."""
     if n < 2:
         return None
-    path, seen = [0], {0}
+    neighbours = [[j for j in range(n) if (i, j) in pairs] for i in range(n)]
+    if n > 2 and any(len(found) < 2 for found in neighbours):
+        return None  # a host cabled to fewer than two others is on no ring
+    path, seen, steps = [0], {0}, [RING_SEARCH_STEPS]
 
     def search() -> bool:
+        steps[0] -= 1
+        if steps[0] < 0:
+            return False
         node = path[-1]
-        for j in range(n):
-            if (node, j) not in pairs:
-                continue
+        for j in neighbours[node]:
             if j == 0 and len(path) == n:
                 return True
             if j not in seen:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+from collections import defaultdict
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_MIN_MACOS = "26.2"
+# What a wired GPU limit must leave to macOS itself.
+MACOS_RESERVE_MB = 8192
 
 
 def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool) -> list[str]:
@@ -31,8 +34,26 @@ def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool
     elif facts.get("sudo") == "password" and not become_password:
         problems.append(f"{host}: sudo asks {user} for a password; run with --ask-become-pass (-K) "
                         "or set ansible_become_password in a vault")
+    limit = int(host_vars.get("macos_node_wired_limit_mb") or 0)
+    memory = facts.get("memory_mb")
+    if limit > 0 and memory and memory - limit < MACOS_RESERVE_MB:
+        problems.append(f"{host}: macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
+                        f"{memory} MB; keep at least {MACOS_RESERVE_MB} MB for macOS: use at most "
+                        f"{max(memory - MACOS_RESERVE_MB, 0)}")
     pool = ipaddress.ip_network(str(host_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)))
     address = facts.get("management_address")
     if address and ipaddress.ip_address(address) in pool:
         problems.append(overlap_message(host, address, str(pool)))
     return problems
+
+
+def same_macs(read: dict[str, dict]) -> dict[tuple[str, ...], str]:
+    """Hosts that are one Mac reached under several names (one serial number), in inventory order,
+    each group with its line. read: host -> its mlx_fleet_macos."""
+    by_serial: dict[str, list[str]] = defaultdict(list)
+    for host, facts in read.items():
+        if facts.get("serial_number"):
+            by_serial[facts["serial_number"]].append(host)
+    return {tuple(hosts): f"{' and '.join(hosts)}: the same Mac (serial number {serial}) is listed "
+                          f"{'twice' if len(hosts) == 2 else f'{len(hosts)} times'}; keep one of them in mlx_cluster"
+            for serial, hosts in by_serial.items() if len(hosts) > 1}

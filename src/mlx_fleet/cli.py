@@ -1,7 +1,7 @@
 """mlx-fleet: converge Apple Silicon Macs into an MLX distributed cluster, and keep it that way.
 
 Exit status: 0 ok; 1 the cluster needs attention (a failure, a pending step); 2 bad input (command line
-or inventory; nothing changed); 4 some Macs unreachable (the others were handled); 130 interrupted."""
+or inventory; nothing changed); 3 another run is using the cluster's outputs (nothing done); 4 some Macs unreachable (the others were handled); 130 interrupted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from mlx_fleet import __version__
-from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, UserError
+from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, UserError
 from mlx_fleet.sim.cli import add_sim_parser, run_sim
 
 
@@ -60,7 +60,7 @@ PLAYBOOK_COMMANDS = {
 
 def _fabric_lines(report) -> list[str]:
     fabric = report.result("mlx_fleet.cluster.fabric")
-    if not fabric or fabric.get("skipped"):
+    if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
         return []
     lines = []
     if fabric.get("backend"):
@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return _dispatch(args, argv)
+    except Busy as exc:
+        print(f"mlx-fleet {args.tool}: {exc}", file=sys.stderr)
+        return EXIT_BUSY
     except (UserError, SimError, CablePlanError, CaptureError, LockError) as exc:
         print(f"mlx-fleet {args.tool}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, UserError
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, UserError
 
 COLLECTION = "ansible_collections.mlx_fleet.cluster"
 PACKAGED_CONFIG = Path(__file__).parent / "ansible.cfg"
@@ -195,23 +195,39 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
                  extravars: dict | None = None, output_dir: Path | None = None,
                  progress: bool = True) -> RunReport:
     """Run mlx_fleet.cluster.<playbook> against the inventories and report what happened."""
-    import ansible_runner
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
 
     options = options or PlaybookOptions()
     for inventory in inventories:
         if not Path(inventory).exists():
             raise UserError(f"inventory {inventory} does not exist: give the inventory file or folder with -i")
     output_dir = output_dir or default_output_dir(inventories[0])
+    # One run at a time on a cluster's outputs: held for the whole run, shared with its own plugins.
+    token = runlock.new_token()
+    try:
+        with runlock.run_lock(output_dir, f"mlx-fleet running {playbook}", token=token):
+            return _run(playbook, inventories, options, extravars, output_dir, progress,
+                        {runlock.TOKEN_ENV: token})
+    except runlock.LockBusy as exc:
+        raise Busy(str(exc)) from None
+
+
+def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extravars: dict | None, output_dir: Path,
+         progress: bool, run_env: dict) -> RunReport:
+    import ansible_runner
+
     artifacts = output_dir / "runs"
     artifacts.mkdir(parents=True, exist_ok=True)
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
-    envvars = {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
+    envvars = run_env | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
                    "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
                "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
     if not os.environ.get("ANSIBLE_CONFIG"):
         envvars["ANSIBLE_CONFIG"] = str(PACKAGED_CONFIG)
+    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
+        envvars["ANSIBLE_HOST_KEY_CHECKING"] = "True"  # ansible-runner turns it off unless told
     cmdline = []
     for value in options.extra_vars:
         cmdline += ["-e", value]

@@ -86,13 +86,17 @@ def test_inventory_mistake_stops_before_any_mac_is_touched(sim, tmp_path, group_
     assert logins(sim) == before, "a Mac was contacted despite the inventory error"
 
 
-def test_the_real_management_address_is_checked_against_the_pool(sim, tmp_path):
-    # The inventory names the Macs (no IP literal), so only the Macs can say their address.
+def test_a_pool_on_the_controllers_own_network_is_refused(sim, tmp_path):
+    # The controller reaches the simulated Macs over its bridge, 10.213.K.1/24.
+    before = logins(sim)
     result = playbook(inventory_with(sim, tmp_path, {"mlx_fleet_ip_pool": "10.213.0.0/16"}))
     assert result.returncode == 2
-    ip = sim.state()["nodes"]["mini-1"]["management_ip"]
-    assert (f"mini-1: management address {ip} is inside mlx_fleet_ip_pool 10.213.0.0/16; "
-            "pick a pool the Macs do not already use") in result.stdout
+    k = sim.state()["index"]
+    line = next(line for line in result.stdout.splitlines() if "overlaps this controller's network" in line)
+    assert line.startswith("[ERROR]: Task failed: inventory: mlx_fleet_ip_pool: 10.213.0.0/16 overlaps this "
+                           "controller's network"), result.stdout
+    assert f"10.213.{k}.0/24 (mfs{k}br 10.213.{k}.1)" in line
+    assert logins(sim) == before
 
 
 def test_unfit_macs_are_named_with_the_fix(make_sim, tmp_path):

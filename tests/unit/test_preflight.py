@@ -1,18 +1,16 @@
-"""Preflight: judging a Mac (its mlx_fleet_macos facts) and the inventory.
-
-How macos_facts reads a Mac is tested in test_module_macos_facts.py."""
+"""Preflight: judging a Mac (its mlx_fleet_macos facts). The inventory: test_inventory_table.py;
+how macos_facts reads a Mac: test_module_macos_facts.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
 
 GOOD = {
     "product_version": "26.2", "build_version": "25C56", "model_identifier": "Mac16,11", "model_name": "Mac mini",
     "chip": "Apple M4 Pro", "apple_silicon": True, "user": "admin", "sudo": "passwordless",
-    "management_address": "10.0.1.21",
+    "management_address": "10.0.1.21", "memory_mb": 65536, "serial_number": "H7X2K4QW9Y",
 }
 
 
@@ -33,6 +31,10 @@ GOOD = {
         ({"sudo": "password"}, {}, False,
          "m1: sudo asks admin for a password; run with --ask-become-pass (-K) or set ansible_become_password in a vault"),
         ({"sudo": "password"}, {}, True, None),
+        ({}, {"macos_node_wired_limit_mb": 57344}, False, None),
+        ({}, {"macos_node_wired_limit_mb": 60000}, False,
+         "m1: macos_node_wired_limit_mb 60000 leaves macOS 5536 MB of this Mac's 65536 MB; keep at least 8192 MB "
+         "for macOS: use at most 57344"),
         ({"management_address": "192.168.4.2"}, {}, False,
          "m1: management address 192.168.4.2 is inside mlx_fleet_ip_pool 192.168.0.0/16; pick a pool the Macs do not already use"),
     ],
@@ -42,44 +44,10 @@ def test_node_rules(change, host_vars, become_password, message):
     assert problems == ([message] if message else [])
 
 
-HOSTS = {
-    "s1": {"ansible_host": "10.0.1.11", "mlx_fleet_model": "studio-m3-ultra"},
-    "s2": {"ansible_host": "10.0.1.12", "mlx_fleet_model": "studio-m3-ultra"},
-    "m1": {"ansible_host": "mini-1.local", "mlx_fleet_model": "mini-m4-pro"},
-}
-
-
-@pytest.mark.parametrize(
-    ("hosts", "group_vars", "message"),
-    [
-        (HOSTS, {"mlx_fleet_cables": ["s1:2 -- s2:2", "s1:3 -- m1:1"]}, None),
-        (HOSTS | {"s3": {"ansible_host": "10.0.1.11"}}, {},
-         "s1 and s3: the same address 10.0.1.11 twice; each Mac needs its own ansible_host"),
-        (HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {},
-         "s3: unknown model 'studio-m2' in mlx_fleet_model; use one of studio-m3-ultra, mini-m4-pro, mini-m4, macbook-pro-m4-max"),
-        (HOSTS, {"mlx_fleet_backend": "mpi"},
-         "mlx_fleet_backend: unknown backend 'mpi'; use one of jaccl, jaccl-ring, ring, auto"),
-        (HOSTS, {"mlx_env_mlx_version": "0.32"}, None),
-        (HOSTS, {"mlx_fleet_min_macos": 26.2}, None),
-        (HOSTS, {"mlx_env_mlx_version": "latest"},
-         "mlx_env_mlx_version: malformed version 'latest'; write it like 26.2 or 0.32.4 (quoted in YAML)"),
-        (HOSTS, {"mlx_fleet_cables": ["s1:2 -- s9:2"]}, "mlx_fleet_cables: cable s1:2 -- s9:2: unknown host 's9'"),
-        (HOSTS, {"mlx_fleet_cables": ["s1:2 -- m1:4"]},
-         "mlx_fleet_cables: cable s1:2 -- m1:4: m1 has Thunderbolt ports 1-3, not 4"),
-        (HOSTS, {"mlx_fleet_cables": ["s1:2 -- s2:2", "s1:2 -- m1:1"]},
-         "mlx_fleet_cables: cable s1:2 -- m1:1: port s1:2 is already used by cable s1:2 -- s2:2"),
-        (HOSTS, {"mlx_fleet_ip_pool": "10.0.1.8/30"},
-         "s1: management address 10.0.1.11 is inside mlx_fleet_ip_pool 10.0.1.8/30; pick a pool the Macs do not already use"),
-        (HOSTS, {"mlx_fleet_management_network": "192.168.10.0/24"},
-         "mlx_fleet_ip_pool: 192.168.0.0/16 overlaps the management network 192.168.10.0/24; pick a pool the Macs do not already use"),
-        (HOSTS, {"mlx_fleet_ip_pool": "192.168.0.0/31"},
-         "mlx_fleet_ip_pool: 192.168.0.0/31 must be an IPv4 network of at least 4 addresses (/30)"),
-    ],
-)
-def test_inventory_rules(hosts, group_vars, message):
-    assert check_inventory(hosts, group_vars) == ([message] if message else [])
-
-
-def test_inventory_reports_every_problem_at_once():
-    problems = check_inventory(HOSTS, {"mlx_fleet_backend": "x", "mlx_fleet_cables": ["s1:9 -- s2:2"]})
-    assert len(problems) == 2
+def test_the_same_mac_under_two_names_is_named_by_both():
+    read = {"m1": GOOD, "m2": GOOD | {"serial_number": "OTHER"}, "m3": GOOD}
+    assert same_macs(read) == {("m1", "m3"): "m1 and m3: the same Mac (serial number H7X2K4QW9Y) is listed twice; "
+                                             "keep one of them in mlx_cluster"}
+    assert same_macs(read | {"m4": GOOD})[("m1", "m3", "m4")].startswith(
+        "m1 and m3 and m4: the same Mac (serial number H7X2K4QW9Y) is listed 3 times")
+    assert same_macs({"m1": GOOD, "m2": read["m2"]}) == {}

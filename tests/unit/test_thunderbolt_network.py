@@ -218,10 +218,12 @@ def test_absent_restores_a_previous_manual_configuration_with_its_router():
     assert commands == [["-setmanual", "Thunderbolt 2", "10.0.0.2", "255.255.255.0", "10.0.0.1"]]
 
 
-def test_absent_without_a_record_turns_the_bridge_back_on_only():
+def test_absent_without_a_record_leaves_the_mac_alone():
     commands, record, _, _, _ = tn.plan_absent([], "disabled", converged_services(), {}, tn.empty_record())
-    assert commands == [["-setnetworkserviceenabled", "Thunderbolt Bridge", "on"]]
+    assert commands == []
     assert tn.is_empty(record)
+    assert tn.plan_absent([], "enabled", converged_services(), {}, tn.empty_record())[0] == [
+        ["-setnetworkserviceenabled", "Thunderbolt Bridge", "on"]]
 
 
 def test_absent_for_one_port_keeps_the_rest_and_the_bridge():

@@ -1,0 +1,31 @@
+"""The text checklist is built from printable characters only: a newline, carriage return or terminal
+escape in an inventory or node value cannot forge a line of the sheet a person follows at the Mac."""
+
+from __future__ import annotations
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
+from test_rdma import minis
+
+FORGED = "Serial number:  C02FORGED01"
+
+
+def test_values_cannot_forge_a_line(tmp_path):
+    cluster = minis(2, disabled=("mini-2",)).mesh()
+    cluster.macos["mini-2"].update(model_name=f"Mac mini\r{FORGED}", chip="Apple M4 Pro\x1b[2J\x1b[H",
+                                   build_version="25C56\u2028[x] 4. Done", serial_number="SERIAL0002\f")
+    assessment = cluster.assess(locations={"mini-2": f"rack 1\n{FORGED}"})
+    written = checklist.write(tmp_path, assessment, inventory="inv\n.yml", generated="2026-11-29 18:00 UTC",
+                              addresses={"mini-2": "10.0.0.12\x07"})
+    text = written.text.read_text()
+    lines = text.split("\n")
+    assert all(line.isprintable() for line in lines), [line for line in lines if not line.isprintable()]
+    assert not any(line.startswith(FORGED) for line in lines)
+    assert [line for line in lines if line.startswith("Serial number:")] == ["Serial number:  SERIAL0002\\x0c"]
+    assert f"Location:       rack 1\\n{FORGED}" in lines
+    assert "Model:          Mac mini\\r" + FORGED + ", Apple M4 Pro\\x1b[2J\\x1b[H" in lines
+    assert "Network:        10.0.0.12\\x07" in lines
+    assert "\x1b" not in written.html.read_text() and "\r" not in written.html.read_text()
+
+
+def test_printable_keeps_text_and_escapes_controls():
+    assert checklist.printable({"a": ["Bürö 2 — shelf", "x\ty"], "n": 3}) == {"a": ["Bürö 2 — shelf", "x\\ty"], "n": 3}

@@ -1,0 +1,38 @@
+"""Checks that guard the cluster's integrity, each pinned by a test that fails when the check is
+taken out: an RDMA backend is blocked by any Mac still waiting for the Recovery step, macOS versions
+compare as numbers, and a version must be nothing but its numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
+from test_preflight import GOOD
+from test_rdma import minis
+
+RING = (("mini-1:1", "mini-2:1"), ("mini-2:2", "mini-3:1"), ("mini-3:2", "mini-4:1"), ("mini-4:2", "mini-1:2"))
+
+
+@pytest.mark.parametrize("backend", ["jaccl", "jaccl-ring"])
+def test_an_rdma_backend_is_blocked_by_a_mac_that_needs_the_recovery_step(backend):
+    cluster = minis(4, disabled=("mini-3",))
+    for a, b in RING:
+        cluster.cable(a, b)
+    assert cluster.assess(backend=backend).blocking == (
+        f"mlx_fleet_backend {backend} needs RDMA on every Mac: mini-3 needs the Recovery step")
+    assert cluster.assess(backend="ring").blocking is None
+
+
+def test_macos_26_10_is_newer_than_26_2():
+    cluster = minis(2, version=("26.10", "25K10")).mesh()
+    assert {r.status for r in cluster.assess().nodes.values()} == {rdma.READY}
+    assert check_node("m1", GOOD | {"product_version": "26.10"}, {"mlx_fleet_min_macos": "26.2"},
+                      become_password=False) == []
+
+
+@pytest.mark.parametrize("version", ["26.2beta", "26.2\n", "26.2.1.4", "v26.2"])
+def test_a_version_is_nothing_but_its_numbers(version):
+    assert check_inventory({"m1": {}}, {"mlx_fleet_min_macos": version}) == [
+        f"mlx_fleet_min_macos: malformed version {version!r}; write it like 26.2 or 0.32.4 (quoted in YAML)"]

@@ -1,0 +1,73 @@
+"""plugin_utils.management: the fabric's network plan never cuts the connection a Mac is managed over."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
+from test_fabric import Cluster
+
+FIX = "manage the Mac over Ethernet or Wi-Fi (its ansible_host)"
+
+
+def planned(cluster: Cluster) -> dict:
+    """The network plan as the fabric action hands it to thunderbolt_network."""
+    return {host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
+                    "prefix": p.prefix, "peer": p.peer_address} for p in ports]
+            for host, ports in cluster.fabric().network.items()}
+
+
+def macos(cluster: Cluster, **managed_over) -> dict:
+    """mlx_fleet_macos facts: every Mac on en0 (Ethernet) unless managed_over names another device."""
+    return {h: {"management_interface": managed_over.get(h.replace("-", "_"), "en0"),
+                "management_address": cluster.management[h]} for h in cluster.facts}
+
+
+@pytest.fixture
+def line():
+    """mini-1 Thunderbolt 1 -- mini-2 Thunderbolt 1; mini-1's Thunderbolt 2 (en3) idle; the bridge on."""
+    return Cluster.of("mini-m4-pro", 2, "line", bridge=True)
+
+
+@pytest.mark.parametrize(
+    ("managed_over", "bridge", "message"),
+    [
+        ({}, "disabled", None),
+        ({"mini_1": "bridge0"}, "disabled",
+         f"mini-1: managed over Thunderbolt Bridge (bridge0), which the fabric would turn off (mlx_fabric_bridge: "
+         f"disabled); {FIX}, or keep the bridge with mlx_fabric_bridge: unchanged"),
+        ({"mini_1": "bridge0"}, "unchanged", None),
+        ({"mini_2": "en2"}, "unchanged",
+         "mini-2: managed over Thunderbolt 1 (en2), which the fabric would re-address to {address} for its "
+         f"Thunderbolt cable; {FIX}, or leave that port out of the plan (unplug the cable and drop it from "
+         "mlx_fleet_cables)"),
+        ({"mini_1": "en3"}, "disabled", None),  # an idle port the plan leaves alone
+        ({"mini_1": "en1"}, "enabled", None),  # Wi-Fi
+    ],
+    ids=["ethernet", "bridge-turned-off", "bridge-kept", "cabled-port", "idle-port", "wifi"],
+)
+def test_the_plan_leaves_the_management_interface_alone(line, managed_over, bridge, message):
+    network = planned(line)
+    problems = lockout_problems(macos(line, **managed_over), line.facts, network, bridge)
+    address = next((p["address"] for p in network["mini-2"] if p["device"] == "en2"), None)
+    assert problems == ([message.format(address=address)] if message else [])
+
+
+def test_turning_the_bridge_on_takes_the_address_of_a_port_it_manages_over():
+    cluster = Cluster.of("mini-m4-pro", 2, "line")  # the bridge off
+    problems = lockout_problems(macos(cluster, mini_1="en3"), cluster.facts, planned(cluster), "enabled")
+    assert problems == [
+        f"mini-1: managed over Thunderbolt 2 (en3), which turning the Thunderbolt Bridge on (mlx_fabric_bridge: "
+        f"enabled) would make a bridge member without an address of its own; {FIX}, or keep the bridge with "
+        "mlx_fabric_bridge: unchanged"]
+
+
+def test_the_hardware_port_name_macos_facts_gives_is_used(line):
+    facts = macos(line, mini_1="bridge0")
+    facts["mini-1"]["management_hardware_port"] = "Thunderbolt Bridge"
+    assert lockout_problems(facts, line.facts, planned(line), "disabled")[0].startswith(
+        "mini-1: managed over Thunderbolt Bridge (bridge0), which")
+
+
+def test_facts_without_the_management_interface_are_not_judged(line):
+    assert lockout_problems({h: {} for h in line.facts}, line.facts, planned(line), "disabled") == []
