@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -116,9 +117,15 @@ def test_recovery_is_the_only_way_to_enable_rdma(make_sim):
     assert sim.ssh("mini-2", "rdma_ctl status").stdout.strip() == "disabled"
 
 
-def test_down_leaves_no_trace(make_sim):
+def test_down_leaves_no_trace(make_sim, tmp_path):
     sim = make_sim(nodes=2)
     index = sim.state()["index"]
+    # What a host reboot leaves: a drop-in in /etc whose cluster (registry under /run) is gone.
+    stale = Path("/etc/ssh/ssh_config.d/mlx-fleet-sim-9999999999-249.conf")
+    stale.write_text(f"# mlx-fleet sim cluster in {tmp_path}\nInclude {tmp_path / 'ssh_config'}\n")
+    own = Path(sim.state()["ssh_drop_in"])
+    sim.cli("status")
+    assert not stale.exists() and own.exists()
     sim.cli("down")
     assert _traces(f"mfs{index}", index, sim.dir) == []
     assert subprocess.run(["ssh", "-G", "mini-1"], capture_output=True, text=True).stdout.count("mfs") == 0
@@ -141,3 +148,21 @@ def test_failed_up_cleans_up_after_itself():
     finally:
         subprocess.run(["ip", "netns", "del", f"mfs{index}-mini-3"], capture_output=True)
         sim_dir.rmdir()  # empty: the failed up removed what it made
+
+
+def test_a_cluster_folder_others_could_write_is_refused():
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="mlx-fleet-sim-", dir="/var/tmp"))
+    try:
+        os.chown(folder, 65534, 65534)
+        foreign = mlx_fleet("sim", "up", "--dir", str(folder), "--nodes", "1", check=False)
+        assert foreign.returncode == 2 and foreign.stderr.count("\n") == 1 and "owned by uid 65534" in foreign.stderr
+        os.chown(folder, 0, 0)
+        folder.chmod(0o777)
+        open_to_all = mlx_fleet("sim", "status", "--dir", str(folder), check=False)
+        assert open_to_all.returncode == 2 and "writable by others (mode 0777)" in open_to_all.stderr
+        assert list(folder.iterdir()) == []
+    finally:
+        shutil.rmtree(folder)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 
 DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
 
@@ -25,6 +26,12 @@ def add_sim_parser(sub) -> None:
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
     up.add_argument("--replay", action="append", metavar="NODE=CAPTURE_DIR",
                     help="add NODE replaying a real Mac's capture (mlx-fleet capture); repeatable")
+    add = with_dir(ssub.add_parser("add", help="power on a new Mac as it leaves Setup Assistant: password login only, "
+                                                "not cabled, not in the inventory"))
+    add.add_argument("name")
+    add.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    add.add_argument("--macos-version", help="e.g. 26.2 (default: the sim's)")
+    add.add_argument("--macos-build", help="e.g. 25C56 (default: the sim's)")
     with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
     with_dir(ssub.add_parser("status", help="nodes, their state and the cables"))
     for name, helptext in (("exec", "run a command as root on a node's console"),
@@ -49,9 +56,13 @@ def _strip_dashes(command: list[str]) -> list[str]:
 
 
 def run_sim(args) -> int:
+    from mlx_fleet.sim import host
     from mlx_fleet.sim.cluster import Cluster
     from mlx_fleet.sim.layout import build_layout
 
+    host.check_cluster_dir(Path(args.dir).resolve())
+    if os.geteuid() == 0:
+        host.remove_stale_drop_ins()
     cluster = Cluster(args.dir)
     cmd = args.sim_command
     if cmd == "up":
@@ -66,6 +77,14 @@ def run_sim(args) -> int:
         print(f"macsim: {len(status['nodes'])} Macs up in {status['dir']}")
         _print_status(status)
         print(f"\ninventory: {cluster.dir / 'inventory.yml'}   try: ssh {status['nodes'][0]['name']} sw_vers")
+    elif cmd == "add":
+        from mlx_fleet.models import DEFAULT_MODEL
+        from mlx_fleet.sim.layout import catalogue_model
+
+        added = cluster.add(args.name, catalogue_model(args.model or DEFAULT_MODEL), args.macos_version, args.macos_build)
+        print(f"{added['name']} ({added['computer_name']}) is up at {added['address']}: not cabled, not in the inventory")
+        print(f"admin password: {added['password_file']}")
+        print(f"host key: {added['fingerprint']} (not in {cluster.dir / 'known_hosts'})")
     elif cmd == "down":
         cluster.down()
         print(f"macsim: cluster in {cluster.dir} removed")

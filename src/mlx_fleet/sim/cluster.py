@@ -16,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
+import secrets
+import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -27,12 +29,12 @@ import yaml
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cable, parse_cables, parse_port
 from mlx_fleet.sim import host
 from mlx_fleet.sim.doubles import install_doubles
-from mlx_fleet.sim.host import SimError, run
+from mlx_fleet.sim.host import DROP_IN_DIR, SimError, run
 from mlx_fleet.sim.layout import Layout
 from mlx_fleet.sim import replay
-from mlx_fleet.sim.models import make_profile
+from mlx_fleet.models import Model
+from mlx_fleet.sim.models import DEFAULT_OS, make_profile
 
-DROP_IN_DIR = Path("/etc/ssh/ssh_config.d")
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 LIBEXEC = "usr/local/libexec/macsim"
 PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group
@@ -51,6 +53,7 @@ _NODE_INIT = r"""
 set -e
 fs=$1; name=$2; shift 2
 for d in opt usr/local Library Users etc/sudoers.d etc/hosts etc/group; do mount --bind "$fs/$d" "/$d"; done
+if [ -e "$fs/etc/shadow" ]; then mount --bind "$fs/etc/shadow" /etc/shadow; fi
 mount -t tmpfs -o mode=755 macsim-run /run
 mkdir -p /run/sshd
 /bin/hostname "$name"
@@ -61,6 +64,23 @@ _BOOT_THEN_SSHD = (
     "/usr/local/libexec/macsim/boot && "
     "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config"
 )
+
+# Remote Login as macOS has it: every address, the account password or a key.
+SSHD_CONFIG = "\n".join([
+    "# Remote Login for this simulated Mac",
+    "ListenAddress 0.0.0.0",
+    "HostKey /usr/local/libexec/macsim/ssh/ssh_host_ed25519_key",
+    "PidFile none",
+    "UsePAM no",
+    "PasswordAuthentication yes",
+    "KbdInteractiveAuthentication no",
+    "PermitRootLogin no",
+    f"AllowUsers {host.ADMIN_USER}",
+    "AcceptEnv LANG LC_*",
+    "PrintMotd no",
+    "Subsystem sftp internal-sftp",
+    "",
+])
 
 
 class Cluster:
@@ -133,8 +153,7 @@ class Cluster:
         if self.state:
             raise SimError(f"a simulated cluster is already up in {self.dir}; run 'mlx-fleet sim down --dir {self.dir}' first")
         for name in layout.models:
-            if len(name) > 40 or not name.replace("-", "").isalnum():
-                raise SimError(f"node name {name!r}: use letters, digits and '-' only")
+            _check_node_name(name)
         self.dir.mkdir(parents=True, exist_ok=True)
         with host.registry_lock():
             index = host.claim_index(self.dir)
@@ -192,7 +211,9 @@ class Cluster:
         if not key.exists():
             run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"mlx-fleet-sim@{self.dir}", "-f", str(key)])
 
-    def _make_node(self, name: str, profile: dict) -> None:
+    def _make_node(self, name: str, profile: dict, factory_password: str | None = None) -> None:
+        """Build the node's disk and network. With `factory_password` it is a Mac just out of
+        Setup Assistant: that admin password, no key of ours, its default computer name."""
         ns, fs, rank = self.ns(name), self.fs(name), self._rank(name)
         uid, gid = host.admin_ids()
         for d in PRIVATE_DIRS + ("usr/local/bin", f"{LIBEXEC}/run", f"{LIBEXEC}/ssh", "Library/LaunchDaemons",
@@ -202,20 +223,29 @@ class Cluster:
             if d.is_dir():
                 d.chmod(0o755)
         fs.chmod(0o755)
-        # The Mac's own name resolves (mDNS does it on macOS), so sudo does not complain.
-        (fs / "etc/hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.0.1\t{name} {name}.local\n")
         home = fs / "Users" / host.ADMIN_USER
-        (home / ".ssh").mkdir(parents=True, exist_ok=True)
-        (home / ".ssh" / "authorized_keys").write_text((self.dir / "id_ed25519.pub").read_text())
-        for path, mode in ((home, 0o750), (home / ".ssh", 0o700), (home / ".ssh" / "authorized_keys", 0o600)):
+        home.mkdir(parents=True, exist_ok=True)
+        owned = [(home, 0o750)]
+        if factory_password is None:
+            (home / ".ssh").mkdir(parents=True, exist_ok=True)
+            (home / ".ssh" / "authorized_keys").write_text((self.dir / "id_ed25519.pub").read_text())
+            owned += [(home / ".ssh", 0o700), (home / ".ssh" / "authorized_keys", 0o600)]
+            local_names = [name]
+        else:
+            self._write_factory_account(name, factory_password)
+            local_names = [name, self._write_factory_names(name, profile["model_name"])]
+        for path, mode in owned:
             os.chown(path, uid, gid)
             path.chmod(mode)
+        # The Mac's own names resolve (mDNS does it on macOS), so sudo does not complain.
+        (fs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n"
+                                      + "".join(f"127.0.0.1\t{n} {n}.local\n" for n in local_names))
         self._write_sudoers(name, profile["sudo"])
         install_doubles(fs)
         self._write_profile(name, profile)
         ssh_dir = fs / LIBEXEC / "ssh"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", str(ssh_dir / "ssh_host_ed25519_key")])
-        (ssh_dir / "sshd_config").write_text(_sshd_config(profile["management"]["ip"]))
+        (ssh_dir / "sshd_config").write_text(SSHD_CONFIG)
 
         run(["ip", "netns", "add", ns])
         mgmt = profile["management"]
@@ -262,6 +292,73 @@ class Cluster:
                   if line.split(":")[0] not in ("admin", "wheel")]
         with open(fs / "etc/group", "w") as group_file:
             group_file.write("\n".join(groups + [f"admin:x:80:{members}", "wheel:x:0:root"]) + "\n")
+
+    def _write_factory_account(self, name: str, password: str) -> None:
+        """The admin account's own password on this Mac: a node-private /etc/shadow, and a copy
+        for the tests in DIR/nodes/NAME/admin-password (0600)."""
+        if not shutil.which("openssl"):
+            raise SimError("missing on this machine: openssl; install with: apt-get install -y openssl")
+        hashed = run(["openssl", "passwd", "-6", "-stdin"], input=password + "\n").stdout.strip()
+        today = int(time.time() // 86400)
+        lines = [f"{entry.pw_name}:{hashed if entry.pw_name == host.ADMIN_USER else '*'}:{today}:0:99999:7:::"
+                 for entry in pwd.getpwall()]
+        shadow = self.fs(name) / "etc/shadow"
+        shadow.touch(mode=0o600)
+        shadow.write_text("\n".join(lines) + "\n")
+        secret = self.dir / "nodes" / name / "admin-password"
+        secret.touch(mode=0o600)
+        secret.write_text(password + "\n")
+
+    def _write_factory_names(self, name: str, model_name: str) -> str:
+        """Setup Assistant's names, "admin's Mac mini" and "admins-Mac-mini"; returns the LocalHostName."""
+        computer_name = f"{host.ADMIN_USER}'s {model_name}"
+        local_host_name = computer_name.replace("'", "").replace(" ", "-")
+        prefs = self.fs(name) / "Library/Preferences/SystemConfiguration/preferences.json"
+        prefs.write_text(json.dumps({"System": {"ComputerName": computer_name, "LocalHostName": local_host_name}}, indent=2))
+        prefs.chmod(0o644)
+        return local_host_name
+
+    def add(self, name: str, model: Model, os_version: str | None = None, os_build: str | None = None) -> dict:
+        """Power on a new Mac in its factory state (see docs/macsim.md, "A new Mac"); not cabled,
+        not in the inventory, its host key not in DIR/known_hosts."""
+        self._require_up()
+        _check_node_name(name)
+        if name in self.state["nodes"]:
+            raise SimError(f"{name} is already a node of the cluster in {self.dir}")
+        rank = 1 + max(node["rank"] for node in self.state["nodes"].values())
+        if 11 + rank > 254:
+            raise SimError(f"the cluster in {self.dir} has no management address left for {name}")
+        net = f"10.213.{self.index}"
+        profile = make_profile(name, model, seed=self.state["seed"], management_ip=f"{net}.{11 + rank}",
+                               management_prefix=24, router=f"{net}.1", rdma_enabled=False,
+                               os_version=(os_version or DEFAULT_OS[0], os_build or DEFAULT_OS[1]))
+        profile["sudo"] = "password"
+        self.state["nodes"][name] = {"rank": rank, "model": model.key, "status": "off", "factory": True,
+                                     "management_ip": profile["management"]["ip"]}
+        self._save()
+        try:
+            self._make_node(name, profile, factory_password=secrets.token_urlsafe(12))
+            self._refresh_links()
+            self._start(name)
+            self._wait_for_ssh(name)
+        except BaseException:
+            self._discard(name)
+            raise
+        with open(self.dir / "ssh_config", "a") as ssh_config:
+            ssh_config.write("\n" + "\n".join(self._ssh_host_block(name)))
+        pub = self.fs(name) / LIBEXEC / "ssh" / "ssh_host_ed25519_key.pub"
+        fingerprint = run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(pub)]).stdout.split()[1]
+        return {"name": name, "address": profile["management"]["ip"], "fingerprint": fingerprint,
+                "computer_name": f"{host.ADMIN_USER}'s {profile['model_name']}",
+                "password_file": str(self.dir / "nodes" / name / "admin-password")}
+
+    def _discard(self, name: str) -> None:
+        """Undo a half-made node (a failed add). Its veths' far ends go with its namespace."""
+        self._stop(name)
+        run(["ip", "netns", "del", self.ns(name)], check=False)
+        _rmtree(self.dir / "nodes" / name)
+        del self.state["nodes"][name]
+        self._save()
 
     # ---- cables -------------------------------------------------------------------
     def _connect(self, cable: Cable) -> None:
@@ -357,16 +454,17 @@ class Cluster:
         self._save()
 
     def _wait_for_ssh(self, name: str, timeout: float = 20.0) -> None:
+        """Until the node's sshd listens (Remote Login is on), whatever its network links do."""
         node = self.state["nodes"][name]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection((node["management_ip"], 22), timeout=1):
+            if _listening(node.get("pid"), 22):
                 return
             if not _alive(node.get("pid")):
                 break
             time.sleep(0.1)
         tail = (self.dir / "nodes" / name / "console.log").read_text(errors="replace")[-2000:]
-        raise SimError(f"{name} did not come up (Remote Login not reachable); console:\n{tail}")
+        raise SimError(f"{name} did not come up (Remote Login not listening); console:\n{tail}")
 
     def _stop(self, name: str) -> None:
         """Power off: every process of the node ends; its mount namespace goes with them."""
@@ -473,9 +571,7 @@ class Cluster:
         lines, known = [], []
         for name in self.node_names():
             ip = self.state["nodes"][name]["management_ip"]
-            lines += [f"Host {name}", f"  HostName {ip}", f"  User {host.ADMIN_USER}",
-                      f"  IdentityFile {self.dir / 'id_ed25519'}", "  IdentitiesOnly yes",
-                      f"  UserKnownHostsFile {self.dir / 'known_hosts'}", "  StrictHostKeyChecking yes", ""]
+            lines += self._ssh_host_block(name)
             pub = (self.fs(name) / LIBEXEC / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
             known.append(f"{name},{ip} {pub[0]} {pub[1]}")
         (self.dir / "ssh_config").write_text("# Written by mlx-fleet sim up\n" + "\n".join(lines))
@@ -503,6 +599,11 @@ class Cluster:
         self._save()
         Path(self.state["ssh_drop_in"]).write_text(
             f"# mlx-fleet sim cluster in {self.dir}\nInclude {self.dir / 'ssh_config'}\n")
+
+    def _ssh_host_block(self, name: str) -> list[str]:
+        return [f"Host {name}", f"  HostName {self.state['nodes'][name]['management_ip']}", f"  User {host.ADMIN_USER}",
+                f"  IdentityFile {self.dir / 'id_ed25519'}", "  IdentitiesOnly yes",
+                f"  UserKnownHostsFile {self.dir / 'known_hosts'}", "  StrictHostKeyChecking yes", ""]
 
     # ---- down ---------------------------------------------------------------------------
     def down(self) -> None:
@@ -537,22 +638,9 @@ class Cluster:
                 os.kill(int(pid), signal.SIGKILL)
 
 
-def _sshd_config(listen_ip: str) -> str:
-    return "\n".join([
-        "# Remote Login for this simulated Mac",
-        f"ListenAddress {listen_ip}",
-        "HostKey /usr/local/libexec/macsim/ssh/ssh_host_ed25519_key",
-        "PidFile none",
-        "UsePAM no",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "PermitRootLogin no",
-        f"AllowUsers {host.ADMIN_USER}",
-        "AcceptEnv LANG LC_*",
-        "PrintMotd no",
-        "Subsystem sftp internal-sftp",
-        "",
-    ])
+def _check_node_name(name: str) -> None:
+    if len(name) > 40 or not name.replace("-", "").isalnum():
+        raise SimError(f"node name {name!r}: use letters, digits and '-' only")
 
 
 def _port_count(profile: dict) -> int:
@@ -576,6 +664,19 @@ def _alive(pid: int | None) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _listening(pid: int | None, port: int) -> bool:
+    """Whether a TCP socket listens on `port` in the network namespace of process `pid`."""
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            return False
+        # "sl local_address rem_address st ...": local "0100007F:0016", st 0A = LISTEN
+        if any(f[1].endswith(f":{port:04X}") and f[3] == "0A" for f in (line.split() for line in lines)):
+            return True
+    return False
 
 
 def _rmtree(path: Path) -> None:

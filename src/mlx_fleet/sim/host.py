@@ -21,6 +21,9 @@ import subprocess
 from pathlib import Path
 
 REGISTRY = Path("/run/mlx-fleet-sim")
+# While a cluster is up, a drop-in here includes its DIR/ssh_config, so a plain `ssh NODE` reaches it.
+DROP_IN_DIR = Path("/etc/ssh/ssh_config.d")
+DROP_IN_GLOB = "mlx-fleet-sim-*.conf"
 ADMIN_USER = "admin"
 ADMIN_UID = 501  # the first account on every Mac
 ADMIN_HOME_ROOT = "/Users"
@@ -155,6 +158,43 @@ def release_shared_resources() -> None:
         with contextlib.suppress(OSError):
             os.rmdir(d)
     (REGISTRY / "shared.json").unlink(missing_ok=True)
+
+
+def check_cluster_dir(sim_dir: Path) -> None:
+    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config."""
+    try:
+        st = sim_dir.stat()
+    except FileNotFoundError:
+        return
+    if st.st_uid != 0:
+        raise SimError(f"cluster folder {sim_dir} is owned by uid {st.st_uid}, not root: its ssh_config goes into "
+                       "every ssh on this machine; use a folder made by root (sudo mkdir)")
+    if st.st_mode & 0o022:
+        raise SimError(f"cluster folder {sim_dir} is writable by others (mode {st.st_mode & 0o7777:04o}): its "
+                       f"ssh_config goes into every ssh on this machine; run: sudo chmod go-w {sim_dir}")
+
+
+def drop_in_target(drop_in: Path) -> str | None:
+    """The ssh_config a drop-in includes (`Include DIR/ssh_config`)."""
+    with contextlib.suppress(OSError):
+        for line in drop_in.read_text().splitlines():
+            if line.startswith("Include "):
+                return line.split(" ", 1)[1]
+    return None
+
+
+def remove_stale_drop_ins() -> list[Path]:
+    """Remove the drop-ins of clusters that are not up: a host reboot empties the registry
+    (under /run) and stops every node, but the drop-ins in /etc stay behind."""
+    removed = []
+    with registry_lock():
+        running = {(index, str(Path(entry.get("dir", "")) / "ssh_config")) for index, entry in _entries().items()}
+        for drop_in in DROP_IN_DIR.glob(DROP_IN_GLOB):
+            index = drop_in.stem.rsplit("-", 1)[-1]
+            if not index.isdigit() or (int(index), drop_in_target(drop_in)) not in running:
+                drop_in.unlink(missing_ok=True)
+                removed.append(drop_in)
+    return removed
 
 
 def admin_ids() -> tuple[int, int]:

@@ -56,7 +56,7 @@ def generated_cables(models: dict[str, Model], topology: str) -> list[Cable]:
     return cables
 
 
-def _model(key: str) -> Model:
+def catalogue_model(key: str) -> Model:
     if key not in MODELS:
         raise CablePlanError(f"unknown model {key!r}; known: {', '.join(MODELS)}")
     return MODELS[key]
@@ -71,7 +71,7 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
     replays = replays or {}
     if topology not in TOPOLOGIES:
         plan = load_plan_file(Path(topology))
-        models = {name: replays[name].model if name in replays else _model(attrs.get("model", model or DEFAULT_MODEL))
+        models = {name: replays[name].model if name in replays else catalogue_model(attrs.get("model", model or DEFAULT_MODEL))
                   for name, attrs in plan.nodes.items()}
         if nodes is not None and nodes != len(models):
             raise CablePlanError(f"--nodes {nodes} but plan file {topology} declares {len(models)} nodes")
@@ -83,7 +83,7 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
             nodes = 0
         elif not nodes or nodes < 1:
             raise CablePlanError("--nodes must be at least 1")
-        chosen = _model(model or DEFAULT_MODEL)
+        chosen = catalogue_model(model or DEFAULT_MODEL)
         prefix = _NAME_PREFIX[chosen.key]
         models = {f"{prefix}-{i}": chosen for i in range(1, nodes + 1)}
         cables = generated_cables(models, topology)
