@@ -78,7 +78,7 @@ def run_sim(args) -> int:
         _print_status(status)
         print(f"\ninventory: {cluster.dir / 'inventory.yml'}   try: ssh {status['nodes'][0]['name']} sw_vers")
     elif cmd == "add":
-        from mlx_fleet.models import DEFAULT_MODEL
+        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import DEFAULT_MODEL
         from mlx_fleet.sim.layout import catalogue_model
 
         added = cluster.add(args.name, catalogue_model(args.model or DEFAULT_MODEL), args.macos_version, args.macos_build)

@@ -32,7 +32,7 @@ from mlx_fleet.sim.doubles import install_doubles
 from mlx_fleet.sim.host import DROP_IN_DIR, SimError, run
 from mlx_fleet.sim.layout import Layout
 from mlx_fleet.sim import replay
-from mlx_fleet.models import Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
 from mlx_fleet.sim.models import DEFAULT_OS, make_profile
 
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
