@@ -62,7 +62,8 @@ class Advice:
         """The cables as mlx_fleet_cables writes them: lower end first."""
         return [str(Cable(*c.key)) for c in self.cables]
 
-    def summary(self) -> str:
+    def headline(self) -> str:
+        """What the advice comes to, without the steps."""
         if not self.possible:
             text = f"a {self.topology} is impossible: {self.impossible}"
             if self.alternative and self.alternative.possible:
@@ -74,7 +75,12 @@ class Advice:
         if self.unplug:
             what += f" after unplugging {len(self.unplug)}"
         ring = f" ({' -> '.join(self.ring + self.ring[:1])})" if self.ring else ""
-        return f"{what} for a {self.topology}{ring} ({self.backend}): " + "; ".join(self.steps())
+        return f"{what} for a {self.topology}{ring} ({self.backend})"
+
+    def summary(self) -> str:
+        """The headline and the steps, in one line."""
+        steps = self.steps() if self.possible else []
+        return self.headline() + (": " + "; ".join(steps) if steps else "")
 
 
 def _tb(port: Port) -> str:
