@@ -106,6 +106,14 @@ class ActionModule(ClusterAction):
                 raise AnsibleActionFail(f"{new}: {advice.summary()}{fix}",
                                         result={"advice": advice.summary(), "impossible": advice.impossible})
 
+        # The new Mac's cables the advice counted as there: planned by an earlier run (to plug until seen),
+        # or plugged already (to write into the plan). Both belong to the advice.
+        live = {link.cable.key for link in found}
+        planned_keys = {c.key for c in planned}
+        mine = [c for c in planned if c.key not in live] + [link.cable for link in found if link.cable.key not in planned_keys]
+        chosen.cables = [Cable(*(c.a, c.b) if c.a.host == new else (c.b, c.a))
+                         for c in mine if new in (c.a.host, c.b.host)] + chosen.cables
+
         readiness = rdma.classify_node(new, macos[new], thunderbolt[new], model=model_key)
         uses_rdma = chosen.backend in fab.RDMA_BACKENDS
         needs_recovery = uses_rdma and readiness.status == rdma.NEEDS_RECOVERY
@@ -125,7 +133,6 @@ class ActionModule(ClusterAction):
         else:
             html, text = visit_sheet.write(args["output_dir"], sheet, inventory=args["inventory"],
                                            generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-        live = {link.cable.key for link in found}
         for note in notes:
             self._display.warning(note)
         result.update(

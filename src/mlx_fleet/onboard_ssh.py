@@ -19,6 +19,7 @@ import base64
 import hashlib
 import hmac
 import os
+import pwd
 import re
 import shlex
 import shutil
@@ -82,6 +83,13 @@ def _ssh_config(host: str, user: str, ssh_args: list[str]) -> dict[str, list[str
     return config
 
 
+def _ssh_path(text: str) -> Path:
+    """A path as ssh reads it: ~ is the account's home directory (not $HOME)."""
+    if text == "~" or text.startswith("~/"):
+        return Path(pwd.getpwuid(os.getuid()).pw_dir) / text[2:]
+    return Path(text)
+
+
 def resolve(name: str, address: str, user: str, ssh_args: list[str], *, known_hosts: str | None = None,
             identity: str | None = None) -> Target:
     """Where ssh connects for the new Mac, and with which known_hosts and key (see the module doc)."""
@@ -93,13 +101,13 @@ def resolve(name: str, address: str, user: str, ssh_args: list[str], *, known_ho
     if known_hosts:
         known = Path(known_hosts).expanduser()
     else:
-        known = Path(config.get("userknownhostsfile", ["~/.ssh/known_hosts"])[0].split()[0]).expanduser()
+        known = _ssh_path(config.get("userknownhostsfile", ["~/.ssh/known_hosts"])[0].split()[0])
     if identity:
         key = Path(identity).expanduser()
         if not Path(f"{key}.pub").is_file():
             raise UserError(f"--identity {identity}: no public key {key}.pub beside it")
     else:
-        candidates = [Path(p).expanduser() for p in config.get("identityfile", [])]
+        candidates = [_ssh_path(p) for p in config.get("identityfile", [])]
         key = next((p for p in candidates if Path(f"{p}.pub").is_file()), None)
         if key is None:
             raise UserError("no SSH key for the Macs: make one with `ssh-keygen -t ed25519`, or name yours "
