@@ -286,6 +286,7 @@ def run_onboard(args, summarize) -> int:
             print(f"next: do what the visit sheet says, then run this command again with --wait-for-cables "
                   f"(or `{converge}` once the cables are in)")
             return EXIT_ATTENTION
+        sys.stdout.flush()  # the advice goes out before the wait, even into a pipe
         if not wait_for_cables(args.inventory, plan["add"], output_dir, args.cable_timeout, extravars):
             print(f"cables: not all in after {args.cable_timeout:.0f} s; plug them as the visit sheet says and "
                   "run this command again")
