@@ -266,9 +266,8 @@ def run_onboard(args, summarize) -> int:
     for note in plan["notes"]:
         print(f"note: {note}")
     print(f"cables: {plan['headline']}")
-    plugged = {len(plan["unplug"]) + k for k, cable in enumerate(plan["add"]) if cable in plan["seen"]}
-    for number, step in enumerate(plan["steps"]):
-        print(f"  {number + 1}. {step}{' (plugged in already)' if number in plugged else ''}")
+    for number, step in enumerate(plan["steps"], 1):
+        print(f"  {number}. {step}{' (plugged in already)' if step in plan['seen_steps'] else ''}")
     print(f"visit sheet: {plan['sheet']['html']} (text: {plan['sheet']['text']})")
 
     edit = inventory_edit.Edit(name, host_vars(plan["model"]), plan["add"], plan["unplug"])

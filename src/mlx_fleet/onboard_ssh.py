@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlx_fleet.errors import UserError
+from mlx_fleet.inventory_edit import replace_file
 
 KEY_TYPE = "ssh-ed25519"
 SCAN_TIMEOUT = 10  # seconds for ssh-keyscan to get an answer
@@ -172,17 +173,7 @@ def record_host_key(target: Target, key_b64: str) -> None:
     path = target.known_hosts
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     old = path.read_text() if path.exists() else ""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    text = old + ("\n" if old and not old.endswith("\n") else "") + known_hosts_lines(target, key_b64)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    replace_file(path, old + ("\n" if old and not old.endswith("\n") else "") + known_hosts_lines(target, key_b64))
 
 
 # --- access ---------------------------------------------------------------------------------------
