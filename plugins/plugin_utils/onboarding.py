@@ -106,7 +106,8 @@ def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, mo
     if not wanted.possible:
         if backend == "auto" and wanted.alternative and wanted.alternative.possible:
             advice = wanted.alternative  # auto runs whatever the cables give: say why, and go on
-            result.notes.insert(0, wanted.headline())
+            result.notes.insert(0, f"a {wanted.topology} is impossible: {wanted.impossible}; auto goes ahead "
+                                   f"with the best alternative, {advice.backend}")
         else:
             fix = (f"; to go ahead with it, set mlx_fleet_backend: {wanted.alternative.backend} and run again"
                    if wanted.alternative and wanted.alternative.possible else "")
