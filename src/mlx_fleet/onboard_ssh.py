@@ -103,6 +103,9 @@ def resolve(name: str, address: str, user: str, ssh_args: list[str], *, known_ho
         known = Path(known_hosts).expanduser()
     else:
         known = _ssh_path(config.get("userknownhostsfile", ["~/.ssh/known_hosts"])[0].split()[0])
+    if known.exists() and not known.is_file():
+        raise UserError(f"{known} is not a known_hosts file (the inventory's ssh settings name it): host-key "
+                        "checking stays on; give --known-hosts FILE")
     if identity:
         key = Path(identity).expanduser()
         if not Path(f"{key}.pub").is_file():

@@ -177,6 +177,11 @@ def test_a_fourth_studio_joins_the_mesh(cluster):
             assert services == {f"Thunderbolt {new_port[event['host']]}"}, event["res"]["commands"]
     assert {n: sim.ssh(n, OLD_PORTS).stdout for n in OLD} == old_ports
 
+    # The drop-in as visudo checked it, root:wheel 0440; the password nowhere in what the runs kept.
+    assert sim.cli("exec", "studio-4", "--", "stat", "-c", "%a %u %g", "/etc/sudoers.d/mlx-fleet-admin").stdout == "440 0 0\n"
+    secret = (sim.dir / "nodes" / "studio-4" / "admin-password").read_text().strip()
+    assert not [p for p in out.rglob("*") if p.is_file() and secret in p.read_text(errors="replace")]
+
     sheet = (out / "onboard-studio-4.txt").read_text()
     assert "ENABLE RDMA IN macOS RECOVERY, AT studio-4" in sheet
     for mine, peer, theirs in steps:

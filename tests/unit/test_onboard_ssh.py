@@ -85,3 +85,9 @@ def test_a_mac_that_does_not_answer_is_one_line_within_the_scan_timeout(keys, mo
     target = onboard_ssh.resolve("studio-4", "127.0.0.1", "admin", args + ["-p", "9"])
     with pytest.raises(UserError, match="no SSH answer from 127.0.0.1 port 9 within 1 s"):
         onboard_ssh.scan_host_key(target)
+
+
+def test_a_known_hosts_that_is_not_a_file_is_refused(keys):
+    args = _config(keys, f"IdentityFile {keys / 'client'}\nUserKnownHostsFile /dev/null\n")
+    with pytest.raises(UserError, match="/dev/null is not a known_hosts file"):
+        onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
