@@ -32,7 +32,7 @@ class Sim:
         argv = ["sim", "up", "--dir", str(self.dir)]
         for key, value in up_args.items():
             for item in value if isinstance(value, (list, tuple)) else [value]:  # a list repeats the option
-                argv += [f"--{key}", str(item)]
+                argv += [f"--{key.replace('_', '-')}", str(item)]
         mlx_fleet(*argv)
         self.inventory = yaml.safe_load((self.dir / "inventory.yml").read_text())
         self.nodes = list(self.inventory["all"]["children"]["mlx_cluster"]["hosts"])
@@ -41,9 +41,12 @@ class Sim:
         sub, *rest = args
         return mlx_fleet("sim", sub, "--dir", str(self.dir), *rest, check=check)
 
-    def ssh(self, node: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
-        """Plain `ssh NODE`, as MLX's tools call it (through the ssh_config drop-in)."""
-        result = subprocess.run(["ssh", "-o", "BatchMode=yes", node, command], capture_output=True, text=True, timeout=60)
+    def ssh(self, node: str, command: str, check: bool = True, own_config: bool = False) -> subprocess.CompletedProcess:
+        """Plain `ssh NODE`, as MLX's tools call it (through the ssh_config drop-in); `own_config`
+        reads this cluster's ssh_config only, whatever other clusters answer to the same name."""
+        config = ["-F", str(self.dir / "ssh_config")] if own_config else []
+        result = subprocess.run(["ssh", *config, "-o", "BatchMode=yes", node, command], capture_output=True, text=True,
+                                timeout=60)
         if check and result.returncode != 0:
             raise AssertionError(f"ssh {node} {command!r} exited {result.returncode}: {result.stderr}")
         return result

@@ -31,7 +31,7 @@ with open(state_path) as f:
     st = json.load(f)
 with open(state_path + ".log", "a") as f:
     f.write(" ".join(sys.argv[1:]) + "\n")
-args = [a for a in sys.argv[1:] if a not in ("-j", "-d", "-4")]
+args = [a for a in sys.argv[1:] if a not in ("-j", "-d", "-4", "-s")]
 
 def fail(msg):
     sys.stderr.write(msg + "\n"); sys.exit(2)
@@ -52,7 +52,7 @@ def covering(gw):
     fail("Error: Nexthop has invalid gateway.")
 
 if "-j" in sys.argv:
-    print(json.dumps(st["links"] if args[0] == "addr" else st["routes"]))
+    print(json.dumps(st["links"] if args[0] == "addr" else st.get("neigh", []) if args[0] == "neigh" else st["routes"]))
     sys.exit(0)
 if args[:2] == ["link", "set"]:
     l = link(args[2])
@@ -546,6 +546,28 @@ def test_route_get_matches_capture(make_node):
     net["routes"] = [{"dst": "default", "gateway": "192.168.1.1", "dev": "en1", "flags": []}]
     n.net = net
     assert n.out("route", "-n", "get", "192.0.43.10") == capture(FIXTURES / "route-n-get__real-world-systems__1.txt")
+
+
+def test_route_get_of_an_on_link_peer_matches_capture(make_node):
+    n = make_node(mini())
+    net = n.net
+    net["routes"] = [{"dst": "default", "gateway": "192.168.1.1", "dev": "en0", "flags": []},
+                     {"dst": "192.168.1.0/24", "dev": "en0", "protocol": "kernel", "scope": "link", "flags": []}]
+    net["neigh"] = [{"dst": "192.168.1.1", "dev": "en0", "lladdr": "a4:83:e7:00:00:01", "confirmed": 12,
+                     "state": ["REACHABLE"]}]
+    n.net = net
+    expected = capture(FIXTURES / "route-n-get__barrier-routing-blog__1.txt")
+    assert [line.rstrip() for line in n.out("route", "-n", "get", "192.168.1.1").split("\n")] == expected.split("\n")
+    # Without an ARP entry (nobody talked to it yet) the interface route answers; not a router: no ROUTER.
+    assert "destination: 192.168.1.0\n" in n.out("route", "-n", "get", "192.168.1.7")
+    net["neigh"].append({"dst": "192.168.1.7", "dev": "en0", "lladdr": "a4:83:e7:00:00:07", "confirmed": 0, "state": ["STALE"]})
+    n.net = net
+    assert "flags: <UP,HOST,DONE,LLINFO,WASCLONED,IFSCOPE,IFREF>\n" in n.out("route", "-n", "get", "192.168.1.7")
+
+
+def test_netstat_is_refused_rather_than_answered_by_linux(make_node):
+    rc, out, err = make_node().run("netstat", "-rn")
+    assert (rc, out) == (69, "") and err.startswith("netstat: not simulated by macsim;")
 
 
 def test_ifconfig_aliases_and_permissions(make_node):

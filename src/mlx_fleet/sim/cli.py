@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
@@ -26,6 +27,9 @@ def add_sim_parser(sub) -> None:
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
     up.add_argument("--replay", action="append", metavar="NODE=CAPTURE_DIR",
                     help="add NODE replaying a real Mac's capture (mlx-fleet capture); repeatable")
+    up.add_argument("--manage-over", action="append", metavar="NODE=bridge0|NODE=tb:N",
+                    help="the controller reaches NODE over a Thunderbolt cable, at an address on its "
+                         "Thunderbolt Bridge or on Thunderbolt port N, instead of en0; repeatable")
     add = with_dir(ssub.add_parser("add", help="power on a new Mac as it leaves Setup Assistant: password login only, "
                                                 "not cabled, not in the inventory"))
     add.add_argument("name")
@@ -39,6 +43,22 @@ def add_sim_parser(sub) -> None:
         p = with_dir(ssub.add_parser(name, help=helptext))
         p.add_argument("node")
         p.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    link = with_dir(ssub.add_parser("link", help="take the link the controller manages NODE through down (or up), "
+                                                  "the node staying on"))
+    link.add_argument("node")
+    link.add_argument("state", choices=("down", "up"))
+    update = with_dir(ssub.add_parser("update", help="install a macOS update on a node: new version, RDMA off "
+                                                      "(as users report), restart"))
+    update.add_argument("node")
+    update.add_argument("--macos-build", required=True, help="the new build, e.g. 25D125")
+    update.add_argument("--macos-version", help="the new version, e.g. 26.3 (default: unchanged)")
+    update.add_argument("--keep-rdma", action="store_true", help="an update that leaves RDMA as it was")
+    update.add_argument("--reenable-bridge", action="store_true", help="an update that turns the Thunderbolt Bridge back on")
+    pip = with_dir(ssub.add_parser("pip", help="pip of a Python environment on a node, as its owner, offline: "
+                                               "install or upgrade a package by hand (drift)"))
+    pip.add_argument("--env", default="/opt/mlx-fleet/venv", help="the environment's folder (default: %(default)s)")
+    pip.add_argument("node")
+    pip.add_argument("pip_args", nargs=argparse.REMAINDER, metavar="-- PIP_ARGS")
     with_dir(ssub.add_parser("reboot", help="restart a node (keeps networksetup settings, drops ifconfig ones)")).add_argument("node")
     with_dir(ssub.add_parser("unplug", help="pull the cable out of NODE:PORT")).add_argument("port")
     plug = with_dir(ssub.add_parser("plug", help="cable NODE:PORT to NODE:PORT"))
@@ -58,7 +78,7 @@ def _strip_dashes(command: list[str]) -> list[str]:
 def run_sim(args) -> int:
     from mlx_fleet.sim import host
     from mlx_fleet.sim.cluster import Cluster
-    from mlx_fleet.sim.layout import build_layout
+    from mlx_fleet.sim.layout import build_layout, parse_manage_over
 
     host.check_cluster_dir(Path(args.dir).resolve())
     if os.geteuid() == 0:
@@ -69,7 +89,10 @@ def run_sim(args) -> int:
         from mlx_fleet.sim.replay import parse_replay_args
 
         replays = parse_replay_args(args.replay)
-        cluster.up(build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays), seed=args.seed)
+        layout = build_layout(args.nodes, args.model, args.topology, args.rdma, replays=replays)
+        layout.manage_over = parse_manage_over(args.manage_over, layout.models)
+        _warn(host.name_warnings(layout.models))
+        cluster.up(layout, seed=args.seed)
         for name, replay in replays.items():
             for note in replay.notes:
                 print(f"replay {name}: {note}")
@@ -81,6 +104,7 @@ def run_sim(args) -> int:
         from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import DEFAULT_MODEL
         from mlx_fleet.sim.layout import catalogue_model
 
+        _warn(host.name_warnings([args.name]))
         added = cluster.add(args.name, catalogue_model(args.model or DEFAULT_MODEL), args.macos_version, args.macos_build)
         print(f"{added['name']} ({added['computer_name']}) is up at {added['address']}: not cabled, not in the inventory")
         print(f"admin password: {added['password_file']}")
@@ -94,6 +118,15 @@ def run_sim(args) -> int:
         return cluster.exec(args.node, _strip_dashes(args.node_command))
     elif cmd == "recovery":
         return cluster.recovery(args.node, _strip_dashes(args.node_command))
+    elif cmd == "link":
+        print(f"{args.node}: management link {args.state} ({cluster.set_link(args.node, args.state == 'up')})")
+    elif cmd == "update":
+        profile = cluster.update(args.node, args.macos_build, args.macos_version, keep_rdma=args.keep_rdma,
+                                 bridge_on=args.reenable_bridge)
+        print(f"{args.node} updated to macOS {profile['os_version']} ({profile['os_build']}) and restarted; "
+              f"RDMA {'enabled' if profile['rdma_enabled'] else 'disabled'}")
+    elif cmd == "pip":
+        return cluster.pip(args.node, args.env, _strip_dashes(args.pip_args))
     elif cmd == "reboot":
         cluster.reboot(args.node)
         print(f"{args.node} restarted")
@@ -107,10 +140,16 @@ def run_sim(args) -> int:
     return 0
 
 
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"mlx-fleet sim: warning: {warning}", file=sys.stderr)
+
+
 def _print_status(status: dict) -> None:
-    print(f"{'node':<14} {'model':<20} {'status':<9} {'address':<14} {'RDMA':<9} {'macOS':<14} serial")
+    print(f"{'node':<14} {'model':<20} {'status':<9} {'address':<14} {'link':<12} {'RDMA':<9} {'macOS':<14} serial")
     for n in status["nodes"]:
-        print(f"{n['name']:<14} {n['model']:<20} {n['status']:<9} {n['management_ip']:<14} {n['rdma']:<9} {n['macos']:<14} {n['serial']}")
+        print(f"{n['name']:<14} {n['model']:<20} {n['status']:<9} {n['management_ip']:<14} {n['link']:<12} "
+              f"{n['rdma']:<9} {n['macos']:<14} {n['serial']}")
     print("cables:" if status["cables"] else "cables: none")
     for cable in status["cables"]:
         print(f"  {cable}")

@@ -17,11 +17,13 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import yaml
@@ -32,12 +34,13 @@ from mlx_fleet.sim.doubles import install_doubles
 from mlx_fleet.sim.host import DROP_IN_DIR, SimError, run
 from mlx_fleet.sim.layout import Layout
 from mlx_fleet.sim import replay
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 from mlx_fleet.sim.models import DEFAULT_OS, make_profile
 
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+CONSOLE_ENV = {"PATH": NODE_PATH, "HOME": "/var/root", "LANG": "C.UTF-8"}  # root at the node's console
 LIBEXEC = "usr/local/libexec/macsim"
-PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group
+PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group (etc/shadow)
 SETTABLE = {
     "os_version": str, "os_build": str, "memory_gb": int, "serial": str,
     "clt_installed": lambda v: v.lower() in ("1", "true", "yes"),
@@ -108,6 +111,11 @@ class Cluster:
     @property
     def bridge(self) -> str:
         return f"{self.prefix}br"
+
+    @property
+    def controller_bridge(self) -> str:
+        """The host's end of the Thunderbolt cables of nodes managed over Thunderbolt (10.214.K.1/24)."""
+        return f"{self.prefix}tb"
 
     def fs(self, name: str) -> Path:
         return self.dir / "nodes" / name / "fs"
@@ -191,6 +199,8 @@ class Cluster:
             self.state["nodes"][name]["management_ip"] = profiles[name]["management"]["ip"]
         cables = replay.merge_cables(layout.cables, replay.implied_cables(layout.replays, profiles),
                                      {name: _port_count(p) for name, p in profiles.items()})
+        for name, how in layout.manage_over.items():
+            self.state["nodes"][name]["manage_over"] = self._plan_management(name, how, profiles[name], cables)
         for name, profile in profiles.items():
             self._make_node(name, profile)
             if name in layout.replays:
@@ -198,13 +208,89 @@ class Cluster:
         self.state["cables"] = [str(c) for c in cables]
         for cable in cables:
             self._connect(cable)
+        for name in layout.manage_over:
+            self._cable_controller(name)
         self._refresh_links()
         for name in layout.models:
             self._start(name)
         self._save()
-        self._write_access_files()
         for name in layout.models:
             self._wait_for_ssh(name)
+        for name in layout.manage_over:
+            self._configure_management(name)
+        self._write_access_files()
+
+    # ---- managed over Thunderbolt ---------------------------------------------------
+    def _plan_management(self, name: str, how: str | int, profile: dict, cables: list[Cable]) -> dict:
+        """The controller's cable to NAME: which port, and the address NAME answers on."""
+        used = {end.number for cable in cables for end in (cable.a, cable.b) if end.host == name}
+        devices = {p["receptacle"]: p["device"] for p in profile["thunderbolt"]}
+        option = f"--manage-over {name}={'bridge0' if how == 'bridge0' else f'tb:{how}'}"
+        if how == "bridge0":
+            free = [n for n in sorted(devices) if n not in used]
+            if not free:
+                raise SimError(f"{option}: every Thunderbolt port of {name} is cabled; the controller's cable needs one")
+            port = free[-1]
+        elif how not in devices:
+            raise SimError(f"{option}: {name} has no Thunderbolt port {how}")
+        elif how in used:
+            raise SimError(f"{option}: port {how} of {name} is cabled to another Mac; pick a free port")
+        else:
+            port = how
+        if how == "bridge0":  # the cable's traffic really goes through bridge0 (see doubles/macsim/ifconfig.py)
+            profile["bridge_data_path"] = [devices[port]]
+        return {"interface": "bridge0" if how == "bridge0" else devices[port], "port": port,
+                "ip": f"10.214.{self.index}.{11 + self._rank(name)}"}
+
+    def _cable_controller(self, name: str) -> None:
+        """Plug the controller's Thunderbolt cable into NAME: the port's far end joins the host's bridge."""
+        if not json.loads(run(["ip", "-j", "link", "show", self.controller_bridge], check=False).stdout or "[]"):
+            run(["ip", "link", "add", self.controller_bridge, "type", "bridge"])
+            run(["ip", "addr", "add", f"10.214.{self.index}.1/24", "dev", self.controller_bridge])
+            run(["ip", "link", "set", self.controller_bridge, "up"])
+        end = self._management_end(name)
+        run(["ip", "-n", self.patch_ns, "link", "set", end, "netns", str(os.getpid())])
+        run(["ip", "link", "set", end, "master", self.controller_bridge, "up"])
+
+    def _configure_management(self, name: str) -> None:
+        """What the person who cabled the controller did on the Mac: a manual address on the
+        Thunderbolt Bridge, or on a network service of its own for the Thunderbolt port."""
+        node = self.state["nodes"][name]
+        plan = node["manage_over"]
+        if plan["interface"] == "bridge0":
+            service = "Thunderbolt Bridge"
+        else:
+            service = next(i["hardware_port"] for i in self.profile(name)["interfaces"] if i["device"] == plan["interface"])
+            self._node_run(name, ["networksetup", "-createnetworkservice", service, service])
+        self._node_run(name, ["networksetup", "-setmanual", service, plan["ip"], "255.255.255.0"])
+        node["management_ip"] = plan["ip"]
+        self._save()
+
+    def _management_end(self, name: str) -> str:
+        """The host-side end of the link the controller manages NAME through."""
+        plan = self.state["nodes"][name].get("manage_over")
+        return self._patch_end(Port(name, plan["port"])) if plan else f"m{self.index}n{self._rank(name)}e"
+
+    def _controller_peer(self) -> dict:
+        """The controller as a Mac at the far end of a Thunderbolt cable (a MacBook Pro)."""
+        laptop = MODELS["macbook-pro-m4-max"]
+        domain = uuid.uuid5(uuid.NAMESPACE_URL, f"macsim:{self.state['seed']}:controller")
+        return {"name": laptop.model_name, "model_id": laptop.model_id, "domain_uuid": str(domain).upper(),
+                "rdma_enabled": False}
+
+    def set_link(self, name: str, up: bool) -> str:
+        """Take the controller's link to NAME down (a pulled cable, a dead switch port) or up;
+        returns what that link is."""
+        self._require_up()
+        node = self._require(name)
+        run(["ip", "link", "set", self._management_end(name), "up" if up else "down"])
+        node["link"] = "up" if up else "down"
+        self._save()
+        self._refresh_links()
+        plan = node.get("manage_over")
+        if plan:
+            return f"{plan['interface']}, the controller's cable in Thunderbolt {plan['port']}"
+        return self.profile(name)["management"]["device"]
 
     def _write_client_key(self) -> None:
         key = self.dir / "id_ed25519"
@@ -310,9 +396,8 @@ class Cluster:
         secret.write_text(password + "\n")
 
     def _write_factory_names(self, name: str, model_name: str) -> str:
-        """Setup Assistant's names, "admin's Mac mini" and "admins-Mac-mini"; returns the LocalHostName."""
-        computer_name = f"{host.ADMIN_USER}'s {model_name}"
-        local_host_name = computer_name.replace("'", "").replace(" ", "-")
+        """Setup Assistant's ComputerName and LocalHostName; returns the LocalHostName."""
+        computer_name, local_host_name = _factory_names(model_name)
         prefs = self.fs(name) / "Library/Preferences/SystemConfiguration/preferences.json"
         prefs.write_text(json.dumps({"System": {"ComputerName": computer_name, "LocalHostName": local_host_name}}, indent=2))
         prefs.chmod(0o644)
@@ -333,7 +418,7 @@ class Cluster:
                                management_prefix=24, router=f"{net}.1", rdma_enabled=False,
                                os_version=(os_version or DEFAULT_OS[0], os_build or DEFAULT_OS[1]))
         profile["sudo"] = "password"
-        self.state["nodes"][name] = {"rank": rank, "model": model.key, "status": "off", "factory": True,
+        self.state["nodes"][name] = {"rank": rank, "model": model.key, "status": "off",
                                      "management_ip": profile["management"]["ip"]}
         self._save()
         try:
@@ -349,7 +434,7 @@ class Cluster:
         pub = self.fs(name) / LIBEXEC / "ssh" / "ssh_host_ed25519_key.pub"
         fingerprint = run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(pub)]).stdout.split()[1]
         return {"name": name, "address": profile["management"]["ip"], "fingerprint": fingerprint,
-                "computer_name": f"{host.ADMIN_USER}'s {profile['model_name']}",
+                "computer_name": _factory_names(profile["model_name"])[0],
                 "password_file": str(self.dir / "nodes" / name / "admin-password")}
 
     def _discard(self, name: str) -> None:
@@ -400,6 +485,12 @@ class Cluster:
                     {"kind": "dock", "speed_gbps": min(speed, 40), "name": options["dock"],
                      "vendor": options["dock"].split()[0], "behind": mac}
                     if options.get("dock") else {"kind": "mac", "speed_gbps": speed, "peer": mac})
+        for name, node in self.state["nodes"].items():
+            plan = node.get("manage_over")
+            if plan and node.get("link") != "down":
+                port = ports[(name, plan["port"])]
+                port["link"] = {"kind": "mac", "speed_gbps": 80 if port["generation"] >= 5 else 40,
+                                "peer": self._controller_peer()}
         for name, prof in profiles.items():
             self._write_profile(name, prof)
 
@@ -410,6 +501,7 @@ class Cluster:
         self._require_up()
         port = _port_arg(end)
         self._require(port.host)
+        self._refuse_controller_port(port)
         for cable in self.cables():
             if port in (cable.a, cable.b):
                 self._disconnect(cable)
@@ -420,10 +512,17 @@ class Cluster:
                 return cable
         raise SimError(f"nothing is plugged into {port}")
 
+    def _refuse_controller_port(self, port: Port) -> None:
+        plan = self.state["nodes"].get(port.host, {}).get("manage_over")
+        if plan and plan["port"] == port.number:
+            raise SimError(f"{port} holds the controller's cable (--manage-over); use: mlx-fleet sim link {port.host} down|up")
+
     def plug(self, a: str, b: str, speed: int | None = None, dock: str | None = None) -> Cable:
         """Cable two ports; `speed` models a slower cable (40: a TB4 cable), `dock` a dock in between."""
         self._require_up()
         cable = parse_cables([f"{a} -- {b}"], self._port_counts())[0]
+        for end in (cable.a, cable.b):
+            self._refuse_controller_port(end)
         try:
             parse_cables(self.state["cables"] + [str(cable)])
         except CablePlanError as exc:
@@ -441,8 +540,7 @@ class Cluster:
     def _spawn(self, name: str, command: list[str], **popen) -> subprocess.Popen:
         argv = ["ip", "netns", "exec", self.ns(name), "unshare", "--mount", "--uts", "--propagation", "private",
                 "--", "/bin/sh", "-c", _NODE_INIT, "macsim-init", str(self.fs(name)), name, *command]
-        env = {"PATH": NODE_PATH, "HOME": "/var/root", "LANG": "C.UTF-8"}
-        return subprocess.Popen(argv, env=env, **popen)
+        return subprocess.Popen(argv, env=CONSOLE_ENV, **popen)
 
     def _start(self, name: str) -> None:
         node = self._require(name)
@@ -508,6 +606,58 @@ class Cluster:
         self._start(name)
         self._wait_for_ssh(name)
 
+    def update(self, name: str, os_build: str, os_version: str | None = None, keep_rdma: bool = False,
+               bridge_on: bool = False) -> dict:
+        """A macOS update: the new version, RDMA switched off (as users report after updates, unless
+        `keep_rdma`), the Thunderbolt Bridge service back on if `bridge_on`, and a restart."""
+        self._require_up()
+        self._require(name)
+        if bridge_on:
+            self._thunderbolt_bridge_on(name)
+        profile = self.profile(name)
+        profile["os_build"] = os_build
+        profile["os_version"] = os_version or profile["os_version"]
+        profile["nvram_rdma"] = profile["nvram_rdma"] and keep_rdma
+        self._write_profile(name, profile)
+        self.reboot(name)
+        return self.profile(name)
+
+    def _thunderbolt_bridge_on(self, name: str) -> None:
+        """Enable the bridge0 service, or make it again if someone removed it (as configd would)."""
+        order = self._node_run(name, ["networksetup", "-listnetworkserviceorder"])
+        service = next((m.group(1) for m in re.finditer(r"^\(\S+\) (.+)\n\(Hardware Port: .+, Device: bridge0\)$",
+                                                         order, re.M)), None)
+        if service is None:
+            service = "Thunderbolt Bridge"
+            self._node_run(name, ["networksetup", "-createnetworkservice", service, service])
+        self._node_run(name, ["networksetup", "-setnetworkserviceenabled", service, "on"])
+
+    def pip(self, name: str, env: str, pip_args: list[str]) -> int:
+        """`pip` of the Python environment `env` on the node, run by the environment's owner, offline
+        (the sim has no index to reach): what someone installing a package by hand does."""
+        self._require_up()
+        self._require(name)
+        try:
+            uid, gid = self._node_run(name, ["stat", "-c", "%u %g", f"{env}/bin/python"]).split()
+        except SimError:
+            raise SimError(f"no Python environment at {env} on {name}; give its folder with --env") from None
+        args = []
+        for arg in pip_args:  # the node sees the host's files, except its own private folders
+            path = Path(arg)
+            if not arg.startswith("-") and path.exists():
+                path = path.resolve()
+                if any(path.is_relative_to("/" + d) for d in PRIVATE_DIRS):
+                    raise SimError(f"{path} is hidden by {name}'s own disk; copy it to a shared folder such as /var/tmp")
+                arg = str(path)
+            args.append(arg)
+        home = self._node_run(name, ["getent", "passwd", uid]).split(":")[5]
+        # The node's own pip drives the environment's Python (`--python`): environments made with
+        # `uv venv`, as mlx_env makes them, have no pip of their own.
+        command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
+                   "/usr/bin/python3", "-m", "pip", "--python", f"{env}/bin/python", *args]
+        offline = {"HOME": home, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
+        return subprocess.run(self._console_argv(name, command, env=offline)).returncode
+
     def recovery(self, name: str, command: list[str]) -> int:
         """Boot NAME into macOS Recovery and run a Terminal command there, as the person at the Mac would.
 
@@ -528,11 +678,20 @@ class Cluster:
     def exec(self, name: str, command: list[str]) -> int:
         """Run a command as root on the node's console (its namespaces), not over SSH."""
         self._require_up()
-        node = self._require(name)
+        self._require(name)
+        return subprocess.run(self._console_argv(name, command)).returncode
+
+    def _console_argv(self, name: str, command: list[str], env: dict | None = None) -> list[str]:
+        node = self.state["nodes"][name]
         if node["status"] != "running" or not _alive(node.get("pid")):
             raise SimError(f"{name} is not running (status: {node['status']}); try: mlx-fleet sim reboot {name}")
-        argv = ["nsenter", "-t", str(node["pid"]), "-n", "-m", "-u", "--", "/usr/bin/env", f"PATH={NODE_PATH}", *command]
-        return subprocess.run(argv).returncode
+        # The node's console environment, not the caller's (whose PIP_*, PYTHON* a Mac would not have).
+        variables = [f"{k}={v}" for k, v in {**CONSOLE_ENV, **(env or {})}.items()]
+        return ["nsenter", "-t", str(node["pid"]), "-n", "-m", "-u", "--", "/usr/bin/env", "-i", *variables, *command]
+
+    def _node_run(self, name: str, command: list[str]) -> str:
+        """Run a command as root on the node's console; its output, or a SimError."""
+        return run(self._console_argv(name, command)).stdout
 
     def set(self, name: str, assignments: list[str]) -> dict:
         self._require_up()
@@ -562,6 +721,8 @@ class Cluster:
             nodes.append({
                 "name": name, "model": node["model"], "status": node["status"] if alive or node["status"] != "running" else "crashed",
                 "management_ip": node.get("management_ip"), "rdma": "enabled" if profile["rdma_enabled"] else "disabled",
+                "link": (node.get("manage_over", {}).get("interface") or profile["management"]["device"])
+                + (" down" if node.get("link") == "down" else ""),
                 "macos": f"{profile['os_version']} ({profile['os_build']})", "serial": profile["serial"],
             })
         return {"dir": str(self.dir), "index": self.index, "nodes": nodes, "cables": self.state["cables"]}
@@ -619,7 +780,7 @@ class Cluster:
                 run(["ip", "netns", "del", ns], check=False)
         links = json.loads(run(["ip", "-j", "link", "show"]).stdout)
         for link in links:
-            if link["ifname"] == self.bridge or link["ifname"].startswith(f"m{self.index}n"):
+            if link["ifname"] in (self.bridge, self.controller_bridge) or link["ifname"].startswith(f"m{self.index}n"):
                 run(["ip", "link", "del", link["ifname"]], check=False)
         for drop_in in DROP_IN_DIR.glob(f"mlx-fleet-sim-*-{self.index}.conf"):
             drop_in.unlink()
@@ -636,6 +797,12 @@ class Cluster:
         for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def _factory_names(model_name: str) -> tuple[str, str]:
+    """What Setup Assistant names a Mac: "admin's Mac mini", and "admins-Mac-mini" for Bonjour."""
+    computer_name = f"{host.ADMIN_USER}'s {model_name}"
+    return computer_name, computer_name.replace("'", "").replace(" ", "-")
 
 
 def _check_node_name(name: str) -> None:

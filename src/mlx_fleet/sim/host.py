@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import grp
 import json
 import os
@@ -18,6 +19,7 @@ import pwd
 import secrets
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 REGISTRY = Path("/run/mlx-fleet-sim")
@@ -195,6 +197,57 @@ def remove_stale_drop_ins() -> list[Path]:
                 drop_in.unlink(missing_ok=True)
                 removed.append(drop_in)
     return removed
+
+
+def user_ssh_configs() -> list[Path]:
+    """The ssh configs a plain `ssh NODE` reads besides the sim's own drop-ins."""
+    homes = {Path.home()}
+    if os.environ.get("SUDO_USER"):
+        with contextlib.suppress(KeyError):
+            homes.add(Path(pwd.getpwnam(os.environ["SUDO_USER"]).pw_dir))
+    drop_ins = sorted(p for p in DROP_IN_DIR.glob("*.conf") if not p.match(DROP_IN_GLOB))
+    return [home / ".ssh" / "config" for home in sorted(homes)] + [Path("/etc/ssh/ssh_config")] + drop_ins
+
+
+def _host_patterns(config: Path, name: str) -> list[str]:
+    """The `Host` patterns of an ssh config that match `name` (negations honoured; `Host *` left out)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for line in config.read_text(errors="replace").splitlines():
+            keyword, _, rest = line.strip().replace("=", " ", 1).partition(" ")
+            if keyword.lower() != "host":
+                continue
+            patterns = rest.split()
+            if any(fnmatch.fnmatchcase(name, p[1:]) for p in patterns if p.startswith("!")):
+                continue
+            found += [p for p in patterns if p != "*" and not p.startswith("!") and fnmatch.fnmatchcase(name, p)]
+    return found
+
+
+def name_warnings(names, ssh_configs: list[Path] | None = None, timeout: float = 3.0) -> list[str]:
+    """Node names this machine already resolves (hosts file or DNS) or that another ssh config
+    entry matches: programs other than ssh, or ssh itself, may reach something else by that name."""
+    warnings = []
+    lookups = {name: subprocess.Popen(["getent", "hosts", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                      text=True) for name in names}
+    deadline = time.monotonic() + timeout  # a resolver that does not answer must not hold up the sim
+    for name, lookup in lookups.items():
+        try:
+            found = lookup.communicate(timeout=max(0.0, deadline - time.monotonic()))[0].split()
+        except subprocess.TimeoutExpired:
+            lookup.kill()
+            lookup.wait()
+            continue
+        if lookup.returncode == 0 and found:
+            warnings.append(f"{name} already resolves to {found[0]} on this machine (getent hosts {name}); "
+                            "ssh reaches the simulated Mac, other programs may reach that address")
+    for config in user_ssh_configs() if ssh_configs is None else ssh_configs:
+        for name in names:
+            patterns = _host_patterns(config, name)
+            if patterns:
+                warnings.append(f"{name} matches 'Host {' '.join(patterns)}' in {config}: "
+                                "that entry may change how ssh reaches the simulated Mac")
+    return warnings
 
 
 def admin_ids() -> tuple[int, int]:

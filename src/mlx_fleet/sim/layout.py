@@ -22,6 +22,8 @@ class Layout:
     cables: list[Cable]
     rdma: dict[str, bool] = field(default_factory=dict)
     replays: dict[str, Replay] = field(default_factory=dict)  # nodes replaying a capture
+    # nodes the controller reaches over a Thunderbolt cable: "bridge0", or a port number
+    manage_over: dict[str, str | int] = field(default_factory=dict)
 
 
 def _pick_port(model: Model, used: set[int]) -> int:
@@ -96,6 +98,20 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
     # A recorded `rdma_ctl status` is the Mac's NVRAM: it wins over --rdma.
     chosen_rdma.update((name, r.rdma_enabled) for name, r in replays.items() if r.rdma_enabled is not None)
     return Layout(models, cables, rdma=chosen_rdma, replays=dict(replays))
+
+
+def parse_manage_over(items: list[str] | None, nodes) -> dict[str, str | int]:
+    """``--manage-over NODE=bridge0`` or ``NODE=tb:N``: how the controller is cabled to NODE."""
+    chosen: dict[str, str | int] = {}
+    for item in items or []:
+        name, _, how = item.partition("=")
+        port = how[3:] if how.startswith("tb:") else ""
+        if how != "bridge0" and not port.isdigit():
+            raise CablePlanError(f"--manage-over {item}: give NODE=bridge0 or NODE=tb:N (a Thunderbolt port number)")
+        if name not in nodes:
+            raise CablePlanError(f"--manage-over {item}: no node {name!r} in the cluster")
+        chosen[name] = "bridge0" if how == "bridge0" else int(port)
+    return chosen
 
 
 def _rdma_choice(rdma: str, default: dict[str, bool]) -> dict[str, bool]:

@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 
-from . import launchctl, names, net, services, state
+from . import ifconfig, launchctl, names, net, services, state
 from .state import Fail
 
 
@@ -25,8 +25,7 @@ def main(argv: list[str]) -> int:
     all_services = services.load()
     bridge = next((s for s in all_services if s["device"] == "bridge0"), None)
     # configd enslaves the Thunderbolt ports only while the Thunderbolt Bridge service is on.
-    members = state.thunderbolt_devices() if bridge and bridge["enabled"] else []
-    state.save_runtime("bridge", {"members": members})
+    ifconfig.set_bridge_members(state.thunderbolt_devices() if bridge and bridge["enabled"] else [])
     if bridge is None and net.link("bridge0") is not None:
         net.set_up("bridge0", False)  # no service: nothing brings the bridge up
     for service in all_services:

@@ -34,6 +34,16 @@ def bridge_members() -> list[str]:
     return state.runtime("bridge", {"members": state.thunderbolt_devices()})["members"]
 
 
+def set_bridge_members(members: list[str]) -> None:
+    """Record bridge0's members. Membership is bookkeeping, except for the ports node.json lists in
+    ``bridge_data_path`` (the controller's cable to a Mac managed over its Thunderbolt Bridge),
+    which really join the Linux bridge: a Mac's bridge still delivers a member's own addresses,
+    a Linux bridge would swallow them, so the other ports keep their traffic to themselves."""
+    state.save_runtime("bridge", {"members": members})
+    for device in state.node().get("bridge_data_path", []):
+        net.ip("link", "set", device, *(("master", "bridge0") if device in members else ("nomaster",)))
+
+
 def _kind(name: str) -> str:
     if name == "lo0":
         return "loopback"
@@ -173,7 +183,7 @@ def _member(op: str, device: str) -> None:
     members = [m for m in bridge_members() if m != device]
     if op == "addm":
         members.append(device)
-    state.save_runtime("bridge", {"members": members})
+    set_bridge_members(members)
 
 
 def main(argv: list[str]) -> int:

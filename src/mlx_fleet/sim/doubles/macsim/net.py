@@ -39,6 +39,11 @@ def routes() -> list[dict]:
     return _json("route", "show")
 
 
+def neighbours() -> list[dict]:
+    """The ARP table with each entry's age in seconds (``confirmed``)."""
+    return _json("-s", "neigh", "show")
+
+
 def ipv4(entry: dict) -> list[dict]:
     return [a for a in entry.get("addr_info", []) if a.get("family") == "inet"]
 

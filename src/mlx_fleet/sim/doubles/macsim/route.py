@@ -15,8 +15,15 @@ from . import net, state
 from .state import Fail, err, out
 
 EX_NOPERM = 77
-METRICS = (" recvpipe  sendpipe  ssthresh  rtt,msec    rttvar  hopcount      mtu     expire\n"
-           + "       0  " * 6 + "    1500  " + "       0 \n")
+ARP_MAX_AGE = 1200  # seconds an ARP entry lives (net.link.ether.inet.max_age)
+# The host route the kernel clones from an interface route for a neighbour it has resolved
+# (a public `route get 192.168.1.1` capture, tests/fixtures/macos/route-get-onlink__*).
+NEIGHBOUR_FLAGS = "UP,HOST,DONE,LLINFO,WASCLONED,IFSCOPE,IFREF"
+
+
+def _metrics(expire: int = 0) -> str:
+    return (" recvpipe  sendpipe  ssthresh  rtt,msec    rttvar  hopcount      mtu     expire\n"
+            + "       0  " * 6 + "    1500  " + f"{expire:>8} \n")
 
 
 def _parse(args: list[str]) -> dict:
@@ -135,6 +142,13 @@ def get(spec: dict) -> int:
         err("route: writing to routing socket: not in table\n")
         return 0  # route.c exits 0 after a failed get
     cidr = net.route_cidr(route)
+    neighbour = _neighbour(target, route["dev"]) if "gateway" not in route and cidr.prefixlen < 32 else None
+    if neighbour is not None:
+        router = any(r.get("gateway") == target for r in net.routes())
+        out(f"   route to: {dest}\ndestination: {target}\n  interface: {route['dev']}\n"
+            f"      flags: <{NEIGHBOUR_FLAGS}{',ROUTER' if router else ''}>\n"
+            + _metrics(max(0, ARP_MAX_AGE - int(neighbour.get("confirmed", 0)))))
+        return 0
     text = f"   route to: {dest}\n"
     if cidr.prefixlen == 0:
         text += "destination: default\n       mask: default\n"
@@ -145,8 +159,14 @@ def get(spec: dict) -> int:
     if "gateway" in route:
         text += f"    gateway: {route['gateway']}\n"
     text += f"  interface: {route['dev']}\n      flags: {_flags(route)}\n"
-    out(text + METRICS)
+    out(text + _metrics())
     return 0
+
+
+def _neighbour(address: str, device: str) -> dict | None:
+    """The resolved ARP entry for an on-link address, as macOS keeps one per peer it talks to."""
+    return next((n for n in net.neighbours() if n.get("dst") == address and n.get("dev") == device
+                 and n.get("lladdr") and not {"FAILED", "INCOMPLETE"} & set(n.get("state", []))), None)
 
 
 def main(argv: list[str]) -> int:
