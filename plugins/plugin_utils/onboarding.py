@@ -123,12 +123,13 @@ def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, mo
     advice.cables = [Cable(*(c.a, c.b) if c.a.host == new else (c.b, c.a))
                      for c in mine_too if new in (c.a.host, c.b.host)] + advice.cables
     result.advice = advice
-    result.add = advice.plan_entries()
+    add = list(advice.cables)
     if cables is None:
         # No plan yet: the cables found between the others start it, or the fabric would call them extra.
-        result.add = [_entry(c) for c in found if new not in (c.a.host, c.b.host)] + result.add
+        add = [c for c in found if new not in (c.a.host, c.b.host)] + add
+    result.add = [_entry(c) for c in add]
     result.unplug = [_entry(c) for c in advice.unplug]
-    result.seen = [_entry(c) for c in advice.cables if c.key in live]
+    result.seen = [_entry(c) for c in add if c.key in live]
 
     readiness = rdma.classify_node(new, macos[new], thunderbolt[new], model=keys[new])
     result.rdma = readiness.message

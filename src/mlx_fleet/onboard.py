@@ -70,8 +70,8 @@ def add_onboard_parser(sub, command) -> None:
 # --- the inventory, as Ansible reads it ---------------------------------------------------------
 
 
-def _inventory_view(inventories: list[str], name: str) -> tuple[list[str], dict, dict | None]:
-    """(the cluster's hosts, the variables the new Mac gets from the group, its own entry if it has one)."""
+def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | None]:
+    """(the variables the new Mac gets from the group, its own entry if it has one)."""
     from ansible.inventory.host import Host
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
@@ -86,7 +86,6 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[list[str], dict,
     group = manager.groups.get(GROUP)
     if group is None:
         raise UserError(f"the inventory has no group {GROUP}: list the cluster's Macs under it")
-    hosts = [h.name for h in group.get_hosts()]
     existing = manager.get_host(name)
     host = existing or Host(name)
     if existing is None:
@@ -96,7 +95,7 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[list[str], dict,
     wanted = ("ansible_user", "ansible_host", "ansible_ssh_common_args", "ansible_ssh_extra_args")
     view = {key: str(templar.template(variables[key])) for key in wanted if variables.get(key) is not None}
     own = dict(existing.vars) if existing is not None else None
-    return [h for h in hosts if h != name], view, own
+    return view, own
 
 
 def _read_password(path: str | None, target: onboard_ssh.Target) -> str:
@@ -224,7 +223,7 @@ def run_onboard(args, summarize) -> int:
     name = args.name
     if not _NAME_RE.match(name):
         raise UserError(f"{name!r} is not a usable inventory name: letters, digits, '-', '_' and '.'")
-    others, view, own = _inventory_view(args.inventory, name)
+    view, own = _inventory_view(args.inventory, name)
     if own is not None and own.get("ansible_host", args.address) != args.address:
         raise UserError(f"{name} is already in the inventory with ansible_host {own['ansible_host']}, not "
                         f"{args.address}: give that address or another name")
@@ -241,7 +240,7 @@ def run_onboard(args, summarize) -> int:
         wanted = {"ansible_host": args.address if target.needs_ansible_host else None,
                   "ansible_user": user if view.get("ansible_user") != user else None,
                   "mlx_fleet_model": model, "mlx_fleet_location": args.location}
-        return {key: value for key, value in wanted.items() if value}
+        return {var: value for var, value in wanted.items() if value}
 
     output_dir = runner.output_dir_from(args)
     inventory_text = " ".join(f"-i {shlex.quote(i)}" for i in args.inventory)

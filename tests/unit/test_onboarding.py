@@ -54,6 +54,7 @@ def test_cables_already_plugged_or_planned_are_the_new_mac_s_and_a_missing_plan_
     assert onboarding.seen_steps == ["connect new Thunderbolt 2 to studio-1 Thunderbolt 4"]
     no_plan = assess("new", macos, cluster.facts, cables=None)
     assert no_plan.add == MESH + ["new:2 -- studio-1:4", "new:3 -- studio-2:4", "new:4 -- studio-3:4"]
+    assert no_plan.seen == MESH + ["new:2 -- studio-1:4"]
 
 
 def test_auto_takes_the_ring_when_a_mesh_is_impossible_and_jaccl_stops():
