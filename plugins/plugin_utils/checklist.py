@@ -24,7 +24,8 @@ TEXT_FILE = "recovery-checklist.txt"
 _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
 
 
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
+    """The printed sheets' Jinja2 environment (docs/recovery/ templates; HTML autoescaped)."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=lambda name: bool(name) and ".html" in name,
@@ -66,7 +67,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
 
 def render(ctx: dict) -> tuple[str, str]:
     """(html, text) for a context from ``context``."""
-    env = _environment()
+    env = environment()
     return env.get_template("checklist.html.j2").render(ctx), env.get_template("checklist.txt.j2").render(ctx)
 
 

@@ -26,6 +26,8 @@ class Model:
     management_device: str
     # Thunderbolt receptacles whose RDMA never comes up (the Mac Studio port beside Ethernet)
     rdma_broken_ports: tuple[int, ...] = ()
+    # Where the Thunderbolt ports are on the case, for a person with a cable in hand.
+    ports_where: str = ""
 
     @property
     def thunderbolt_devices(self) -> list[tuple[int, str]]:
@@ -52,24 +54,28 @@ MODELS: dict[str, Model] = {
             "32 (24 performance and 8 efficiency)", 32, 512, 5,
             (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 6),
             "en0", rdma_broken_ports=(1,),
+            ports_where="four Thunderbolt 5 ports on the back and two on the front; Thunderbolt 1 is the one "
+                        "on the back beside Ethernet",
         ),
         Model(
             "mini-m4-pro", "Mac mini", "Mac16,11", "Apple M4 Pro",
             "14 (10 performance and 4 efficiency)", 14, 64, 5,
             (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 3),
-            "en0",
+            "en0", ports_where="three Thunderbolt 5 ports on the back (the two USB-C ports on the front are not "
+                               "Thunderbolt)",
         ),
         Model(
             "mini-m4", "Mac mini", "Mac16,10", "Apple M4",
             "10 (4 performance and 6 efficiency)", 10, 32, 4,
             (("Ethernet", "en0"), ("Wi-Fi", "en1")) + _tb_ports(2, 3),
-            "en0",
+            "en0", ports_where="three Thunderbolt 4 ports on the back (the two USB-C ports on the front are not "
+                               "Thunderbolt)",
         ),
         Model(
             "macbook-pro-m4-max", "MacBook Pro", "Mac16,6", "Apple M4 Max",
             "16 (12 performance and 4 efficiency)", 16, 128, 5,
             (("Wi-Fi", "en0"),) + _tb_ports(1, 3),
-            "en0",
+            "en0", ports_where="three Thunderbolt 5 ports: two on the left side, one on the right",
         ),
     )
 }

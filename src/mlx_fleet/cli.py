@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_parser(sub, _command)
     _capture_parser(sub)
+    from mlx_fleet.onboard import add_onboard_parser
+
+    add_onboard_parser(sub, _command)
     add_sim_parser(sub)
     return parser
 
@@ -128,6 +131,11 @@ def _dispatch(args, argv: list[str] | None) -> int:
         return run_sim(args)
     if args.tool == "capture":
         return _run_capture(args)
+    if args.tool == "onboard":
+        from mlx_fleet import runner
+        from mlx_fleet.onboard import run_onboard
+
+        return run_onboard(args, lambda report: runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report)))
     if args.tool == "lock":
         from mlx_fleet.lock_cli import run_lock
 

@@ -189,6 +189,7 @@ class PlaybookOptions:
     diff: bool = False
     verbosity: int = 0
     ask_become_pass: bool = False
+    become_password: str | None = None  # already known (onboard asked for it): handed over, never asked
 
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
@@ -233,9 +234,9 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         cmdline += ["-e", value]
     cmdline += ["--check"] * options.check + ["--diff"] * options.diff
     passwords = {}
-    if options.ask_become_pass:
+    if options.ask_become_pass or options.become_password:
         # Asked here, once, without echo; handed to ansible-playbook's prompt, never written anywhere.
-        password = getpass.getpass("BECOME password: ")
+        password = options.become_password or getpass.getpass("BECOME password: ")
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*$"] = password
     report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts)

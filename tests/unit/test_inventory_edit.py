@@ -1,0 +1,96 @@
+"""Adding a Mac and its cables to the user's inventory (mlx_fleet.inventory_edit)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mlx_fleet.inventory_edit import Edit, NotEditable, apply, lines_to_add
+
+REPO = Path(__file__).resolve().parents[2]
+
+INVENTORY = """\
+# Our lab: three Mac Studios in a mesh.
+all:
+  children:
+    mlx_cluster:
+      hosts:
+        studio-1:
+          mlx_fleet_model: studio-m3-ultra   # the first one
+          mlx_fleet_location: "Rack A, shelf 1"
+        studio-2: {mlx_fleet_model: studio-m3-ultra}
+      vars:
+        ansible_user: admin
+        # cabled by hand in March
+        mlx_fleet_cables:
+          - studio-1:2 -- studio-2:2   # short cable
+          - 'studio-1:3 -- studio-3:2'
+"""
+
+NEW = Edit("studio-4", {"mlx_fleet_model": "studio-m3-ultra", "mlx_fleet_location": "Rack A, shelf 4"},
+           ["studio-1:4 -- studio-4:2", "studio-2:4 -- studio-4:3"])
+
+
+def test_the_host_and_its_cables_are_added_and_everything_else_is_kept(tmp_path):
+    path = tmp_path / "hosts.yml"
+    path.write_text(INVENTORY)
+    path.chmod(0o640)
+    assert apply([str(path)], NEW) == [path]
+    text = path.read_text()
+    expected = INVENTORY.replace(
+        "        studio-2: {mlx_fleet_model: studio-m3-ultra}\n",
+        "        studio-2: {mlx_fleet_model: studio-m3-ultra}\n"
+        "        studio-4:\n          mlx_fleet_model: studio-m3-ultra\n          mlx_fleet_location: Rack A, shelf 4\n",
+    ) + "          - studio-1:4 -- studio-4:2\n          - studio-2:4 -- studio-4:3\n"
+    assert text == expected
+    assert path.stat().st_mode & 0o777 == 0o640
+    # Again: nothing to change, nothing written.
+    assert apply([str(path)], NEW) == []
+
+
+def test_cables_go_where_the_plan_lives_and_a_moved_cable_is_taken_out(tmp_path):
+    folder = tmp_path / "mine"
+    shutil.copytree(REPO / "inventory" / "example", folder)
+    hosts_before = (folder / "hosts.yml").read_text()
+    edit = Edit("studio-4", {"ansible_host": "studio-4.local", "mlx_fleet_model": "studio-m3-ultra"},
+                ["studio-1:4 -- studio-4:2", "studio-2:4 -- studio-4:3"], ["studio-2:2 -- studio-1:2"])
+    changed = apply([str(folder)], edit)
+    assert changed == [folder / "hosts.yml", folder / "group_vars" / "mlx_cluster.yml"]
+    assert (folder / "hosts.yml").read_text().startswith(hosts_before.split("      vars:")[0])
+    group_vars = (folder / "group_vars" / "mlx_cluster.yml").read_text()
+    assert group_vars.endswith("mlx_fleet_cables:\n  - studio-1:3 -- studio-3:2\n  - studio-2:3 -- studio-3:3\n"
+                               "  - studio-1:4 -- studio-4:2\n  - studio-2:4 -- studio-4:3\n")
+    assert group_vars.startswith("# The cluster as intended.")
+
+
+def test_an_inventory_without_a_plan_gets_one_in_the_group_vars(tmp_path):
+    path = tmp_path / "inventory.yml"
+    path.write_text("all:\n  children:\n    mlx_cluster:\n      hosts:\n        mini-1:\n")
+    apply([str(path)], Edit("mini-2", {"ansible_host": "10.0.0.12"}, ["mini-1:1 -- mini-2:1"]))
+    assert path.read_text() == ("all:\n  children:\n    mlx_cluster:\n      hosts:\n        mini-1:\n"
+                                "        mini-2:\n          ansible_host: 10.0.0.12\n"
+                                "      vars:\n        mlx_fleet_cables:\n        - mini-1:1 -- mini-2:1\n")
+
+
+@pytest.mark.parametrize("content, name, why", [
+    ("[mlx_cluster]\nmini-1\n", "hosts.ini", "is not a YAML inventory"),
+    ("all:\n    children:\n      mlx_cluster:\n          hosts: {mini-1: }\n", "hosts.yml", "would not keep its formatting"),
+    ("all:\n  children:\n    others:\n      hosts:\n        mini-1:\n", "hosts.yml", "has no group mlx_cluster"),
+])
+def test_inventories_it_cannot_rewrite_faithfully_are_left_alone(tmp_path, content, name, why):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(NotEditable, match=why):
+        apply([str(path)], NEW)
+    assert path.read_text() == content
+
+
+def test_the_lines_to_add_by_hand():
+    assert lines_to_add(NEW) == (
+        "under mlx_cluster: hosts: (YAML)\n"
+        "  studio-4:\n    mlx_fleet_model: studio-m3-ultra\n    mlx_fleet_location: Rack A, shelf 4\n"
+        "or, in an INI inventory's [mlx_cluster] section:\n"
+        '  studio-4 mlx_fleet_model=studio-m3-ultra mlx_fleet_location="Rack A, shelf 4"\n'
+        "add to mlx_fleet_cables:\n  - studio-1:4 -- studio-4:2\n  - studio-2:4 -- studio-4:3")

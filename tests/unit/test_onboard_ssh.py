@@ -1,0 +1,93 @@
+"""Trust and access helpers of mlx-fleet onboard (mlx_fleet.onboard_ssh), against OpenSSH's own tools."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mlx_fleet import onboard_ssh
+from mlx_fleet.errors import UserError
+
+
+@pytest.fixture
+def keys(tmp_path):
+    """A host key and a client key, as ssh-keygen makes them."""
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
+    return tmp_path
+
+
+def _config(tmp_path, body: str) -> list[str]:
+    path = tmp_path / "ssh_config"
+    path.write_text(body)
+    return ["-F", str(path)]
+
+
+def test_the_fingerprint_is_the_one_ssh_keygen_prints(keys):
+    blob = (keys / "host.pub").read_text().split()[1]
+    printed = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(keys / "host.pub")],
+                             capture_output=True, text=True, check=True).stdout.split()[1]
+    assert onboard_ssh.fingerprint(blob) == printed
+
+
+def test_a_name_the_ssh_config_sends_to_the_address_needs_no_ansible_host(keys):
+    args = _config(keys, f"Host studio-4\n  HostName 10.0.0.14\n  IdentityFile {keys / 'client'}\n"
+                         f"  UserKnownHostsFile {keys / 'known'}\n")
+    target = onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+    assert (target.host, target.hostname, target.port) == ("studio-4", "10.0.0.14", 22)
+    assert not target.needs_ansible_host
+    assert target.known_hosts == keys / "known" and target.identity == keys / "client"
+    assert target.known_hosts_names == ["10.0.0.14", "studio-4"]
+
+
+def test_otherwise_the_address_is_used_and_the_defaults_are_ssh_s(keys):
+    args = _config(keys, f"Port 2222\nIdentityFile {keys / 'nothing'}\nIdentityFile {keys / 'client'}\n")
+    target = onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+    assert target.needs_ansible_host and target.host == "10.0.0.14"
+    assert target.known_hosts == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".ssh" / "known_hosts"
+    assert target.identity == keys / "client"  # the first key with a .pub beside it
+    assert target.known_hosts_names == ["[10.0.0.14]:2222", "[studio-4]:2222"]
+    assert onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args, identity=str(keys / "host")).identity == keys / "host"
+    with pytest.raises(UserError, match="no public key"):
+        onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args, identity=str(keys / "nothing"))
+
+
+def test_no_key_at_all_is_one_line_saying_how_to_make_one(keys):
+    with pytest.raises(UserError, match="ssh-keygen -t ed25519"):
+        onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", _config(keys, f"IdentityFile {keys / 'nothing'}\n"))
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_a_recorded_key_is_found_by_ssh_keygen_and_the_file_keeps_its_mode(keys, hashed):
+    known = keys / "known"
+    known.write_text("other.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBh8PVQdJ2Rt8niEfci779wpnR62ehGFNfuwKcXcgmME")
+    known.chmod(0o644)
+    args = _config(keys, f"Host studio-4\n  HostName 10.0.0.14\n  IdentityFile {keys / 'client'}\n"
+                         f"  UserKnownHostsFile {known}\n  HashKnownHosts {'yes' if hashed else 'no'}\n")
+    target = onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+    blob = (keys / "host.pub").read_text().split()[1]
+    assert onboard_ssh.known_keys(target) == []
+    onboard_ssh.record_host_key(target, blob)
+    assert onboard_ssh.known_keys(target) == [blob]
+    assert known.stat().st_mode & 0o777 == 0o644
+    lines = known.read_text().splitlines()
+    assert lines[0].startswith("other.example ") and len(lines) == (3 if hashed else 2)
+    assert ("10.0.0.14" in known.read_text()) is not hashed
+
+
+def test_a_mac_that_does_not_answer_is_one_line_within_the_scan_timeout(keys, monkeypatch):
+    monkeypatch.setattr(onboard_ssh, "SCAN_TIMEOUT", 1)
+    args = _config(keys, f"IdentityFile {keys / 'client'}\n")
+    target = onboard_ssh.resolve("studio-4", "127.0.0.1", "admin", args + ["-p", "9"])
+    with pytest.raises(UserError, match="no SSH answer from 127.0.0.1 port 9 within 1 s"):
+        onboard_ssh.scan_host_key(target)
+
+
+def test_a_known_hosts_that_is_not_a_file_is_refused(keys):
+    args = _config(keys, f"IdentityFile {keys / 'client'}\nUserKnownHostsFile /dev/null\n")
+    with pytest.raises(UserError, match="/dev/null is not a known_hosts file"):
+        onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
