@@ -39,15 +39,18 @@ def main() -> int:
        "--backend", "jaccl", "--auto-setup", "--output-hostfile", str(hostfile))
     print(hostfile.read_text())
 
-    site = Path(__file__).resolve().parent.parent / "site.yml"
-    if site.exists():
-        step("mlx-fleet converges the cluster: ansible-playbook site.yml")
-        sh(str(BIN / "ansible-playbook"), "-i", str(SIM_DIR / "inventory.yml"), str(site))
+    inventory = str(SIM_DIR / "inventory.yml")
+    step("mlx-fleet converges the cluster (site.yml) and sums it up")
+    sh(mlx_fleet, "converge", "-i", inventory)
+
+    step("Nothing drifted: the audit compares every Mac with the declared state and with each other")
+    sh(mlx_fleet, "audit", "-i", inventory, check=False)
 
     step("The cluster stays up for you to explore")
     print(f"  ssh mini-2                                   # a simulated Mac")
     print(f"  {mlx_fleet} sim status --dir {SIM_DIR}")
     print(f"  {mlx_fleet} sim unplug --dir {SIM_DIR} mini-1:2    # pull a cable")
+    print(f"  {mlx_fleet} verify -i {inventory} --sizes 1KiB:1MiB   # MLX jobs over the hostfile")
     print(f"  {mlx_fleet} sim down --dir {SIM_DIR}              # remove it all")
     return 0
 
