@@ -21,8 +21,8 @@ from mlx_fleet.sim.layout import generated_cables
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
-MBP_CAPTURE = REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"
+MBP_CAPTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "macos"
+               / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt")
 
 
 # --- facts as thunderbolt_facts returns them ------------------------------------------------------

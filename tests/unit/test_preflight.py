@@ -5,23 +5,28 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
-from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from conftest import FIXTURE_DIR, load
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
 
 
 class FakeModule:
-    """Stands in for AnsibleModule: answers each read with a recorded output."""
+    """Stands in for AnsibleModule: answers each read with a recorded output (a tool without one
+    is not on PATH) and counts the calls."""
 
     def __init__(self, outputs: dict[str, tuple[int, str, str]]):
         self.by_argv = {READS[name]: result for name, result in outputs.items()}
+        self.tools = {argv[0] for argv in self.by_argv}
+        self.calls: list[tuple[str, ...]] = []
 
     def get_bin_path(self, name):
-        return "/usr/bin/" + name
+        return "/usr/bin/" + name if name in self.tools else None
 
     def run_command(self, argv, environ_update=None):
-        return self.by_argv[(argv[0].rsplit("/", 1)[-1], *argv[1:])]
+        key = (argv[0].rsplit("/", 1)[-1], *argv[1:])
+        self.calls.append(key)
+        return self.by_argv[key]
 
     def fail_json(self, msg):
         raise AssertionError(msg)
@@ -48,8 +53,12 @@ def real_outputs(**overrides):
     return outputs
 
 
+def macos(module) -> dict:
+    return node_facts.gather(module)["mlx_fleet_macos"]
+
+
 def test_facts_from_real_captures():
-    facts = macos_facts.gather(FakeModule(real_outputs()))
+    facts = macos(FakeModule(real_outputs()))
     assert facts["product_version"] == "14.2.1" and facts["build_version"] == "23C71"
     assert facts["model_identifier"].startswith("Mac") and facts["chip"].startswith("Apple M4")
     assert facts["memory_mb"] == facts["memory_bytes"] // 2**20 > 0
@@ -71,13 +80,32 @@ def test_facts_from_real_captures():
     ],
 )
 def test_facts_variants(override, key, value):
-    assert macos_facts.gather(FakeModule(real_outputs(**override)))[key] == value
+    assert macos(FakeModule(real_outputs(**override)))[key] == value
+
+
+def test_macos_and_thunderbolt_facts_in_one_round_of_reads():
+    outputs = real_outputs(
+        thunderbolt=(0, fixture("system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"), ""),
+        hardware_ports=(0, fixture("networksetup-listallhardwareports__network-info-script__1.txt"), ""),
+        service_order=(0, fixture("networksetup-listnetworkserviceorder__network-info-script__1.txt"), ""))
+    module = FakeModule(outputs)  # no ibv_devices, ibv_devinfo or rdma_ctl: a Mac before macOS 26.2
+    facts = node_facts.gather(module, with_thunderbolt=True)
+    assert sorted(module.calls) == sorted(READS[name] for name in outputs)  # each once, ifconfig too
+    assert facts["mlx_fleet_macos"] == macos(FakeModule(real_outputs()))
+    thunderbolt = facts["mlx_fleet_thunderbolt"]
+    assert (thunderbolt["rdma_enabled"], thunderbolt["rdma_devices"]) == (None, [])
+    cabled = [p for p in thunderbolt["ports"] if p["peers"]]
+    assert [(p["receptacle"], p["peers"][0]["name"], p["hardware_port"]) for p in cabled] == [
+        (1, "Mac Studio", "Thunderbolt 1")]
+    assert thunderbolt["bridge"]["device"] == "bridge0"
+    assert node_facts.gather(FakeModule(outputs), with_macos=False, with_thunderbolt=True) == {
+        "mlx_fleet_thunderbolt": thunderbolt}
 
 
 def test_unexpected_output_names_the_command():
     module = FakeModule(real_outputs(sw_vers=(0, "no such format\n", "")))
     with pytest.raises(AssertionError, match="sw_vers"):
-        macos_facts.gather(module)
+        macos(module)
 
 
 GOOD = {
