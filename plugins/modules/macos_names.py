@@ -77,16 +77,15 @@ def main():
         required_one_of=[("computer_name", "local_host_name", "host_name")],
         supports_check_mode=True,
     )
-    keys = [(key, read) for key, option, read in settings_utils.NAME_KEYS if module.params[option] is not None]
-    wanted = dict((key, module.params[option]) for key, option, _ in settings_utils.NAME_KEYS
-                  if module.params[option] is not None)
+    keys = [(key, option, read) for key, option, read in settings_utils.NAME_KEYS if module.params[option] is not None]
+    wanted = dict((key, module.params[option]) for key, option, _ in keys)
     problem = settings_utils.check_names(wanted)
     if problem:
         module.fail_json(msg=problem)
 
-    reads = run_reads(module, [read for _, read in keys])
+    reads = run_reads(module, [read for _, _, read in keys])
     try:
-        current = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, read in keys)
+        current = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, _, read in keys)
     except ValueError as e:
         module.fail_json(msg=to_native(e))
     changes = settings_utils.plan_names(current, wanted)

@@ -6,8 +6,6 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.mlx_fleet.cluster.plugins.modules import hostfiles
 
@@ -19,36 +17,19 @@ RING = json.dumps({"backend": "ring", "envs": [], "hosts": [{"ssh": "a", "ips": 
                   indent=4)
 
 
-class Exit(Exception):
-    def __init__(self, result: dict):
-        super().__init__(result.get("msg"))
-        self.result = result
+@pytest.fixture
+def run(run_module):
+    def run(folder, check=False, diff=False, **args) -> dict:
+        return run_module(hostfiles.main, dict(args, path=str(folder), _ansible_check_mode=check, _ansible_diff=diff))
 
-
-@pytest.fixture(autouse=True)
-def no_exit(monkeypatch):
-    def exit_json(self, **result):
-        raise Exit(result)
-
-    def fail_json(self, msg, **result):
-        raise Exit(dict(result, failed=True, msg=msg))
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-
-
-def run(folder, check=False, diff=False, **args) -> dict:
-    args = dict(args, path=str(folder), _ansible_check_mode=check, _ansible_diff=diff)
-    with patch_module_args(args), pytest.raises(Exit) as done:
-        hostfiles.main()
-    return done.value.result
+    return run
 
 
 def contents(folder) -> dict:
     return {name: (folder / name).read_text() for name in sorted(os.listdir(folder))}
 
 
-def test_writes_both_creating_the_folder_then_changes_nothing(tmp_path):
+def test_writes_both_creating_the_folder_then_changes_nothing(run, tmp_path):
     folder = tmp_path / "opt" / "mlx-fleet"
     result = run(folder, hostfile=JACCL, ring_hostfile=RING)
     assert result["changed"] and result["files"] == {"hostfile-ring.json": "created", "hostfile.json": "created"}
@@ -61,7 +42,7 @@ def test_writes_both_creating_the_folder_then_changes_nothing(tmp_path):
     assert {n: (folder / n).stat().st_mtime_ns for n in os.listdir(folder)} == stamps
 
 
-def test_a_changed_hostfile_is_replaced_and_a_stale_ring_hostfile_removed(tmp_path):
+def test_a_changed_hostfile_is_replaced_and_a_stale_ring_hostfile_removed(run, tmp_path):
     run(tmp_path, hostfile=JACCL, ring_hostfile=RING)
     mesh_only = JACCL.replace("rdma_en3", "rdma_en4")
     result = run(tmp_path, hostfile=mesh_only, diff=True)
@@ -72,21 +53,21 @@ def test_a_changed_hostfile_is_replaced_and_a_stale_ring_hostfile_removed(tmp_pa
     assert run(tmp_path, hostfile=mesh_only)["files"] == {"hostfile-ring.json": "absent", "hostfile.json": "unchanged"}
 
 
-def test_check_mode_reports_and_writes_nothing(tmp_path):
+def test_check_mode_reports_and_writes_nothing(run, tmp_path):
     folder = tmp_path / "new"
     result = run(folder, check=True, diff=True, hostfile=JACCL, ring_hostfile=RING)
     assert result["changed"] and [d["after"] for d in result["diff"]] == [RING, JACCL]
     assert not folder.exists()
 
 
-def test_not_a_hostfile_is_refused_before_anything_is_written(tmp_path):
+def test_not_a_hostfile_is_refused_before_anything_is_written(run, tmp_path):
     result = run(tmp_path, hostfile=JACCL, ring_hostfile="[1, 2]")
     assert result["failed"] and result["msg"].startswith(
         "hostfile-ring.json: the text given is not a hostfile (not a JSON object)")
     assert os.listdir(tmp_path) == []
 
 
-def test_an_unwritable_folder_is_one_line_naming_it(tmp_path):
+def test_an_unwritable_folder_is_one_line_naming_it(run, tmp_path):
     (tmp_path / "file").write_text("")
     result = run(tmp_path / "file" / "sub", hostfile=JACCL)
     assert result["failed"] and result["msg"].startswith(f"{tmp_path / 'file' / 'sub'}: cannot write the hostfiles")

@@ -7,19 +7,12 @@ import os
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings
 from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_node
 
 NODE = {"sleep": 0, "disksleep": 0, "womp": 1, "autorestart": 1}
 LABEL = "org.mlx-fleet.wired-limit"
-
-
-class Exit(Exception):
-    def __init__(self, result: dict):
-        super().__init__(result.get("msg"))
-        self.result = result
 
 
 class Mac:
@@ -55,14 +48,6 @@ def mac(monkeypatch, tmp_path):
     desktop = {"Sleep On Power Button": 1, "womp": 1, "autorestart": 0, "sleep": 1, "disksleep": 10}
     found = Mac(desktop, {"ComputerName": "Mac mini", "LocalHostName": "Mac-mini"}, 0)
 
-    def exit_json(self, **result):
-        raise Exit(result)
-
-    def fail_json(self, msg, **result):
-        raise Exit(dict(result, failed=True, msg=msg))
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False: "/usr/bin/" + name)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kw: found.run(argv))
     monkeypatch.setattr(basic.AnsibleModule, "set_owner_if_different", lambda self, path, owner, changed: changed)
@@ -72,15 +57,16 @@ def mac(monkeypatch, tmp_path):
     return found
 
 
-def run(check=False, diff=False, **args) -> dict:
-    args = dict({"power_settings": NODE, "computer_name": "studio-1", "local_host_name": "studio-1"}, **args,
-                _ansible_check_mode=check, _ansible_diff=diff)
-    with patch_module_args(args), pytest.raises(Exit) as done:
-        macos_node.main()
-    return done.value.result
+@pytest.fixture
+def run(run_module):
+    def run(check=False, diff=False, **args) -> dict:
+        defaults = {"power_settings": NODE, "computer_name": "studio-1", "local_host_name": "studio-1"}
+        return run_module(macos_node.main, dict(defaults, **args, _ansible_check_mode=check, _ansible_diff=diff))
+
+    return run
 
 
-def test_a_fresh_mac_is_set_in_one_call_then_nothing_changes(mac):
+def test_a_fresh_mac_is_set_in_one_call_then_nothing_changes(run, mac):
     result = run(wired_limit_fraction=0.85)
     assert result["changed"] and not result.get("failed"), result
     assert mac.changes == [
@@ -98,7 +84,7 @@ def test_a_fresh_mac_is_set_in_one_call_then_nothing_changes(mac):
     assert again["changes"] == {"power": {}, "names": {}}
 
 
-def test_check_mode_shows_each_difference_and_changes_nothing(mac):
+def test_check_mode_shows_each_difference_and_changes_nothing(run, mac):
     result = run(check=True, diff=True, wired_limit_mb=40000)
     assert result["changed"] and mac.changes == [] and not mac.plist.exists()
     headers = [d["before_header"] for d in result["diff"]]
@@ -107,7 +93,7 @@ def test_check_mode_shows_each_difference_and_changes_nothing(mac):
     assert result["diff"][2]["after"] == "iogpu.wired_limit_mb: 40000\n"
 
 
-def test_no_limit_removes_the_daemon_and_gives_the_limit_back(mac):
+def test_no_limit_removes_the_daemon_and_gives_the_limit_back(run, mac):
     run(wired_limit_mb=40000)
     mac.changes.clear()
     result = run()
@@ -118,7 +104,7 @@ def test_no_limit_removes_the_daemon_and_gives_the_limit_back(mac):
     assert not run()["changed"] and mac.changes == []
 
 
-def test_a_limit_the_mac_cannot_take_is_one_line_and_changes_nothing(mac):
+def test_a_limit_the_mac_cannot_take_is_one_line_and_changes_nothing(run, mac):
     result = run(wired_limit_mb=70000)
     assert result["failed"] and result["msg"] == (
         "wired_limit_mb=70000 is not below this Mac's memory (65536 MB); use a smaller size or a fraction")
