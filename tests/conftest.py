@@ -55,3 +55,35 @@ def make_sim():
     yield make
     for sim in made:
         sim.down()
+
+
+class ModuleExit(Exception):
+    """A module's exit_json or fail_json, raised so the test gets what it returned."""
+
+    def __init__(self, result: dict):
+        super().__init__(result.get("msg"))
+        self.result = result
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    """run(main, args): a module's main() as Ansible runs it (AnsibleModule reads args, including
+    _ansible_check_mode and _ansible_diff); returns its result, with failed=True from fail_json."""
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+
+    def exit_json(self, **result):
+        raise ModuleExit(result)
+
+    def fail_json(self, msg, **result):
+        raise ModuleExit(dict(result, failed=True, msg=msg))
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+    def run(main, args: dict) -> dict:
+        with patch_module_args(args), pytest.raises(ModuleExit) as done:
+            main()
+        return done.value.result
+
+    return run

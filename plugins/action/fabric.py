@@ -11,9 +11,9 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
@@ -76,7 +76,10 @@ class ActionModule(ClusterAction):
             addresses=built.addresses,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,
-            hostfile=str(output_dir / HOSTFILE),
+            hostfile=str(output_dir / hostfile.HOSTFILE),
+            # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
+            hostfiles={hostfile.HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
+                       hostfile.RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
             changed=False,
         )
         if args["bridge"] is not None:

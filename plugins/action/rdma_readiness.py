@@ -83,4 +83,5 @@ class ActionModule(ClusterAction):
             where = f"; the checklist is {written.html}" if needs else ""
             raise AnsibleActionFail(f"{blocking}{where}", result=result)
         result["msg"] = "\n".join(lines)
+        self._display.display(result["msg"])  # where each Mac stands: for a person, at every verbosity
         return result

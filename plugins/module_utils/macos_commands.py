@@ -9,6 +9,8 @@ Stdlib only, Python 3.9 compatible: it runs on the Mac's /usr/bin/python3.
 
 from __future__ import absolute_import, division, print_function
 
+from concurrent.futures import ThreadPoolExecutor
+
 __metaclass__ = type
 
 # sysctl names read in one call; an unknown name only fails its own line.
@@ -30,6 +32,7 @@ READS = {
     "pmset": ("pmset", "-g", "custom"),
     "computer_name": ("scutil", "--get", "ComputerName"),
     "local_host_name": ("scutil", "--get", "LocalHostName"),
+    "host_name": ("scutil", "--get", "HostName"),
     "xcode_select": ("xcode-select", "-p"),
     "ibv_devices": ("ibv_devices",),
     "ibv_devinfo": ("ibv_devinfo",),
@@ -42,22 +45,26 @@ def capture_name(name):
     return name + ".txt"
 
 
-def run_reads(module, names):
-    """Run the named reads; returns {name: (rc, stdout, stderr)}.
+def run_concurrently(module, argvs):
+    """Run read-only commands all at once; [(rc, stdout, stderr)] in their order. A program not
+    on PATH gives rc 127 rather than failing the module, so callers can name the missing tool.
 
-    A tool missing from PATH is reported as rc 127 rather than failing the module, so
-    callers can say which tool is missing on which host.
+    system_profiler takes a second or two on a Mac: the slowest command sets the time, not their sum.
     """
-    results = {}
-    for name in names:
-        argv = list(READS[name])
+    def run(argv):
         path = module.get_bin_path(argv[0])
         if path is None:
-            results[name] = (127, "", "{0}: command not found".format(argv[0]))
-            continue
-        rc, out, err = module.run_command([path] + argv[1:], environ_update={"LC_ALL": "C"})
-        results[name] = (rc, out, err)
-    return results
+            return 127, "", "{0}: command not found".format(argv[0])
+        return module.run_command([path] + list(argv[1:]), environ_update={"LC_ALL": "C"})
+
+    with ThreadPoolExecutor(max_workers=max(len(argvs), 1)) as pool:
+        return list(pool.map(run, argvs))
+
+
+def run_reads(module, names):
+    """Run the named reads, all at once; returns {name: (rc, stdout, stderr)}."""
+    names = list(dict.fromkeys(names))
+    return dict(zip(names, run_concurrently(module, [READS[name] for name in names])))
 
 
 def output_of(module, results, name):

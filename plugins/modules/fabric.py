@@ -106,4 +106,9 @@ hostfile:
   description: Path of the hostfile on the controller.
   returned: always
   type: str
+hostfiles:
+  description: The texts of C(hostfile.json) and C(hostfile-ring.json) (null when there is no ring, or both
+    null when the fabric has errors), as M(mlx_fleet.cluster.hostfiles) takes them.
+  returned: always
+  type: dict
 """

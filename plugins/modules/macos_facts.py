@@ -21,7 +21,14 @@ description:
   - Use M(mlx_fleet.cluster.preflight_check) afterwards to judge the facts against the inventory.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
-options: {}
+options:
+  thunderbolt:
+    description:
+      - Also read the Thunderbolt ports and the RDMA state, as M(mlx_fleet.cluster.thunderbolt_facts) does, and
+        return the fact C(mlx_fleet_thunderbolt) too, in the same call.
+      - All reads run at once, so this costs about as long as the slowest tool.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
 notes:
@@ -33,6 +40,10 @@ notes:
 EXAMPLES = r"""
 - name: Read the Mac
   mlx_fleet.cluster.macos_facts:
+
+- name: Read the Mac and its Thunderbolt ports in one call (the facts the fabric needs)
+  mlx_fleet.cluster.macos_facts:
+    thunderbolt: true
 
 - name: Show its chip and macOS build
   ansible.builtin.debug:
@@ -141,67 +152,19 @@ ansible_facts:
           type: int
           returned: success
           sample: 0
+    mlx_fleet_thunderbolt:
+      description: With O(thunderbolt), the Mac's Thunderbolt ports, as M(mlx_fleet.cluster.thunderbolt_facts) returns them.
+      type: dict
+      returned: when O(thunderbolt) is true
 """
 
-import os
-import pwd
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
-
-FACT_READS = ("sw_vers", "sysctl", "hardware", "hardware_ports", "ifconfig", "groups", "sudo", "xcode_select")
-
-
-def management(module, interfaces, hardware_ports):
-    """(interface, hardware port, address) of the SSH connection Ansible came in on, from this Mac's side."""
-    value = os.environ.get("SSH_CONNECTION")
-    if not value:
-        module.warn("SSH_CONNECTION is not set (not an SSH session, or become dropped it), so the management "
-                    "interface is unknown; run macos_facts without become")
-        return None, None, None
-    address = parse_or_fail(module, parsers.parse_ssh_connection, value)["server"]
-    device = parsers.interface_of_address(interfaces, address)
-    return device, dict((p["device"], p["hardware_port"]) for p in hardware_ports).get(device), address
-
-
-def gather(module):
-    results = run_reads(module, FACT_READS)
-    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
-    # sysctl reports an unknown name on stderr and exits 1; the other names still print.
-    dummy, out, err = results["sysctl"]
-    sysctl = parse_or_fail(module, parsers.parse_sysctl, out + err)
-    hardware = parse_or_fail(module, parsers.parse_hardware_json, output_of(module, results, "hardware"))
-    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
-    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    interface, hardware_port, address = management(module, interfaces, hardware_ports)
-    groups = output_of(module, results, "groups").split()
-    sudo_rc = results["sudo"][0]
-    account = pwd.getpwuid(os.getuid())
-    return {
-        "product_version": sw["product_version"],
-        "build_version": sw["build_version"],
-        "model_identifier": hardware["model_identifier"],
-        "model_name": hardware["model_name"],
-        "chip": hardware["chip"],
-        "memory_bytes": hardware["memory_bytes"],
-        "memory_mb": hardware["memory_bytes"] // (1 << 20),
-        "serial_number": hardware["serial_number"],
-        "apple_silicon": sysctl.get("hw.optional.arm64") == "1",
-        "user": account.pw_name,
-        "home": account.pw_dir,
-        "sudo": "passwordless" if sudo_rc == 0 else ("password" if "admin" in groups else "none"),
-        "management_interface": interface,
-        "management_hardware_port": hardware_port,
-        "management_address": address,
-        "command_line_tools": results["xcode_select"][0] == 0,
-        "wired_limit_mb": int(sysctl.get("iogpu.wired_limit_mb") or 0),
-    }
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.exit_json(changed=False, ansible_facts={"mlx_fleet_macos": gather(module)})
+    module = AnsibleModule(argument_spec={"thunderbolt": {"type": "bool", "default": False}}, supports_check_mode=True)
+    module.exit_json(changed=False, ansible_facts=node_facts.gather(module, with_thunderbolt=module.params["thunderbolt"]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: mlx-fleet contributors
-# Apache License 2.0
+# Copyright: mlx-fleet developers
+# Apache License 2.0 (see LICENSE)
 
 from __future__ import absolute_import, division, print_function
 
@@ -60,62 +60,11 @@ changes:
   sample: {"LocalHostName": "studio-1"}
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers
-
-# scutil key -> (module option, registered read in macos_commands.READS or None)
-KEYS = (
-    ("ComputerName", "computer_name", "computer_name"),
-    ("LocalHostName", "local_host_name", "local_host_name"),
-    ("HostName", "host_name", None),
-)
-KEY_NAMES = tuple(key[0] for key in KEYS)
-_LOCAL_HOST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
-
-
-def check_local_host_name(name):
-    """None when name is a valid LocalHostName, else why not."""
-    if not _LOCAL_HOST_NAME.match(name):
-        return ("local_host_name {0!r}: use letters, digits and hyphens only (at most 63, "
-                "no hyphen first or last)".format(name))
-    return None
-
-
-def scutil_value(key, rc, out, err):
-    """The name from `scutil --get KEY` (None when not set); ValueError on any other failure."""
-    if rc == 0:
-        return macos_parsers.parse_scutil_get(out)
-    if rc != 0 and "{0}: not set".format(key) in (out + err).splitlines():
-        return None
-    raise ValueError("scutil --get {0} failed (rc {1}): {2}".format(key, rc, (err or out).strip()))
-
-
-def plan(current, wanted):
-    """{key: value} for every wanted (non-None) name that differs from current."""
-    return dict((key, value) for key, value in wanted.items()
-                if value is not None and current.get(key) != value)
-
-
-def render(names):
-    return "".join("{0}: {1}\n".format(key, "(not set)" if names[key] is None else names[key])
-                   for key in KEY_NAMES if key in names)
-
-
-def read(module, key, registered):
-    if registered:
-        rc, out, err = macos_commands.run_reads(module, [registered])[registered]
-    else:
-        rc, out, err = module.run_command([module.get_bin_path("scutil", required=True), "--get", key],
-                                          environ_update={"LC_ALL": "C"})
-    try:
-        return scutil_value(key, rc, out, err)
-    except ValueError as e:
-        module.fail_json(msg=to_native(e))
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings as settings_utils
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import run_reads
 
 
 def main():
@@ -128,29 +77,28 @@ def main():
         required_one_of=[("computer_name", "local_host_name", "host_name")],
         supports_check_mode=True,
     )
-    wanted = dict((key, module.params[option]) for key, option, dummy in KEYS if module.params[option] is not None)
-    if "LocalHostName" in wanted:
-        problem = check_local_host_name(wanted["LocalHostName"])
-        if problem:
-            module.fail_json(msg=problem)
-    for key, value in wanted.items():
-        if not value.strip():
-            module.fail_json(msg="{0}: an empty name cannot be set".format(key))
+    keys = [(key, option, read) for key, option, read in settings_utils.NAME_KEYS if module.params[option] is not None]
+    wanted = dict((key, module.params[option]) for key, option, _ in keys)
+    problem = settings_utils.check_names(wanted)
+    if problem:
+        module.fail_json(msg=problem)
 
-    current = dict((key, read(module, key, registered)) for key, dummy, registered in KEYS if key in wanted)
-    changes = plan(current, wanted)
+    reads = run_reads(module, [read for _, _, read in keys])
+    try:
+        current = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, _, read in keys)
+    except ValueError as e:
+        module.fail_json(msg=to_native(e))
+    changes = settings_utils.plan_names(current, wanted)
     after = dict(current, **changes)
     result = dict(changed=bool(changes), changes=changes, names=after)
     if module._diff:
         result["diff"] = dict(before_header="scutil --get (before)", after_header="scutil --get (after)",
-                              before=render(current), after=render(after))
+                              before=settings_utils.render_names(current), after=settings_utils.render_names(after))
     if changes and not module.check_mode:
-        scutil = module.get_bin_path("scutil", required=True)
-        for key in [key for key in KEY_NAMES if key in changes]:
-            rc, out, err = module.run_command([scutil, "--set", key, changes[key]], environ_update={"LC_ALL": "C"})
-            if rc != 0:
-                module.fail_json(msg="scutil --set {0} failed (rc {1}): {2}".format(key, rc, (err or out).strip()),
-                                 **result)
+        try:
+            settings_utils.apply_names(module, changes)
+        except ValueError as e:
+            module.fail_json(msg=to_native(e), **result)
     module.exit_json(**result)
 
 

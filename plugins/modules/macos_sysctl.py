@@ -57,27 +57,10 @@ previous:
   sample: "0"
 """
 
-import re
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers
-
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)+$")
-
-
-def current_value(name, rc, out, err):
-    """The value `sysctl NAME` printed; ValueError for an unknown name or a failure."""
-    try:
-        values = macos_parsers.parse_sysctl(out + err)
-    except ValueError:
-        values = {}
-    if name in values and values[name] is None:
-        raise ValueError("sysctl: unknown oid '{0}' on this Mac".format(name))
-    if rc != 0 or name not in values:
-        raise ValueError("sysctl {0} failed (rc {1}): {2}".format(name, rc, (err or out).strip()))
-    return values[name]
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings as settings_utils
 
 
 def main():
@@ -93,7 +76,7 @@ def main():
     if isinstance(raw, bool) or not isinstance(raw, (int, str)):
         module.fail_json(msg="value must be a string or an integer, got {0!r}".format(raw))
     value = to_native(raw).strip()
-    if not _NAME.match(name):
+    if not settings_utils.SYSCTL_NAME.match(name):
         module.fail_json(msg="name {0!r} is not a sysctl name".format(name))
     if not value or any(c.isspace() for c in value):
         module.fail_json(msg="value {0!r} must be one word".format(module.params["value"]))
@@ -102,7 +85,7 @@ def main():
     def read():
         rc, out, err = module.run_command([sysctl, name], environ_update={"LC_ALL": "C"})
         try:
-            return current_value(name, rc, out, err)
+            return settings_utils.sysctl_value(name, rc, out, err)
         except ValueError as e:
             module.fail_json(msg=to_native(e))
 
@@ -113,10 +96,10 @@ def main():
         result["diff"] = dict(before_header="sysctl {0}".format(name), after_header="sysctl {0}".format(name),
                               before="{0}: {1}\n".format(name, previous), after="{0}: {1}\n".format(name, value))
     if changed and not module.check_mode:
-        cmd = [sysctl, "-w", "{0}={1}".format(name, value)]
-        rc, out, err = module.run_command(cmd, environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            module.fail_json(msg="{0} failed (rc {1}): {2}".format(" ".join(cmd), rc, (err or out).strip()), **result)
+        try:
+            settings_utils.write_sysctl(module, name, value)
+        except ValueError as e:
+            module.fail_json(msg=to_native(e), **result)
         result["value"] = read()
         if result["value"] != value:
             module.fail_json(msg="sysctl {0} is {1} after writing {2}".format(name, result["value"], value), **result)

@@ -22,11 +22,11 @@ description:
     that carry RDMA, and when the ports make it impossible the module fails saying why and what the ring
     alternative is. With C(auto), a cluster cabled as a full mesh is advised a full mesh, and the ring
     alternative is taken (and said) when a mesh is impossible.
-  - Writes the visit sheet (C(onboard-HOST.html), C(onboard-HOST.txt)) into O(output_dir): the cables with both
-    ends, the Recovery step when the Mac needs RDMA enabled, and O(afterwards). Nothing is written in check mode.
+  - "Writes the visit sheet (C(onboard-HOST.html), C(onboard-HOST.txt)) into O(output_dir): the cables with both
+    ends, the Recovery step when the Mac needs RDMA enabled, and O(afterwards). Nothing is written in check mode."
   - Runs on the controller only (an action plugin); run it once per play.
 version_added: "0.2.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   host:
     description: The inventory name of the Mac joining the cluster.

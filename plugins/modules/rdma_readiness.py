@@ -13,7 +13,7 @@ module: rdma_readiness
 short_description: Say which Macs are ready for RDMA, and print the Recovery checklist for the others
 description:
   - Reads every host's C(mlx_fleet_macos) and C(mlx_fleet_thunderbolt) facts from hostvars (set them first with
-    M(mlx_fleet.cluster.macos_facts) and M(mlx_fleet.cluster.thunderbolt_facts)) and classifies each Mac as
+    M(mlx_fleet.cluster.macos_facts) with O(mlx_fleet.cluster.macos_facts#module:thunderbolt)) and classifies each Mac as
     C(ready), C(needs_recovery) (Thunderbolt 5 on macOS 26.2 or later with RDMA disabled), C(not_capable)
     (Thunderbolt 4 hardware or macOS older than 26.2; the ring backend is the way for it) or
     C(enabled_not_working) (RDMA devices present but a cabled port down).
@@ -25,6 +25,8 @@ description:
   - With C(mlx_fleet_backend) C(jaccl) or C(jaccl-ring) it fails, after writing the checklist, while any Mac needs
     the Recovery step or cannot do RDMA. With C(auto) it does not block; the summary says what the cluster gains
     once the checklist is done.
+  - Prints one line per Mac and the summary (also returned as C(msg)) whatever the verbosity, for the person at
+    the console.
   - Runs on the controller only (an action plugin); run it once per play.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)

@@ -141,7 +141,8 @@ import shlex
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    output_of, parse_or_fail, run_concurrently, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
 
 BRIDGE_DEVICE = "bridge0"
@@ -435,16 +436,17 @@ def _networksetup(module, path, args):
     return module.run_command([path] + list(args), environ_update={"LC_ALL": "C"})
 
 
-def read_configs(module, path, services, names):
+def read_configs(module, services, names):
     """{name: snapshot} of the named existing services: -getinfo and -getadditionalroutes each."""
     configs = {}
     by_name = dict((s["name"], s) for s in services)
+    names = [name for name in dict.fromkeys(names) if name in by_name]
+    calls = [(option, name) for name in names for option in ("-getinfo", "-getadditionalroutes")]
+    outputs = dict(zip(calls, run_concurrently(module, [("networksetup", option, name) for option, name in calls])))
     for name in names:
-        if name not in by_name or name in configs:
-            continue
         texts = []
         for option in ("-getinfo", "-getadditionalroutes"):
-            rc, out, err = _networksetup(module, path, [option, name])
+            rc, out, err = outputs[option, name]
             if rc != 0:
                 module.fail_json(msg="networksetup {0} {1} failed (exit {2}): {3}".format(
                     option, shlex.quote(name), rc, (err or out).strip()))
@@ -511,10 +513,10 @@ def main():
         if params["state"] == "present":
             ports = check_ports(params["ports"], hardware_ports)
             names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
-            configs = read_configs(module, networksetup, services, names)
+            configs = read_configs(module, services, names)
             plan = plan_present(ports, params["bridge"], services, configs, record)
         else:
-            configs = read_configs(module, networksetup, services, sorted(record["previous"]) + sorted(record["created"]))
+            configs = read_configs(module, services, sorted(record["previous"]) + sorted(record["created"]))
             plan = plan_absent(params["ports"], params["bridge"], services, configs, record)
     except PlanError as exc:
         module.fail_json(msg=to_native(exc))

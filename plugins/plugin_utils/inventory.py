@@ -10,7 +10,7 @@ import ipaddress
 import re
 from collections import defaultdict
 
-from ansible_collections.mlx_fleet.cluster.plugins.modules.macos_names import check_local_host_name
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -197,20 +196,6 @@ def test_a_fourth_node_keeps_the_ring_addresses(make_sim, tmp_path):
     for cable in ("mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1"):
         assert second[cable] == first[cable]
     assert "mini-1:2 -- mini-3:2" not in second and len(second) == 4
-
-
-@pytest.mark.parametrize("nodes", [4, 8])
-def test_wall_time_against_mlx_distributed_config(make_sim, tmp_path, nodes):
-    """Not a race: both must work on the same ring; the times go into the closing note."""
-    sim = make_sim(nodes=nodes, topology="ring", rdma="all")
-    started = time.monotonic()
-    ours = hostfile_cmd(sim.dir / "inventory.yml", tmp_path / "out")
-    ours_s = time.monotonic() - started
-    started = time.monotonic()
-    theirs = distributed_config(sim, "jaccl-ring", tmp_path / "theirs.json")
-    theirs_s = time.monotonic() - started
-    assert ours.returncode == 0 and theirs.returncode == 0, ours.stdout + theirs.stderr
-    print(f"\n{nodes}-node ring: mlx-fleet hostfile {ours_s:.1f}s, mlx.distributed_config {theirs_s:.1f}s")
 
 
 def test_the_fabric_comes_off_again(make_sim, tmp_path):

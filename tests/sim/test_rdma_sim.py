@@ -34,9 +34,9 @@ def playbook(inventory: Path, *playbooks: str, extra: list[str] = ()) -> subproc
 
 
 def readiness_lines(output: str) -> list[str]:
-    """The lines the 'Say where each Mac stands' task prints."""
-    found = re.search(r'"msg": (\[.*?\])\}', output.split("Say where each Mac stands", 1)[1])
-    return json.loads(found.group(1))
+    """The lines rdma_readiness prints: after its task's header, before its result."""
+    lines = output.split("and say where each Mac stands] ", 1)[1].splitlines()[1:]
+    return lines[:next(i for i, line in enumerate(lines) if re.match(r"(ok|changed|fatal): \[", line))]
 
 
 def node_json(sim: Sim, node: str) -> dict:
@@ -61,7 +61,7 @@ def test_recovery_checklist_then_all_four_ready(make_sim, tmp_path):
         refused = sim.ssh("mini-3", command, check=False)
         assert (refused.returncode, refused.stderr) == (77, "rdma_ctl: This tool needs to be executed from Recovery OS.\n")
 
-    result = playbook(inventory, "playbooks/rdma.yml")
+    result = playbook(inventory, "playbooks/checklist.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = readiness_lines(result.stdout)
     assert lines[2:] == [
@@ -88,7 +88,7 @@ def test_recovery_checklist_then_all_four_ready(make_sim, tmp_path):
     assert pdf_pages(html, tmp_path) == 2
 
     # jaccl asked for: the run stops, after the checklist, naming the Macs and the checklist.
-    blocked = playbook(inventory, "playbooks/rdma.yml", extra=["-e", "mlx_fleet_backend=jaccl"])
+    blocked = playbook(inventory, "playbooks/checklist.yml", extra=["-e", "mlx_fleet_backend=jaccl"])
     assert blocked.returncode == 2
     assert ("[ERROR]: Task failed: mlx_fleet_backend jaccl needs RDMA on every Mac: mini-3 and mini-4 "
             f"need the Recovery step; the checklist is {html}") in blocked.stdout.splitlines(), blocked.stdout
@@ -118,7 +118,7 @@ def test_thunderbolt_4_mac_gets_no_page(make_sim, tmp_path):
                   "mini-3": {"model": "mini-m4", "rdma": False}},
         "cables": ["mini-1:1 -- mini-2:1", "mini-1:2 -- mini-3:1", "mini-2:2 -- mini-3:2"]}))
     sim = make_sim(topology=str(plan))
-    result = playbook(sim.dir / "inventory.yml", "playbooks/rdma.yml", extra=["-e", f"mlx_fleet_output_dir={tmp_path}"])
+    result = playbook(sim.dir / "inventory.yml", "playbooks/checklist.yml", extra=["-e", f"mlx_fleet_output_dir={tmp_path}"])
     assert result.returncode == 0, result.stdout + result.stderr
     lines = readiness_lines(result.stdout)
     assert ("mini-3: not capable of RDMA: Mac mini (mini-m4) has Thunderbolt 4 ports, and RDMA over Thunderbolt "

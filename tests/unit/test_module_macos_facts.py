@@ -2,6 +2,7 @@
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
 from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_facts
 from module_runner import Commands, fixture, run_module
@@ -36,7 +37,7 @@ def facts(monkeypatch, ssh_connection, check_mode=False, **overrides):
     commands = outputs(**overrides)
     result = run_module(macos_facts.main, {}, commands, check_mode=check_mode)
     assert not result.get("failed"), result["msg"]
-    assert sorted(set(commands.calls)) == sorted(READS[name] for name in macos_facts.FACT_READS)
+    assert sorted(set(commands.calls)) == sorted(READS[name] for name in node_facts.MACOS_READS)
     return result
 
 

@@ -50,7 +50,7 @@ def test_a_failed_set_fails_naming_the_name():
     write = ("scutil", "--set", "LocalHostName", "studio-1")
     result, _ = run({"local_host_name": "studio-1"}, [write], write_answer=(1, "", "SCPreferencesLock() failed\n"))
     assert result["failed"] and result["msg"] == (
-        "scutil --set LocalHostName failed (rc 1): SCPreferencesLock() failed")
+        "/usr/bin/scutil --set LocalHostName studio-1 failed (rc 1): SCPreferencesLock() failed")
 
 
 def test_a_failed_read_is_not_taken_for_an_unset_name():

@@ -7,6 +7,7 @@ devices, bridge and en2: one made-up Mac from real formats.
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_facts
 from module_runner import Commands, fixture, run_module
@@ -32,7 +33,7 @@ def test_ports_bridge_and_rdma_in_one_call():
     result, commands = run()
     assert not result.get("failed"), result["msg"]
     assert result["changed"] is False
-    assert sorted(commands.calls) == sorted(READS[name] for name in thunderbolt_facts.TB_READS)
+    assert sorted(commands.calls) == sorted(READS[name] for name in node_facts.THUNDERBOLT_READS)
     tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
     assert [(p["receptacle"], p["hardware_port"], p["device"], p["rdma_device"], p["rdma_state"])
             for p in tb["ports"]] == [(1, "Thunderbolt 1", "en2", "rdma_en2", "PORT_ACTIVE"),

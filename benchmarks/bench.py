@@ -1,0 +1,294 @@
+"""The waits a user knows, measured on macsim: `make bench` (root, like the simulator).
+
+Each figure runs interleaved with its comparison on the same simulated cluster, and the table
+gives medians and ratios:
+
+  hostfile   `mlx-fleet hostfile` against MLX's `mlx.distributed_config --backend B --auto-setup`:
+             a mesh of 4 Mac Studios (jaccl) and a ring of 8 (jaccl-ring)
+  site       `mlx-fleet converge` (site.yml) on a fresh cluster, then again with nothing to do,
+             at 4 Macs (mesh) and 8 (ring), with the tasks of the busiest Mac (ok + skipped)
+  memory     the controller's peak memory during a fresh site.yml on 16 Macs: its largest process
+             (RSS), and its whole process tree (proportional set size: forked workers share pages)
+  audit      `mlx-fleet audit` at 4 and 16 Macs, when the command exists
+
+With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
+every mlx-fleet figure also runs with that tree's code, interleaved, for a before/after measured
+under the same load. Every run starts with cold SSH connections (a ControlPath folder of its own),
+as MLX's plain `ssh` calls do. Clusters come up under /tmp/mlx-fleet-bench-* and go down afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from mlx_fleet.sim.layout import generated_cables
+
+BIN = Path(sys.executable).parent
+FIGURES = ("hostfile", "site", "memory", "audit")
+RECAP = re.compile(r"^(\S+)\s+: (ok=.*)$", re.M)
+OURS, BASELINE, THEIRS = "mlx-fleet", "baseline", "comparison"
+
+
+def run(argv: list[str], env: dict | None = None, timeout: float = 3600) -> tuple[float, str]:
+    """(seconds, stdout) of a command that must succeed."""
+    started = time.monotonic()
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                            cwd="/", env=env)
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    return seconds, result.stdout
+
+
+class Cluster:
+    """A simulated cluster for the length of a with-block.
+
+    Its Macs have names of their own (bench-TAG-N): MLX's plain `ssh NODE` reaches the newest
+    cluster on this machine with that name, and other clusters may be up beside this one.
+    """
+
+    def __init__(self, root: Path, nodes: int, topology: str, model: str = "mini-m4-pro"):
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{nodes}-{topology}-", dir=root))
+        self.dir.chmod(0o755)  # the simulated Macs' admin user reads from here
+        tag = secrets.token_hex(2)
+        models = {f"bench-{tag}-{i}": MODELS[model] for i in range(1, nodes + 1)}
+        self.nodes = list(models)
+        plan = {"nodes": {name: {"model": model, "rdma": True} for name in models},
+                "cables": [str(cable) for cable in generated_cables(models, topology)]}
+        (self.dir / "plan.yml").write_text(yaml.safe_dump(plan))
+        self.inventory = self.dir / "inventory.yml"
+        self.runs = 0
+
+    def __enter__(self) -> Cluster:
+        run([str(BIN / "mlx-fleet"), "sim", "up", "--dir", str(self.dir), "--topology", str(self.dir / "plan.yml")])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run([str(BIN / "mlx-fleet"), "sim", "down", "--dir", str(self.dir)], capture_output=True,
+                       stdin=subprocess.DEVNULL, cwd="/")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def mlx_fleet(self, command: str, *args: str) -> list[str]:
+        """argv of an mlx-fleet command on this cluster, with SSH connections no earlier run opened."""
+        self.runs += 1
+        return [str(BIN / "mlx-fleet"), command, "-i", str(self.inventory), "--output-dir", str(self.dir / "out"),
+                "-e", f"ansible_control_path_dir={self.dir / f'cp-{self.runs}'}", *args]
+
+
+def tasks_per_mac(summary: str) -> int:
+    """ok + skipped of the busiest Mac, from the run's recap (the CLI names its full output)."""
+    stdout = re.search(r"^full output: (\S+)", summary, re.M)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", Path(stdout.group(1)).read_text() if stdout else summary)
+    counts = [dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2)))
+              for m in RECAP.finditer(text) if m.group(1) != "localhost"]
+    if not counts:
+        raise SystemExit(f"no play recap in the run's output:\n{text[-2000:]}")
+    return max(c["ok"] + c["skipped"] for c in counts)
+
+
+@dataclass
+class Row:
+    figure: str
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    tasks: dict[str, set[int]] = field(default_factory=dict)
+    note: str = ""
+
+    def add(self, who: str, seconds: float, tasks: int | None = None) -> None:
+        self.seconds.setdefault(who, []).append(seconds)
+        if tasks is not None:
+            self.tasks.setdefault(who, set()).add(tasks)
+
+    def median(self, who: str) -> float | None:
+        return statistics.median(self.seconds[who]) if self.seconds.get(who) else None
+
+    def cells(self, columns: list[str]) -> list[str]:
+        out = [self.figure]
+        for who in columns:
+            median = self.median(who)
+            tasks = "/".join(map(str, sorted(self.tasks.get(who, ()))))
+            out.append("-" if median is None else f"{median:.1f} s" + (f", {tasks} tasks" if tasks else ""))
+        ours = self.median(OURS)
+        ratios = [f"{ours / self.median(who):.2f}x vs {who}" for who in columns[1:] if ours and self.median(who)]
+        return out + ["; ".join(ratios) or "-", self.note]
+
+
+class Bench:
+    def __init__(self, root: Path, repeat: int, baseline: Path | None):
+        self.root, self.repeat = root, repeat
+        self.envs = {OURS: None}
+        if baseline:
+            self.envs[BASELINE] = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                [str(baseline / "src"), str(baseline / "collections")]))
+
+    def hostfile(self) -> list[Row]:
+        rows = []
+        for nodes, topology, backend in ((4, "mesh", "jaccl"), (8, "ring", "jaccl-ring")):
+            row = Row(f"hostfile, {nodes} Mac Studios ({topology})",
+                      note=f"comparison: mlx.distributed_config --backend {backend} --auto-setup")
+            with Cluster(self.root, nodes, topology, "studio-m3-ultra") as cluster:
+                theirs_file = cluster.dir / "mlx-hostfile.json"
+                for _ in range(self.repeat):
+                    for who, env in self.envs.items():
+                        row.add(who, run(cluster.mlx_fleet("hostfile"), env)[0])
+                    row.add(THEIRS, run([str(BIN / "mlx.distributed_config"), "--hosts", ",".join(cluster.nodes),
+                                         "--over", "thunderbolt", "--backend", backend, "--auto-setup",
+                                         "--output-hostfile", str(theirs_file)])[0])
+                ours = json.loads((cluster.dir / "out" / "hostfile.json").read_text())
+                theirs = json.loads(theirs_file.read_text())
+                if (ours["backend"], [h["rdma"] for h in ours["hosts"]]) != (
+                        theirs["backend"], [h["rdma"] for h in theirs["hosts"]]):
+                    row.note += "; THE HOSTFILES DIFFER"
+            rows.append(row)
+        return rows
+
+    def site(self) -> list[Row]:
+        rows = []
+        for nodes, topology in ((4, "mesh"), (8, "ring")):
+            fresh, noop = Row(f"site.yml fresh, {nodes} Macs ({topology})"), Row(f"site.yml no-op, {nodes} Macs")
+            for _ in range(self.repeat):
+                for who, env in self.envs.items():
+                    with Cluster(self.root, nodes, topology) as cluster:
+                        for row in (fresh, noop):
+                            seconds, summary = run(cluster.mlx_fleet("converge"), env)
+                            row.add(who, seconds, tasks_per_mac(summary))
+            rows += [fresh, noop]
+        return rows
+
+    def memory(self) -> list[Row]:
+        row = Row("site.yml fresh, 16 Macs (ring): controller memory")
+        notes = []
+        for who, env in self.envs.items():
+            with Cluster(self.root, 16, "ring") as cluster:
+                seconds, largest, tree = peak_memory(cluster.mlx_fleet("converge"), env)
+            row.add(who, seconds)
+            notes.append(f"{who}: largest process {largest / 1024:.0f} MiB RSS, whole tree {tree / 1024:.0f} MiB PSS")
+        row.note = "; ".join(notes)
+        return [row]
+
+    def audit(self) -> list[Row]:
+        probe = subprocess.run([str(BIN / "mlx-fleet"), "audit", "--help"], capture_output=True,
+                               stdin=subprocess.DEVNULL, cwd="/")
+        if probe.returncode != 0:
+            return [Row("audit, 4 and 16 Macs", note="skipped: this mlx-fleet has no audit command")]
+        rows = []
+        for nodes, topology in ((4, "mesh"), (16, "ring")):
+            row = Row(f"audit, {nodes} Macs ({topology})")
+            with Cluster(self.root, nodes, topology) as cluster:
+                run(cluster.mlx_fleet("converge"))
+                for _ in range(self.repeat):
+                    row.add(OURS, run(cluster.mlx_fleet("audit"))[0])
+            rows.append(row)
+        return rows
+
+
+def _tree(pid: int) -> list[int]:
+    """pid and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        match = re.search(r"^Pss:\s+(\d+) kB", Path(f"/proc/{pid}/smaps_rollup").read_text(), re.M)
+    except OSError:
+        return 0
+    return int(match.group(1)) if match else 0
+
+
+def peak_memory(argv: list[str], env: dict | None) -> tuple[float, int, int]:
+    """(seconds, largest process's peak RSS in KiB, the process tree's peak PSS in KiB) of a command.
+    The largest process comes from a wrapper's RUSAGE_CHILDREN (it waits for nothing else); the tree
+    is sampled from /proc every 0.2 s."""
+    wrapper = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode)")
+    process = subprocess.Popen([sys.executable, "-c", wrapper, *argv], stdout=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL, cwd="/", env=env)
+    peak, done = 0, threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, sum(_pss_kib(p) for p in _tree(process.pid)))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample)
+    started = time.monotonic()
+    sampler.start()
+    out, _ = process.communicate(timeout=3600)
+    seconds = time.monotonic() - started
+    done.set()
+    sampler.join()
+    largest, rc = (int(x) for x in out.split())
+    if rc != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({rc})")
+    return seconds, largest, peak
+
+
+def table(rows: list[Row], columns: list[str]) -> str:
+    head = ["figure", *(f"{who} (median)" for who in columns), "ratio", "note"]
+    cells = [head] + [row.cells(columns) for row in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths)) + " |" for line in cells]
+    lines.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each figure (default 5; the table shows medians)")
+    parser.add_argument("--only", default=",".join(FIGURES),
+                        help=f"comma-separated figures to run (default all: {','.join(FIGURES)})")
+    parser.add_argument("--baseline", type=Path, help="an earlier mlx-fleet source tree to compare with, interleaved")
+    args = parser.parse_args(argv)
+    only = [f.strip() for f in args.only.split(",") if f.strip()]
+    if set(only) - set(FIGURES) or args.repeat < 1:
+        parser.error(f"--only takes {', '.join(FIGURES)}; --repeat at least 1")
+    if args.baseline and not (args.baseline / "src" / "mlx_fleet").is_dir():
+        parser.error(f"--baseline {args.baseline}: not an mlx-fleet source tree (no src/mlx_fleet)")
+    if os.geteuid() != 0:
+        parser.error("macsim needs root")
+    root = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-", dir="/tmp"))
+    root.chmod(0o755)
+    bench = Bench(root, args.repeat, args.baseline and args.baseline.resolve())
+    rows: list[Row] = []
+    try:
+        for figure in only:
+            print(f"bench: {figure} ...", file=sys.stderr, flush=True)
+            rows += getattr(bench, figure)()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    columns = [OURS] + ([BASELINE] if args.baseline else []) + ([THEIRS] if "hostfile" in only else [])
+    print(table(rows, columns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

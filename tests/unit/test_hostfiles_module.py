@@ -1,0 +1,73 @@
+"""mlx_fleet.cluster.hostfiles: main() run as Ansible runs it, on a folder standing in for /opt/mlx-fleet."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.modules import hostfiles
+
+JACCL = json.dumps({"backend": "jaccl", "envs": [], "hosts": [{"ssh": "a", "ips": [], "rdma": [None, "rdma_en3"]},
+                                                              {"ssh": "b", "ips": [], "rdma": ["rdma_en3", None]}]},
+                   indent=4)
+RING = json.dumps({"backend": "ring", "envs": [], "hosts": [{"ssh": "a", "ips": ["192.168.0.1"], "rdma": []},
+                                                            {"ssh": "b", "ips": ["192.168.0.2"], "rdma": []}]},
+                  indent=4)
+
+
+@pytest.fixture
+def run(run_module):
+    def run(folder, check=False, diff=False, **args) -> dict:
+        return run_module(hostfiles.main, dict(args, path=str(folder), _ansible_check_mode=check, _ansible_diff=diff))
+
+    return run
+
+
+def contents(folder) -> dict:
+    return {name: (folder / name).read_text() for name in sorted(os.listdir(folder))}
+
+
+def test_writes_both_creating_the_folder_then_changes_nothing(run, tmp_path):
+    folder = tmp_path / "opt" / "mlx-fleet"
+    result = run(folder, hostfile=JACCL, ring_hostfile=RING)
+    assert result["changed"] and result["files"] == {"hostfile-ring.json": "created", "hostfile.json": "created"}
+    assert contents(folder) == {"hostfile-ring.json": RING, "hostfile.json": JACCL}  # byte for byte, no temporaries
+    assert oct(folder.stat().st_mode & 0o777) == "0o755"
+    assert {oct((folder / n).stat().st_mode & 0o777) for n in os.listdir(folder)} == {"0o644"}
+    stamps = {n: (folder / n).stat().st_mtime_ns for n in os.listdir(folder)}
+    again = run(folder, hostfile=JACCL, ring_hostfile=RING)
+    assert not again["changed"] and set(again["files"].values()) == {"unchanged"}
+    assert {n: (folder / n).stat().st_mtime_ns for n in os.listdir(folder)} == stamps
+
+
+def test_a_changed_hostfile_is_replaced_and_a_stale_ring_hostfile_removed(run, tmp_path):
+    run(tmp_path, hostfile=JACCL, ring_hostfile=RING)
+    mesh_only = JACCL.replace("rdma_en3", "rdma_en4")
+    result = run(tmp_path, hostfile=mesh_only, diff=True)
+    assert result["changed"] and result["files"] == {"hostfile-ring.json": "removed", "hostfile.json": "updated"}
+    assert contents(tmp_path) == {"hostfile.json": mesh_only}
+    assert [(d["before_header"], d["before"], d["after"]) for d in result["diff"]] == [
+        (str(tmp_path / "hostfile-ring.json"), RING, ""), (str(tmp_path / "hostfile.json"), JACCL, mesh_only)]
+    assert run(tmp_path, hostfile=mesh_only)["files"] == {"hostfile-ring.json": "absent", "hostfile.json": "unchanged"}
+
+
+def test_check_mode_reports_and_writes_nothing(run, tmp_path):
+    folder = tmp_path / "new"
+    result = run(folder, check=True, diff=True, hostfile=JACCL, ring_hostfile=RING)
+    assert result["changed"] and [d["after"] for d in result["diff"]] == [RING, JACCL]
+    assert not folder.exists()
+
+
+def test_not_a_hostfile_is_refused_before_anything_is_written(run, tmp_path):
+    result = run(tmp_path, hostfile=JACCL, ring_hostfile="[1, 2]")
+    assert result["failed"] and result["msg"].startswith(
+        "hostfile-ring.json: the text given is not a hostfile (not a JSON object)")
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_unwritable_folder_is_one_line_naming_it(run, tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run(tmp_path / "file" / "sub", hostfile=JACCL)
+    assert result["failed"] and result["msg"].startswith(f"{tmp_path / 'file' / 'sub'}: cannot write the hostfiles")
