@@ -216,6 +216,12 @@ def _install_uv(module, wheel, uv_path, want):
     os.rename(tmp, uv_path)
 
 
+def _check_uv(module, uv_path, want):
+    """The store's uv is used only with the sha256 the controller computed from the locked wheel."""
+    if not (os.path.isfile(uv_path) and sha256_file(uv_path) == want):
+        module.fail_json(msg="mlx_env: %s is missing or is not the locked uv; run the play again" % uv_path)
+
+
 def _extract_python(module, store, build, archive):
     """Extract BUILD's verified ARCHIVE beside its place, then swap it in and mark it complete."""
     pythons = store_paths(store)["pythons"]
@@ -331,8 +337,7 @@ def main():
                 "after": _listing(after_label, desired)}
 
         if not check:
-            if not (os.path.isfile(layout["uv"]) and sha256_file(layout["uv"]) == uv.get("sha256")):
-                module.fail_json(msg="mlx_env: %s is missing or is not the locked uv; run the play again" % layout["uv"])
+            _check_uv(module, layout["uv"], uv.get("sha256"))
             if not right_base:
                 _claim(module, path, VENV_MARKER, clear=True)
                 _run(module, [layout["uv"], "venv", "--allow-existing", "--python", interpreter, path], "uv venv")

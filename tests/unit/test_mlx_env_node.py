@@ -136,3 +136,15 @@ def test_a_bundle_is_checked_file_by_file_on_arrival(tmp_path):
     changed = dict(_bundle(tmp_path, good), sha256="0" * 64)
     with pytest.raises(Failed, match="arrived with another sha256"):
         mlx_env._unpack(FakeModule(), changed, expected, str(staging))
+
+
+def test_the_stores_uv_is_used_only_with_its_locked_hash(tmp_path):
+    uv = tmp_path / "uv"
+    uv.write_bytes(b"#!uv")
+    mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
+    uv.write_bytes(b"#!evil uv")
+    with pytest.raises(Failed, match="is missing or is not the locked uv"):
+        mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
+    uv.unlink()
+    with pytest.raises(Failed, match="is missing or is not the locked uv"):
+        mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
