@@ -116,6 +116,7 @@ ansible_facts:
       type: dict
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -128,7 +129,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     STORE_MARKER, VENV_MARKER, build_marker, build_state, fingerprint, fingerprint_path, folder_state, path_problems,
     pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
 
-UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1", "UV_NO_CACHE": "1"}
+UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"}
 PLAN_SPEC = dict(
     interpreter=dict(type="path", required=True),
     python_build=dict(type="dict"),
@@ -148,8 +149,8 @@ def _listing(python_label, installed):
     return "\n".join(lines) + "\n"
 
 
-def _run(module, argv, what):
-    rc, out, err = module.run_command(argv, environ_update=UV_ENV)
+def _run(module, argv, what, environ=None):
+    rc, out, err = module.run_command(argv, environ_update=dict(UV_ENV, **(environ or {})))
     if rc != 0:
         module.fail_json(msg="mlx_env: %s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-2000:]), cmd=argv)
     return out
@@ -176,25 +177,42 @@ def _claim(module, folder, marker, clear=False):
             handle.write("Made by mlx-fleet (roles/mlx_env): it may clear this folder.\n")
 
 
+class _HashingReader(object):
+    """A file read once, front to back, whose sha256 is known at the end."""
+
+    def __init__(self, handle):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def read(self, size=-1):
+        block = self.handle.read(size)
+        self.digest.update(block)
+        return block
+
+
 def _unpack(module, bundle, expected, staging):
-    """Check BUNDLE's sha256 and each member's against EXPECTED (name -> sha256); files by name."""
-    if sha256_file(bundle["src"]) != bundle["sha256"]:
+    """Check BUNDLE's sha256 and each member's against EXPECTED (name -> sha256), in one read;
+    the files, in STAGING, by name."""
+    files = {}
+    with open(bundle["src"], "rb") as raw:
+        whole = _HashingReader(raw)
+        with tarfile.open(fileobj=whole, mode="r|") as tar:
+            for member in tar:
+                want = expected.get(member.name)
+                if want is None or not member.isfile():
+                    module.fail_json(msg="mlx_env: the bundle holds %s, which the plan does not list" % member.name)
+                dest = os.path.join(staging, "%d" % len(files))
+                part = _HashingReader(tar.extractfile(member))
+                with open(dest, "wb") as out:
+                    shutil.copyfileobj(part, out, 1 << 20)
+                if part.digest.hexdigest() != want:
+                    module.fail_json(msg="mlx_env: %s in the bundle does not have its locked sha256 %s"
+                                         % (member.name, want))
+                files[member.name] = dest
+        while whole.read(1 << 20):
+            pass
+    if whole.digest.hexdigest() != bundle["sha256"]:
         module.fail_json(msg="mlx_env: the bundle %s arrived with another sha256 than the controller sent; run again"
                              % bundle["src"])
-    files = {}
-    with tarfile.open(bundle["src"], "r:") as tar:
-        for member in tar:
-            want = expected.get(member.name)
-            if want is None or not member.isfile():
-                module.fail_json(msg="mlx_env: the bundle holds %s, which the plan does not list" % member.name)
-            dest = os.path.join(staging, "%d" % len(files))
-            source = tar.extractfile(member)
-            with open(dest, "wb") as out:
-                shutil.copyfileobj(source, out, 1 << 20)
-            if sha256_file(dest) != want:
-                module.fail_json(msg="mlx_env: %s in the bundle does not have its locked sha256 %s"
-                                     % (member.name, want))
-            files[member.name] = dest
     missing = sorted(set(expected) - set(files))
     if missing:
         module.fail_json(msg="mlx_env: the bundle lacks %s" % ", ".join(missing))
@@ -274,13 +292,13 @@ def main():
         for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
             if not os.path.isdir(sub):
                 os.makedirs(sub)
+        staging = tempfile.mkdtemp(dir=layout["incoming"])
     try:
         # 1. What arrived: the bundle, every file checked against the lock.
         files = {}
         if plan["bundle"]:
             actions.append("unpack_bundle")
             if not check:
-                staging = tempfile.mkdtemp(dir=layout["incoming"])
                 expected = {"wheels/%s" % r["filename"]: r["sha256"] for r in plan["requirements"]}
                 if uv.get("wheel"):
                     expected["uv/%s" % uv["wheel"]["filename"]] = uv["wheel"]["sha256"]
@@ -346,13 +364,17 @@ def main():
                 with os.fdopen(handle, "w") as req:
                     for r in plan["requirements"]:
                         req.write("%s==%s --hash=sha256:%s\n" % (r["name"], r["version"], r["sha256"]))
+                # uv's cache lives (and goes) with the staging folder: the venv keeps uv's
+                # platform link mode (a clone on APFS, a hard link on Linux), no second copy.
                 _run(module, [layout["uv"], "pip", "sync", "--python", venv_python, "--offline", "--no-index",
-                              "--find-links", layout["wheels"], "--require-hashes", "--link-mode", "copy", reqfile],
-                     "uv pip sync")
+                              "--find-links", layout["wheels"], "--require-hashes", reqfile],
+                     "uv pip sync", {"UV_CACHE_DIR": os.path.join(staging, "uv-cache")})
             finally:
                 os.unlink(reqfile)
-            current, _ = run_probe(module, venv_python, "installed")
-            installed = (current or {}).get("installed", {})
+            current, error = run_probe(module, venv_python, "installed", "prove")
+            if current is None:
+                module.fail_json(msg="mlx_env: the venv's Python does not run: %s" % error)
+            installed = current.get("installed", {})
             if sorted(installed) != sorted(desired):
                 module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
                                  installed=installed, desired=desired)
@@ -368,16 +390,13 @@ def main():
     rc, machine, err = module.run_command([module.get_bin_path("uname", required=True), "-m"])
     machine = machine.strip()
     proof = None
-    if os.access(venv_python, os.X_OK) and not check:
-        info, error = run_probe(module, venv_python, "prove")
-        if info is None:
-            module.fail_json(msg="mlx_env: the venv's Python does not run: %s" % error)
-        proof = dict(info["proof"], machine=info["machine"], uname_machine=machine)
+    if not check:
+        proof = dict(current["proof"], machine=current["machine"], uname_machine=machine)
         if not proof.get("ok"):
             module.fail_json(msg="mlx_env: %s cannot use MLX: %s" % (venv_python, proof.get("error", proof)), proof=proof)
-        if info["machine"] != machine:
+        if current["machine"] != machine:
             module.fail_json(msg="mlx_env: %s runs as %s but the node is %s (a Rosetta or foreign Python); "
-                                 "use a native %s interpreter" % (venv_python, info["machine"], machine, machine),
+                                 "use a native %s interpreter" % (venv_python, current["machine"], machine, machine),
                              proof=proof)
 
     # 5. The fingerprint, in the venv.

@@ -63,10 +63,15 @@ uname_machine:
   returned: always
   type: str
   sample: arm64
-dirs_ready:
-  description: Whether O(path) and O(store) exist, owned by O(owner).
+to_make:
+  description:
+    - The folders to make before anything is installed - missing parents of O(path) and O(store)
+      (to be root-owned), then O(path) and O(store) when they are missing or not owned by O(owner).
+      Empty once they exist.
   returned: always
-  type: bool
+  type: list
+  elements: dict
+  sample: [{path: /opt/mlx-fleet}, {path: /opt/mlx-fleet/venv, owner: admin, mode: "0755"}]
 folders:
   description: For O(path) and O(store), C(missing), C(empty), C(ours) (made by mlx-fleet) or C(foreign).
   returned: always
@@ -119,15 +124,20 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     sha256_file, store_paths)
 
 
-def _owned(paths, uid):
-    for d in paths:
+def _to_make(path, store, owner, uid):
+    """Missing parents (root-owned), then the two folders unless they exist owned by OWNER."""
+    out = []
+    for parent in (os.path.dirname(path), os.path.dirname(store)):
+        if not os.path.isdir(parent) and {"path": parent} not in out:
+            out.append({"path": parent})
+    for folder in (path, store):
         try:
-            st = os.lstat(d)
+            owned = os.path.isdir(folder) and not os.path.islink(folder) and os.lstat(folder).st_uid == uid
         except OSError:
-            return False
-        if not os.path.isdir(d) or os.path.islink(d) or st.st_uid != uid:
-            return False
-    return True
+            owned = False
+        if not owned:
+            out.append({"path": folder, "owner": owner, "mode": "0755"})
+    return out
 
 
 def main():
@@ -157,7 +167,7 @@ def main():
     if rc != 0:
         module.fail_json(msg="uname -m failed: %s" % err.strip())
     result = dict(changed=False, owner=owner, login_user=login, uname_machine=out.strip(),
-                  dirs_ready=_owned([path, store], uid),
+                  to_make=_to_make(path, store, owner, uid),
                   folders={"path": folder_state(path, VENV_MARKER), "store": folder_state(store, STORE_MARKER)})
 
     interpreter = module.params["python_interpreter"]

@@ -148,3 +148,18 @@ def test_the_stores_uv_is_used_only_with_its_locked_hash(tmp_path):
     uv.unlink()
     with pytest.raises(Failed, match="is missing or is not the locked uv"):
         mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
+
+
+def test_folders_to_make_leave_an_existing_parent_alone(tmp_path):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules.mlx_env_facts import _to_make
+
+    uid = os.getuid()
+    venv, store = tmp_path / "mlx-fleet" / "venv", tmp_path / "mlx-fleet" / "store"
+    assert _to_make(str(venv), str(store), "admin", uid) == [
+        {"path": str(tmp_path / "mlx-fleet")},  # made root-owned, never given the owner
+        {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
+    venv.mkdir(parents=True)
+    store.mkdir()
+    assert _to_make(str(venv), str(store), "admin", uid) == []
+    assert _to_make(str(venv), str(store), "admin", uid + 1) == [
+        {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
