@@ -240,6 +240,18 @@ def _check_uv(module, uv_path, want):
         module.fail_json(msg="mlx_env: %s is missing or is not the locked uv; run the play again" % uv_path)
 
 
+def _remove_leftovers(store):
+    """What an interrupted run left in the store (called only once the store is known to be ours)."""
+    layout = store_paths(store)
+    leftovers = [os.path.join(layout["incoming"], n) for n in os.listdir(layout["incoming"])]
+    leftovers += [os.path.join(layout["pythons"], n) for n in os.listdir(layout["pythons"]) if n.startswith(".partial-")]
+    for old in leftovers:
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old)
+        else:
+            os.unlink(old)
+
+
 def _extract_python(module, store, build, archive):
     """Extract BUILD's verified ARCHIVE beside its place, then swap it in and mark it complete."""
     pythons = store_paths(store)["pythons"]
@@ -292,6 +304,7 @@ def main():
         for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
             if not os.path.isdir(sub):
                 os.makedirs(sub)
+        _remove_leftovers(store)
         staging = tempfile.mkdtemp(dir=layout["incoming"])
     try:
         # 1. What arrived: the bundle, every file checked against the lock.

@@ -114,18 +114,9 @@ def _python_build(lock: dict, info: dict) -> dict:
                     "add the platform to mlx_env_platforms and run mlx-fleet lock")
 
 
-def _same_set(installed: dict, requirements: list[dict]) -> bool:
-    """Whether INSTALLED (name -> version, as the venv reports them) is exactly REQUIREMENTS."""
-    have = {canonicalize_name(n): v for n, v in installed.items()}
-    if set(have) != {r["name"] for r in requirements}:
-        return False
-    try:
-        return all(Version(have[r["name"]]) == Version(r["version"]) for r in requirements)
-    except InvalidVersion:
-        return False
-
-
-def _changes(installed: dict, requirements: list[dict], rebuilt: bool) -> list[str]:
+def _changes(installed: dict, requirements: list[dict], rebuilt: bool = False) -> list[str]:
+    """What syncing INSTALLED (name -> version, as the venv reports them) to REQUIREMENTS
+    changes, versions compared as PEP 440 versions; everything when the venv is REBUILT."""
     have = {} if rebuilt else {canonicalize_name(n): v for n, v in installed.items()}
     want = {r["name"]: r["version"] for r in requirements}
     out = []
@@ -201,7 +192,7 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
     if base_ok:
         version = ".".join(map(str, vinfo["version"]))
         expected = _node_utils().fingerprint(lock_hash, installed, version, uname)
-    matches = (base_ok and facts.get("folders", {}).get("path") == "ours" and _same_set(installed, requirements)
+    matches = (base_ok and facts.get("folders", {}).get("path") == "ours" and not _changes(installed, requirements)
                and (build is None or build_ready) and proof.get("ok") and vinfo.get("machine") == uname
                and facts.get("fingerprint") == expected)
 

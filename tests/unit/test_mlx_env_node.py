@@ -163,3 +163,16 @@ def test_folders_to_make_leave_an_existing_parent_alone(tmp_path):
     assert _to_make(str(venv), str(store), "admin", uid) == []
     assert _to_make(str(venv), str(store), "admin", uid + 1) == [
         {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
+
+
+def test_an_interrupted_runs_leftovers_are_removed(tmp_path):
+    layout = node.store_paths(str(tmp_path))
+    for folder in (layout["incoming"], layout["pythons"] + "/.partial-abc/python/bin", layout["wheels"]):
+        os.makedirs(folder)
+    open(os.path.join(layout["incoming"], "half.tar"), "w").close()
+    _extracted(tmp_path)
+    kept = sorted(os.listdir(layout["pythons"]))
+    mlx_env._remove_leftovers(str(tmp_path))
+    assert os.listdir(layout["incoming"]) == []
+    assert sorted(os.listdir(layout["pythons"])) == [n for n in kept if not n.startswith(".partial-")]
+    assert os.path.isdir(layout["wheels"])
