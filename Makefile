@@ -8,7 +8,7 @@ SIM_DIR ?= .sim/demo
 APT_PACKAGES := openssh-server openssh-client iproute2 util-linux sudo zsh python3 python3-venv \
 	python3-pip graphviz make git ca-certificates chromium poppler-utils
 
-.PHONY: demo test deps venv lint clean
+.PHONY: demo test deps venv lint bench clean
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -32,6 +32,10 @@ test: deps venv
 
 lint: venv
 	$(VENV)/bin/ansible-lint --offline --profile production
+
+# Speed figures on simulated clusters (root): every script in benchmarks/ prints its own.
+bench: deps venv
+	for script in benchmarks/*.py; do $(VENV)/bin/python $$script || exit 1; done
 
 clean:
 	-$(VENV)/bin/mlx-fleet sim down --dir $(SIM_DIR)
