@@ -34,9 +34,11 @@ test: deps venv
 lint: venv
 	$(VENV)/bin/ansible-lint --offline --profile production
 
-# Wall times against MLX's own tool, tasks per Mac, controller memory (root; BENCH_ARGS=--repeat 3 --only hostfile).
+# Speed figures on simulated clusters (root): every script in benchmarks/ prints its own table
+# (BENCH_ARGS go to benchmarks/bench.py, e.g. --repeat 3 --only hostfile).
 bench: deps venv
 	$(VENV)/bin/python benchmarks/bench.py $(BENCH_ARGS)
+	for script in benchmarks/*.py; do [ "$$script" = benchmarks/bench.py ] || $(VENV)/bin/python $$script || exit 1; done
 
 clean:
 	-$(VENV)/bin/mlx-fleet sim down --dir $(SIM_DIR)

@@ -17,6 +17,7 @@ ARGS = {
     "python_interpreter": {"type": "str", "default": ""},
     "store": {"type": "str", "required": True},
     "cache_dir": {"type": "path", "required": True},
+    "python_mirror": {"type": "str", "default": ""},
     "state_var": {"type": "str", "default": "mlx_env_state"},
 }
 
@@ -36,7 +37,8 @@ class ActionModule(ClusterAction):
             facts[host] = state
         try:
             plan = plan_run(args["lock_file"], args["declaration"], args["python_interpreter"], args["store"],
-                            args["cache_dir"], facts)
+                            args["cache_dir"], facts, python_mirror=args["python_mirror"],
+                            bundles=not self._task.check_mode)
         except LockError as exc:
             raise AnsibleActionFail(f"mlx_env: {exc}") from None
         result.update(plan)

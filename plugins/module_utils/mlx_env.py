@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
-"""Node-side helpers of the mlx_env modules: the probe a node's Python runs, and paths.
+"""Node-side helpers of the mlx_env modules: the probe a node's Python runs, the store's
+layout, the checks on the two paths, and the markers that say what the toolkit made.
 
 Stdlib only, Python 3.9 compatible: it runs on the Mac's /usr/bin/python3. PROBE is run by
 *another* interpreter (the environment's target Python or the venv's), so it is a
@@ -13,6 +14,7 @@ __metaclass__ = type
 import hashlib
 import json
 import os
+import pwd
 
 PROBE = r'''
 import json, os, platform, re, struct, sys, sysconfig
@@ -27,8 +29,8 @@ out = {
     "soabi": sysconfig.get_config_var("SOABI") or "",
     "gil_disabled": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
     "pointer_bits": struct.calcsize("P") * 8,
-    "prefix": sys.prefix,
-    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
+    "prefix": os.path.realpath(sys.prefix),
+    "base_prefix": os.path.realpath(getattr(sys, "base_prefix", sys.prefix)),
 }
 try:
     out["glibc"] = (os.confstr("CS_GNU_LIBC_VERSION") or "").replace("glibc ", "")
@@ -82,7 +84,7 @@ print(json.dumps(out))
 
 def run_probe(module, python, *what):
     """Run PROBE with PYTHON; (info dict or None, error text)."""
-    rc, out, err = module.run_command([python, "-I", "-c", PROBE] + list(what))
+    rc, out, err = module.run_command([python, "-I", "-B", "-c", PROBE] + list(what))
     if rc != 0:
         return None, (err or out).strip()
     try:
@@ -102,13 +104,27 @@ def sha256_file(path, blocksize=1 << 20):
     return digest.hexdigest()
 
 
+# Files that say a folder was made by the toolkit: only such a folder (or an empty one) is
+# ever cleared or has anything deleted in it.
+VENV_MARKER = ".mlx-fleet-venv"
+STORE_MARKER = ".mlx-fleet-store"
+
+# Folders the environment must never be (nor its store): the system's and users' homes.
+SYSTEM_DIRS = frozenset([
+    "/", "/Applications", "/Library", "/System", "/Users", "/Users/Shared", "/Volumes", "/bin", "/cores", "/dev",
+    "/etc", "/home", "/opt", "/opt/homebrew", "/private", "/private/etc", "/private/tmp", "/private/var", "/root",
+    "/sbin", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/libexec", "/usr/local", "/usr/local/bin",
+    "/usr/local/lib", "/usr/sbin", "/usr/share", "/var", "/var/root", "/var/tmp"])
+
+
 def store_paths(store):
     """The layout of the node's store (pushed artifacts)."""
     return {
         "wheels": os.path.join(store, "wheels"),
         "uv": os.path.join(store, "bin", "uv"),
         "pythons": os.path.join(store, "python"),
-        "downloads": os.path.join(store, "downloads"),
+        "incoming": os.path.join(store, "incoming"),
+        "marker": os.path.join(store, STORE_MARKER),
     }
 
 
@@ -117,9 +133,77 @@ def managed_python(store, key):
     return os.path.join(store_paths(store)["pythons"], key, "python", "bin", "python3")
 
 
+def build_marker(store, key):
+    """Written once build KEY is completely extracted: its archive's sha256 and its files' digest."""
+    return os.path.join(store_paths(store)["pythons"], key + ".json")
+
+
 def fingerprint_path(venv):
-    """The fingerprint file, next to the venv."""
-    return venv.rstrip("/") + ".fingerprint.json"
+    """The fingerprint file, inside the venv."""
+    return os.path.join(venv, "mlx-fleet.fingerprint.json")
+
+
+def path_problems(path, store):
+    """One line per thing wrong with mlx_env_path and mlx_env_store (empty: both usable)."""
+    homes = set(entry.pw_dir.rstrip("/") for entry in pwd.getpwall() if entry.pw_dir.startswith("/"))
+    problems, paths = [], {}
+    for name, value in (("mlx_env_path", path), ("mlx_env_store", store)):
+        normal = os.path.normpath(value or "")
+        if not value or not os.path.isabs(value) or ".." in value.split("/"):
+            problems.append("%s %r must be an absolute path, like /opt/mlx-fleet/%s"
+                            % (name, value, "venv" if name == "mlx_env_path" else "store"))
+        elif normal in SYSTEM_DIRS or normal in homes or os.path.dirname(normal) in ("/Users", "/home"):
+            problems.append("%s %r is a system or home folder; use a folder of its own, like /opt/mlx-fleet/%s"
+                            % (name, value, "venv" if name == "mlx_env_path" else "store"))
+        else:
+            paths[name] = normal
+    if len(paths) == 2:
+        venv, store_dir = paths["mlx_env_path"], paths["mlx_env_store"]
+        if venv == store_dir or venv.startswith(store_dir + "/") or store_dir.startswith(venv + "/"):
+            problems.append("mlx_env_path %r and mlx_env_store %r overlap; give them separate folders, like "
+                            "/opt/mlx-fleet/venv and /opt/mlx-fleet/store" % (path, store))
+    return problems
+
+
+def folder_state(path, marker):
+    """missing, empty, ours (holds MARKER) or foreign (anything else, never cleared)."""
+    if not os.path.lexists(path):
+        return "missing"
+    if os.path.islink(path) or not os.path.isdir(path):
+        return "foreign"
+    if os.path.isfile(os.path.join(path, marker)):
+        return "ours"
+    return "empty" if not os.listdir(path) else "foreign"
+
+
+def tree_digest(root):
+    """sha256 over every file, link and folder under ROOT (not __pycache__, which Python writes)."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel = os.path.relpath(folder, root)
+        digest.update(("d %s\n" % rel).encode("utf-8"))
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]):
+            full = os.path.join(folder, name)
+            if os.path.islink(full):
+                entry = "l %s %s" % (name, os.readlink(full))
+            else:
+                entry = "f %s %s %o" % (name, sha256_file(full), os.stat(full).st_mode & 0o111)
+            digest.update(("%s\n" % entry).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def build_state(store, key):
+    """The extracted build KEY: {sha256 (of its archive), intact}, or None when absent or unfinished."""
+    try:
+        with open(build_marker(store, key)) as handle:
+            marker = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+    root = os.path.join(store_paths(store)["pythons"], key)
+    intact = os.path.isdir(root) and not os.path.islink(root) and tree_digest(root) == marker.get("tree")
+    return {"sha256": marker.get("sha256"), "intact": intact,
+            "prefix": os.path.realpath(os.path.join(root, "python"))}
 
 
 def fingerprint(lock_hash, installed, python_version, machine):

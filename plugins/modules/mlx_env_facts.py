@@ -15,9 +15,12 @@ description:
   - Asks the node's target Python (O(python_interpreter), or, for a uv-managed Python, the
     interpreter Ansible runs with, which reports the node's platform) for its platform, version
     and environment markers, so the controller can choose the wheels that node needs.
-  - Reads the venv at O(path) (its Python and installed distributions), the artifacts already
-    pushed to O(store) (sha256 of each wheel, of uv, the extracted uv-managed Python builds),
-    the fingerprint file next to the venv, and C(uname -m).
+  - Reads the venv at O(path) (its Python, installed distributions, and whether MLX imports and
+    computes there), the artifacts already pushed to O(store) (sha256 of each wheel and of uv, the
+    extracted uv-managed Python builds re-hashed against what was extracted), the fingerprint in
+    the venv, whether the two folders were made by mlx-fleet, and C(uname -m).
+  - Fails with one line when O(path) or O(store) is not a usable folder (relative, a system or home
+    folder, one inside the other).
   - Changes nothing.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
@@ -60,10 +63,20 @@ uname_machine:
   returned: always
   type: str
   sample: arm64
-dirs_ready:
-  description: Whether the venv's parent and the store folders exist, owned by O(owner).
+to_make:
+  description:
+    - The folders to make before anything is installed - missing parents of O(path) and O(store)
+      (to be root-owned), then O(path) and O(store) when they are missing or not owned by O(owner).
+      Empty once they exist.
   returned: always
-  type: bool
+  type: list
+  elements: dict
+  sample: [{path: /opt/mlx-fleet}, {path: /opt/mlx-fleet/venv, owner: admin, mode: "0755"}]
+folders:
+  description: For O(path) and O(store), C(missing), C(empty), C(ours) (made by mlx-fleet) or C(foreign).
+  returned: always
+  type: dict
+  sample: {path: ours, store: ours}
 target:
   description: The target interpreter (or, for a uv-managed Python, the node's platform) as its Python reports it.
   returned: always
@@ -74,17 +87,17 @@ target:
     info: {description: "Platform, version and markers, or null when it cannot run", type: dict}
     error: {description: Why it could not be asked, type: str}
 managed_builds:
-  description: The uv-managed Python builds already extracted in the store (their keys).
+  description: The uv-managed Python builds extracted in the store, by key.
   returned: always
-  type: list
-  elements: str
+  type: dict
+  sample: {cpython-3.12.16-macos-aarch64-none: {sha256: "...", intact: true, prefix: /opt/mlx-fleet/store/python/cpython-3.12.16-macos-aarch64-none/python}}
 venv:
   description: The venv at O(path).
   returned: always
   type: dict
   contains:
     exists: {description: Whether its Python runs, type: bool}
-    info: {description: "Its Python's version, base prefix and installed distributions", type: dict}
+    info: {description: "Its Python's version, base prefix, installed distributions and the MLX proof", type: dict}
     home: {description: C(home) from pyvenv.cfg, type: str}
 wheels:
   description: Wheels already in the store, file name to sha256.
@@ -95,7 +108,7 @@ uv_sha256:
   returned: always
   type: str
 fingerprint:
-  description: The fingerprint file next to the venv, or null.
+  description: The fingerprint file in the venv, or null.
   returned: always
   type: dict
 """
@@ -107,21 +120,24 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    fingerprint_path, pyvenv_home, run_probe, sha256_file, store_paths)
+    STORE_MARKER, VENV_MARKER, build_state, fingerprint_path, folder_state, path_problems, pyvenv_home, run_probe,
+    sha256_file, store_paths)
 
 
-def _owned_dirs(path, store, uid):
-    layout = store_paths(store)
-    dirs = [os.path.dirname(path.rstrip("/")), store, layout["wheels"], os.path.dirname(layout["uv"]),
-            layout["pythons"], layout["downloads"]]
-    for d in dirs:
+def _to_make(path, store, owner, uid):
+    """Missing parents (root-owned), then the two folders unless they exist owned by OWNER."""
+    out = []
+    for parent in (os.path.dirname(path), os.path.dirname(store)):
+        if not os.path.isdir(parent) and {"path": parent} not in out:
+            out.append({"path": parent})
+    for folder in (path, store):
         try:
-            st = os.stat(d)
+            owned = os.path.isdir(folder) and not os.path.islink(folder) and os.lstat(folder).st_uid == uid
         except OSError:
-            return False
-        if not os.path.isdir(d) or st.st_uid != uid:
-            return False
-    return True
+            owned = False
+        if not owned:
+            out.append({"path": folder, "owner": owner, "mode": "0755"})
+    return out
 
 
 def main():
@@ -135,18 +151,24 @@ def main():
         supports_check_mode=True,
     )
     path, store = module.params["path"], module.params["store"]
+    problems = path_problems(path, store)
+    if problems:
+        module.fail_json(msg="mlx_env: " + "; ".join(problems))
+    path, store = os.path.normpath(path), os.path.normpath(store)
     login = pwd.getpwuid(os.getuid()).pw_name
     owner = module.params["owner"] or login
     try:
         uid = pwd.getpwnam(owner).pw_uid
     except KeyError:
-        module.fail_json(msg="mlx_env: the owner %r is not a user on this node" % owner)
+        module.fail_json(msg="mlx_env: the owner %r is not a user on this node; set mlx_env_owner" % owner)
 
     uname = module.get_bin_path("uname", required=True)
     rc, out, err = module.run_command([uname, "-m"])
     if rc != 0:
         module.fail_json(msg="uname -m failed: %s" % err.strip())
-    result = dict(changed=False, owner=owner, login_user=login, uname_machine=out.strip(), dirs_ready=_owned_dirs(path, store, uid))
+    result = dict(changed=False, owner=owner, login_user=login, uname_machine=out.strip(),
+                  to_make=_to_make(path, store, owner, uid),
+                  folders={"path": folder_state(path, VENV_MARKER), "store": folder_state(store, STORE_MARKER)})
 
     interpreter = module.params["python_interpreter"]
     layout = store_paths(store)
@@ -161,17 +183,19 @@ def main():
         target["info"], target["error"] = run_probe(module, target["path"])
     result["target"] = target
 
-    builds = []
+    builds = {}
     if os.path.isdir(layout["pythons"]):
-        for key in sorted(os.listdir(layout["pythons"])):
-            if os.access(os.path.join(layout["pythons"], key, "python", "bin", "python3"), os.X_OK):
-                builds.append(key)
+        for name in sorted(os.listdir(layout["pythons"])):
+            if name.endswith(".json"):
+                state = build_state(store, name[:-len(".json")])
+                if state:
+                    builds[name[:-len(".json")]] = state
     result["managed_builds"] = builds
 
     venv = {"exists": False, "info": None, "home": pyvenv_home(path)}
     venv_python = os.path.join(path, "bin", "python")
     if os.access(venv_python, os.X_OK):
-        venv["info"], venv["error"] = run_probe(module, venv_python, "installed")
+        venv["info"], venv["error"] = run_probe(module, venv_python, "installed", "prove")
         venv["exists"] = venv["info"] is not None
     result["venv"] = venv
 

@@ -1,27 +1,23 @@
-"""The mlx_env declaration, lock parsing and the controller's download planning (no network)."""
+"""The mlx_env declaration, making a lock and the committed locks (no network)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
-import subprocess
-import sys
-import zipfile
+import tarfile
 from pathlib import Path
 
 import pytest
-from packaging import tags as ptags
+import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
+from mlx_fleet.sim.cluster import SIM_ENV_LOCK, environment_vars
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "collections"))
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE  # noqa: E402
-
 DECL = {"python_version": "3.12", "uv_version": "0.13.9", "mlx_version": "0.32.4", "mlx_lm_version": "0.32.2",
-        "extra_packages": []}
+        "extra_packages": [], "platforms": ["macos-arm64"]}
 
 
 # ---------------------------------------------------------------- declaration
@@ -29,7 +25,10 @@ DECL = {"python_version": "3.12", "uv_version": "0.13.9", "mlx_version": "0.32.4
 def test_declaration_normalized_from_role_variable_names():
     raw = {f"mlx_env_{k}": v for k, v in DECL.items()}
     raw["mlx_env_extra_packages"] = ["tqdm==4.70.1", "numpy"]
-    assert lock.normalize_declaration(raw)["extra_packages"] == ["numpy", "tqdm==4.70.1"]
+    raw["mlx_env_platforms"] = ["macos-arm64", "linux-x86_64", "macos-arm64"]
+    decl = lock.normalize_declaration(raw)
+    assert decl["extra_packages"] == ["numpy", "tqdm==4.70.1"]
+    assert decl["platforms"] == ["linux-x86_64", "macos-arm64"]
 
 
 @pytest.mark.parametrize("key,value,message", [
@@ -37,6 +36,9 @@ def test_declaration_normalized_from_role_variable_names():
     ("mlx_version", "latest", "mlx_env_mlx_version must be a version like 1.2.3, not 'latest'"),
     ("extra_packages", "numpy", "mlx_env_extra_packages must be a list of requirements, not 'numpy'"),
     ("uv_version", None, "mlx_env_uv_version is not set"),
+    ("platforms", ["windows-x86_64"], "mlx_env_platforms must list some of macos-arm64, linux-x86_64, "
+                                      "linux-aarch64, not ['windows-x86_64']"),
+    ("platforms", [], "mlx_env_platforms must list some of macos-arm64, linux-x86_64, linux-aarch64, not []"),
 ])
 def test_bad_declaration_one_line(key, value, message):
     with pytest.raises(LockError) as err:
@@ -44,35 +46,82 @@ def test_bad_declaration_one_line(key, value, message):
     assert str(err.value) == message
 
 
-def test_requirements_split_mlx_by_platform():
+def test_requirements_ask_for_mlx_per_declared_platform():
     assert lock.requirements_in(dict(DECL, extra_packages=["rich"])) == [
-        "mlx==0.32.4 ; sys_platform == 'darwin'", "mlx[cpu]==0.32.4 ; sys_platform == 'linux'", "mlx-lm==0.32.2", "rich"]
+        "mlx==0.32.4 ; sys_platform == 'darwin'", "mlx-lm==0.32.2", "rich"]
+    assert lock.requirements_in(dict(DECL, platforms=["linux-x86_64", "macos-arm64"])) == [
+        "mlx==0.32.4 ; sys_platform == 'darwin'", "mlx[cpu]==0.32.4 ; sys_platform == 'linux'", "mlx-lm==0.32.2"]
 
 
-def test_declaration_mismatch_says_run_mlx_fleet_lock():
+@pytest.mark.parametrize("change,shown", [
+    ({"mlx_version": "0.33.0"}, "mlx_env_mlx_version='0.33.0' (lock: '0.32.4')"),
+    ({"extra_packages": ["rich==15.0.0"]}, "mlx_env_extra_packages=['rich==15.0.0'] (lock: [])"),
+    ({"platforms": ["linux-x86_64"]}, "mlx_env_platforms=['linux-x86_64'] (lock: ['macos-arm64'])"),
+])
+def test_declaration_mismatch_says_run_mlx_fleet_lock(change, shown):
     with pytest.raises(LockError) as err:
-        lock.check_declaration({"declaration": DECL}, dict(DECL, mlx_version="0.33.0"), "mlx-env.lock.json")
-    assert str(err.value) == ("the inventory's environment does not match mlx-env.lock.json: "
-                              "mlx_env_mlx_version='0.33.0' (lock: '0.32.4'); run mlx-fleet lock")
-    assert lock.check_declaration({"declaration": DECL}, dict(DECL, uv_version="0.13.9"))["uv_version"] == "0.13.9"
-
-
-def test_committed_lock_matches_role_defaults_and_covers_both_platforms():
-    data, digest = lock.load_lock(lock.DEFAULT_LOCK)
-    assert digest == hashlib.sha256(lock.DEFAULT_LOCK.read_bytes()).hexdigest()
-    lock.check_declaration(data, lock.declaration_from(None, {}))
-    assert {"3.11", "3.12"} <= set(data["python_versions"])
-    names = {p["name"] for p in data["packages"]}
-    assert {"mlx", "mlx-cpu", "mlx-metal", "mlx-lm"} <= names
-    for pkg in data["packages"]:
-        assert pkg["files"] and all(len(f["sha256"]) == 64 and f["url"].startswith("https://") for f in pkg["files"])
-    assert {(b["os"], b["arch"]) for b in data["python_builds"]} >= {("macos", "aarch64"), ("linux", "x86_64")}
+        lock.check_declaration({"declaration": DECL}, dict(DECL, **change), "mlx-env.lock.json")
+    assert str(err.value) == f"the inventory's environment does not match mlx-env.lock.json: {shown}; run mlx-fleet lock"
+    assert lock.check_declaration({"declaration": DECL}, dict(DECL))["uv_version"] == "0.13.9"
 
 
 def test_unreadable_lock():
     with pytest.raises(LockError, match="run mlx-fleet lock"):
         lock.load_lock("/nonexistent/mlx-env.lock.json")
 
+
+# ---------------------------------------------------------------- the committed locks
+
+def _check_hashed(data: dict) -> None:
+    for pkg in data["packages"]:
+        assert pkg["files"] and all(len(f["sha256"]) == 64 and f["url"].startswith("https://") for f in pkg["files"])
+    for build in data["python_builds"]:
+        assert len(build["sha256"]) == 64 and build["url"].startswith(lock.PYTHON_BUILD_BASE + "/")
+
+
+def test_example_inventory_lock_is_for_macs_with_a_hashed_python_build():
+    raw, lock_file = lock.inventory_environment(str(REPO / "inventory" / "example"))
+    assert lock_file == str(REPO / "inventory" / "example" / ".mlx-env.lock.json")
+    data, _ = lock.load_lock(lock_file)
+    decl = lock.check_declaration(data, lock.declaration_from(raw, {}))
+    assert decl["platforms"] == ["macos-arm64"] and decl["python_version"] == "3.12"
+    _check_hashed(data)
+    assert [(b["key"], b["filename"]) for b in data["python_builds"]] == [
+        ("cpython-3.12.16-macos-aarch64-none", "cpython-3.12.16+20261110-aarch64-apple-darwin-install_only_stripped.tar.gz")]
+    names = {p["name"] for p in data["packages"]}
+    assert {"mlx", "mlx-metal", "mlx-lm"} <= names and "mlx-cpu" not in names
+    assert all(any("macosx" in f["filename"] or f["filename"].endswith("-any.whl") for f in p["files"])
+               for p in data["packages"])
+
+
+def test_sim_lock_is_what_the_sim_inventory_declares(tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"children": {"mlx_cluster": {
+        "hosts": {"mini-1": {}}, "vars": environment_vars()}}}}))
+    raw, lock_file = lock.inventory_environment(str(inventory))
+    assert lock_file == str(SIM_ENV_LOCK)
+    data, _ = lock.load_lock(lock_file)
+    decl = lock.check_declaration(data, lock.declaration_from(raw, {}))
+    assert decl["platforms"] == ["linux-aarch64", "linux-x86_64"]
+    _check_hashed(data)
+    assert {"mlx", "mlx-cpu", "mlx-lm"} <= {p["name"] for p in data["packages"]}
+
+
+def test_inventory_environment_is_one_per_cluster(tmp_path):
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"mlx_cluster": {"hosts": {
+        "a": {}, "b": {"mlx_env_mlx_version": "0.33.0"}}}}}}))
+    (tmp_path / "group_vars" / "mlx_cluster.yml").write_text("mlx_env_python_version: '3.13'\n")
+    with pytest.raises(LockError) as err:
+        lock.inventory_environment(str(tmp_path))
+    assert str(err.value) == "mlx_env_mlx_version differs between a and b: the environment is one for the whole cluster"
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"mlx_cluster": {"hosts": {"a": {}}}}}}))
+    raw, lock_file = lock.inventory_environment(str(tmp_path))
+    assert raw["mlx_env_python_version"] == "3.13" and raw["mlx_env_platforms"] == ["macos-arm64"]
+    assert lock_file == f"{tmp_path}/.mlx-env.lock.json"
+
+
+# ---------------------------------------------------------------- making a lock
 
 def test_parse_compiled_uv_output():
     text = ("mlx==0.32.4 ; sys_platform == 'darwin' or sys_platform == 'linux' \\\n"
@@ -82,166 +131,111 @@ def test_parse_compiled_uv_output():
         {"name": "mlx", "version": "0.32.4", "marker": 'sys_platform == "darwin" or sys_platform == "linux"',
          "hashes": ["a" * 64, "b" * 64]},
         {"name": "numpy", "version": "2.4.6", "marker": 'python_full_version < "3.12"', "hashes": ["c" * 64]}]
-    with pytest.raises(LockError):
-        lock.parse_compiled("mlx>=0.3\n")
 
 
-def test_index_files_keeps_locked_hashes_and_platforms():
-    files = [{"filename": f, "url": f"https://x/{f}", "hashes": {"sha256": h}} for f, h in (
+@pytest.mark.parametrize("line", ["mlx>=0.3", "mlx==0.32.4", "mlx==0.32.4 --hash=md5:abc"])
+def test_parse_compiled_refuses_unpinned_or_unhashed_lines(line):
+    with pytest.raises(LockError, match="unpinned or unhashed line"):
+        lock.parse_compiled(line + "\n")
+
+
+def _index(*files):
+    return lambda url: {"files": [{"filename": f, "url": f"https://x/{f}", "hashes": {"sha256": h}} for f, h in files]}
+
+
+def test_index_files_keeps_locked_hashes_platforms_and_python():
+    fetch = _index(
         ("mlx-0.32.4-cp312-cp312-macosx_14_0_arm64.whl", "1" * 64),
         ("mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl", "2" * 64),
         ("mlx-0.32.4-cp312-cp312-win_amd64.whl", "3" * 64),
         ("mlx-0.32.4-cp312-cp312-macosx_14_0_x86_64.whl", "4" * 64),
         ("mlx-0.32.3-cp312-cp312-macosx_14_0_arm64.whl", "5" * 64),
-        ("mlx-0.32.4.tar.gz", "6" * 64))]
-    got = lock.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64, "3" * 64], fetch=lambda url: {"files": files})
-    assert [f["filename"] for f in got] == ["mlx-0.32.4-cp312-cp312-macosx_14_0_arm64.whl",
-                                            "mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl"]
+        ("mlx-0.32.4-cp311-cp311-macosx_14_0_arm64.whl", "7" * 64),
+        ("mlx-0.32.4.tar.gz", "6" * 64))
+    got = lock.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64, "3" * 64, "7" * 64], ["macos-arm64"], "3.12",
+                           fetch=fetch)
+    assert [f["filename"] for f in got] == ["mlx-0.32.4-cp312-cp312-macosx_14_0_arm64.whl"]
+    both = lock.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64], ["macos-arm64", "linux-x86_64"], "3.12", fetch=fetch)
+    assert len(both) == 2
 
 
-# ---------------------------------------------------------------- tags from a node's report
-
-def _probe(python=sys.executable):
-    out = subprocess.run([python, "-I", "-c", PROBE], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
-
-
-def test_node_tags_equal_packaging_sys_tags_here():
-    # The node reports raw facts; the controller's tags must be exactly what the node's
-    # own packaging would compute (this controller stands in for a Linux node).
-    # (packaging puts linux_x86_64 first or last depending on its version: compare as sets,
-    # and the manylinux order exactly.)
-    info = _probe()
-    ours, theirs = envplan.node_tags(info), [str(t) for t in ptags.sys_tags()]
-    assert set(ours) == set(theirs)
-    assert [t for t in ours if "manylinux" in t] == [t for t in theirs if "manylinux" in t]
+def test_index_wheel_with_a_hash_uv_did_not_resolve_is_left_out():
+    # The right name and platform, other bytes than uv pip compile resolved: never locked.
+    fetch = _index(("mlx_metal-0.32.4-py3-none-macosx_14_0_arm64.whl", "e" * 64),
+                   ("mlx_metal-0.32.4-py3-none-macosx_15_0_arm64.whl", "1" * 64))
+    got = lock.index_files("mlx-metal", "0.32.4", ["1" * 64], ["macos-arm64"], "3.12", fetch=fetch)
+    assert [f["sha256"] for f in got] == ["1" * 64]
+    assert lock.index_files("mlx-metal", "0.32.4", ["f" * 64], ["macos-arm64"], "3.12", fetch=fetch) == []
+    with pytest.raises(LockError) as err:
+        lock._require_wheels("mlx-metal==0.32.4", [], ["macos-arm64"], "https://pypi.org/simple")
+    assert str(err.value) == ("mlx-metal==0.32.4 has no wheel for macos-arm64 on https://pypi.org/simple "
+                              "with a hash uv resolved")
 
 
-MAC = {"implementation": "cpython", "version": [3, 9, 6], "machine": "arm64", "sys_platform": "darwin",
-       "mac_ver": "26.2", "glibc": "", "gil_disabled": False, "pointer_bits": 64, "prefix": "/usr",
-       "markers": {"implementation_name": "cpython", "implementation_version": "3.9.6", "os_name": "posix",
-                   "platform_machine": "arm64", "platform_release": "25.2.0", "platform_system": "Darwin",
-                   "platform_version": "", "python_full_version": "3.9.6",
-                   "platform_python_implementation": "CPython", "python_version": "3.9", "sys_platform": "darwin"}}
+def test_versions_compare_as_versions():
+    fetch = _index(("fsspec-2026.9.0-py3-none-any.whl", "1" * 64))
+    assert len(lock.index_files("fsspec", "2026.09.0", None, ["macos-arm64"], "3.12", fetch=fetch)) == 1
+    assert lock.index_files("fsspec", "2026.9.1", None, ["macos-arm64"], "3.12", fetch=fetch) == []
 
 
-def test_mac_tags_for_a_uv_managed_312():
-    tags = envplan.node_tags(MAC, (3, 12))
-    assert tags[0] == "cp312-cp312-macosx_26_0_arm64"
-    assert "cp312-abi3-macosx_11_0_arm64" in tags and "py3-none-any" in tags
-    assert not any("x86_64" in t for t in tags)
+def test_packages_for_other_platforms_are_dropped():
+    assert lock.platforms_needing('sys_platform == "win32"', ["macos-arm64"], "3.12") == []
+    assert lock.platforms_needing('sys_platform == "linux"', ["linux-x86_64", "macos-arm64"], "3.12") == ["linux-x86_64"]
+    assert lock.platforms_needing('python_full_version >= "3.12.4"', ["macos-arm64"], "3.12") == ["macos-arm64"]
+    assert lock.platforms_needing('python_full_version < "3.12"', ["macos-arm64"], "3.12") == []
+    assert lock.platforms_needing("", ["macos-arm64"], "3.12") == ["macos-arm64"]
 
 
-def _fake_lock():
-    def f(name):
-        return {"filename": name, "url": f"https://files.example/{name}", "sha256": hashlib.sha256(name.encode()).hexdigest()}
-    pkgs = [
-        {"name": "mlx", "version": "0.32.4", "marker": "sys_platform == 'darwin' or sys_platform == 'linux'",
-         "files": [f("mlx-0.32.4-cp311-cp311-manylinux_2_35_x86_64.whl"), f("mlx-0.32.4-cp312-cp312-macosx_14_0_arm64.whl"),
-                   f("mlx-0.32.4-cp312-cp312-macosx_15_0_arm64.whl"), f("mlx-0.32.4-cp312-cp312-manylinux_2_35_x86_64.whl")]},
-        {"name": "mlx-cpu", "version": "0.32.4", "marker": "sys_platform == 'linux'",
-         "files": [f("mlx_cpu-0.32.4-py3-none-manylinux_2_35_x86_64.whl")]},
-        {"name": "mlx-metal", "version": "0.32.4", "marker": "sys_platform == 'darwin'",
-         "files": [f("mlx_metal-0.32.4-py3-none-macosx_14_0_arm64.whl")]},
-        {"name": "numpy", "version": "2.4.6", "marker": "python_full_version < '3.12'",
-         "files": [f("numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl")]},
-        {"name": "numpy", "version": "2.5.5", "marker": "python_full_version >= '3.12'",
-         "files": [f("numpy-2.5.5-cp312-cp312-macosx_14_0_arm64.whl")]},
-    ]
-    return {"format": 1, "declaration": DECL, "python_versions": ["3.11", "3.12"], "packages": pkgs,
-            "uv": {"version": "0.13.9", "files": [f("uv-0.13.9-py3-none-macosx_11_0_arm64.whl"),
-                                                  f("uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")]},
-            "python_builds": [{"key": "cpython-3.12.16-macos-aarch64-none", "version": "3.12.16", "os": "macos",
-                               "arch": "aarch64", "libc": "none", "url": "https://b/x.tar.gz", "filename": "x.tar.gz",
-                               "sha256": None}]}
+# ---------------------------------------------------------------- the CPython builds' hashes
+
+def _build(os_name, arch, libc, patch, sha="a" * 64, variant=None, kind="install_only_stripped", prerelease=""):
+    triple = {"darwin": "apple-darwin", "linux": f"unknown-linux-{libc}"}[os_name]
+    filename = f"cpython-3.12.{patch}%2B20261110-{arch}-{triple}-{kind}.tar.gz"
+    return {"name": "cpython", "arch": {"family": arch, "variant": None}, "os": os_name, "libc": libc, "major": 3,
+            "minor": 12, "patch": patch, "prerelease": prerelease, "variant": variant, "build": "20261110",
+            "url": f"{lock.PYTHON_BUILD_BASE}/20261110/{filename}", "sha256": sha}
 
 
-def _linux_facts():
-    return {"target": {"path": "/usr/bin/python3", "info": _probe()}, "uname_machine": "x86_64",
-            "managed_builds": [], "venv": {"exists": False, "info": None}, "wheels": {}, "uv_sha256": ""}
+def _uv_sdist(metadata: dict) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        body = json.dumps(metadata).encode()
+        info = tarfile.TarInfo("uv-0.13.9/crates/uv-python-managed/download-metadata.json")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    return buf.getvalue()
 
 
-def test_plan_linux_node_with_its_own_python():
-    plan = envplan.plan_node(_fake_lock(), _linux_facts(), "/usr/bin/python3", "/opt/s")
-    if sys.version_info[:2] != (3, 11):
-        pytest.skip("the fake lock pins numpy per Python 3.11/3.12")
-    assert [r["filename"] for r in plan["requirements"]] == [
-        "mlx-0.32.4-cp311-cp311-manylinux_2_35_x86_64.whl", "mlx_cpu-0.32.4-py3-none-manylinux_2_35_x86_64.whl",
-        "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"]
-    assert plan["python_build"] is None and not plan["matches"] and len(plan["push_wheels"]) == 3
+def _sdist_index(body: bytes, sha: str | None = None):
+    return lambda url: {"files": [{"filename": "uv-0.13.9.tar.gz", "url": "https://files/uv-0.13.9.tar.gz",
+                                   "hashes": {"sha256": sha or hashlib.sha256(body).hexdigest()}}]}
 
 
-def test_plan_mac_uv_managed_picks_newest_macos_wheel_and_refuses_unhashed_build():
-    facts = {"target": {"path": "/usr/bin/python3", "info": MAC}, "uname_machine": "arm64", "managed_builds": [],
-             "venv": {}, "wheels": {}, "uv_sha256": ""}
-    with pytest.raises(envplan.PlanError, match="no sha256 for x.tar.gz"):
-        envplan.plan_node(_fake_lock(), facts, "", "/opt/s")
-    lk = _fake_lock()
-    lk["python_builds"][0]["sha256"] = "f" * 64
-    plan = envplan.plan_node(lk, facts, "", "/opt/s")
-    assert plan["interpreter"] == "/opt/s/python/cpython-3.12.16-macos-aarch64-none/python/bin/python3"
-    assert [r["filename"] for r in plan["requirements"]] == [
-        "mlx-0.32.4-cp312-cp312-macosx_15_0_arm64.whl", "mlx_metal-0.32.4-py3-none-macosx_14_0_arm64.whl",
-        "numpy-2.5.5-cp312-cp312-macosx_14_0_arm64.whl"]
-    assert plan["uv_wheel"]["filename"] == "uv-0.13.9-py3-none-macosx_11_0_arm64.whl"
-    assert plan["push_build"]["key"] == "cpython-3.12.16-macos-aarch64-none"
+def test_python_builds_take_their_sha256_from_the_locked_uv_release():
+    metadata = {
+        "m15": _build("darwin", "aarch64", "none", 15, "1" * 64),
+        "m16": _build("darwin", "aarch64", "none", 16, "2" * 64),
+        "m16d": _build("darwin", "aarch64", "none", 16, "3" * 64, variant="debug"),
+        "m16f": _build("darwin", "aarch64", "none", 16, "4" * 64, kind="full"),
+        "l16": _build("linux", "x86_64", "gnu", 16, "5" * 64),
+        "l16m": _build("linux", "x86_64", "musl", 16, "6" * 64),
+    }
+    body = _uv_sdist(metadata)
+    got = lock.python_builds(dict(DECL, platforms=["linux-x86_64", "macos-arm64"]),
+                             fetch=_sdist_index(body), download=lambda url: body)
+    assert got["source"] == {"filename": "uv-0.13.9.tar.gz", "url": "https://files/uv-0.13.9.tar.gz",
+                             "sha256": hashlib.sha256(body).hexdigest()}
+    assert [(b["platform"], b["key"], b["sha256"]) for b in got["builds"]] == [
+        ("linux-x86_64", "cpython-3.12.16-linux-x86_64-gnu", "5" * 64),
+        ("macos-arm64", "cpython-3.12.16-macos-aarch64-none", "2" * 64)]
+    assert got["builds"][1]["filename"] == "cpython-3.12.16+20261110-aarch64-apple-darwin-install_only_stripped.tar.gz"
 
 
-def test_plan_rejects_rosetta_python():
-    facts = {"target": {"path": "/usr/local/bin/python3", "info": dict(MAC, machine="x86_64")}, "uname_machine": "arm64"}
-    with pytest.raises(envplan.PlanError, match="runs as x86_64 but the node is arm64"):
-        envplan.plan_node(_fake_lock(), facts, "/usr/local/bin/python3", "/opt/s")
-
-
-def test_plan_run_downloads_once_for_many_nodes_and_skips_matching_nodes(tmp_path):
-    lk = _fake_lock()
-    # Bodies are the file names, so the fake lock's hashes verify.
-    for pkg in lk["packages"] + [lk["uv"]]:
-        for f in pkg["files"]:
-            if f["filename"].startswith("uv-"):
-                buf = io.BytesIO()
-                with zipfile.ZipFile(buf, "w") as zf:
-                    zf.writestr("uv-0.13.9.data/scripts/uv", b"#!uv")
-                f["body"] = buf.getvalue()
-            else:
-                f["body"] = f["filename"].encode()
-            f["sha256"] = hashlib.sha256(f["body"]).hexdigest()
-    bodies = {f["url"]: f.pop("body") for pkg in lk["packages"] + [lk["uv"]] for f in pkg["files"]}
-    lock_file = tmp_path / "lock.json"
-    lock_file.write_text(json.dumps(lk))
-    opened = []
-
-    def opener(url):
-        opened.append(url)
-        return io.BytesIO(bodies[url])
-
-    facts = {f"mini-{i}": _linux_facts() for i in range(1, 5)}
-    result = envplan.plan_run(str(lock_file), DECL, "/usr/bin/python3", "/opt/s", str(tmp_path / "cache"), facts, opener)
-    n = len(result["hosts"]["mini-1"]["requirements"]) + 1  # + uv
-    assert result["downloads"] == result["artifacts"] == n == len(opened) == len(set(opened))
-    assert all(len(h["push"]) == n for h in result["hosts"].values())
-    assert result["hosts"]["mini-1"]["push"][-1]["dest"] == "/opt/s/bin/uv"
-
-    # Second run, warm cache, one node already matching: nothing downloaded, nothing pushed to it.
-    reqs = result["hosts"]["mini-1"]["requirements"]
-    facts["mini-2"]["venv"] = {"exists": True, "info": {"version": facts["mini-2"]["target"]["info"]["version"],
-                                                        "base_prefix": facts["mini-2"]["target"]["info"]["prefix"],
-                                                        "installed": {r["name"]: r["version"] for r in reqs}}}
-    opened.clear()
-    again = envplan.plan_run(str(lock_file), DECL, "/usr/bin/python3", "/opt/s", str(tmp_path / "cache"), facts, opener)
-    assert again["downloads"] == 0 and not opened and again["cache_hits"] == n
-    assert again["hosts"]["mini-2"]["matches"] and again["hosts"]["mini-2"]["push"] == []
-
-
-def test_cache_rejects_wrong_bytes(tmp_path):
-    cache = envplan.Cache(tmp_path, opener=lambda url: io.BytesIO(b"evil"))
-    with pytest.raises(envplan.PlanError, match="has sha256"):
-        cache.fetch({"filename": "a.whl", "url": "https://x/a.whl", "sha256": "0" * 64})
-    assert not list(cache.artifacts.iterdir())
-
-
-def test_plan_run_stops_on_declaration_drift(tmp_path):
-    lock_file = tmp_path / "lock.json"
-    lock_file.write_text(json.dumps(_fake_lock()))
-    with pytest.raises(LockError, match="run mlx-fleet lock$"):
-        envplan.plan_run(str(lock_file), dict(DECL, mlx_lm_version="0.33.0"), "", "/opt/s", str(tmp_path), {})
+def test_python_builds_refuse_a_tampered_uv_release_or_a_build_without_hash():
+    body = _uv_sdist({"m16": _build("darwin", "aarch64", "none", 16, None)})
+    with pytest.raises(LockError, match="uv-0.13.9.tar.gz from https://files/uv-0.13.9.tar.gz has sha256"):
+        lock.python_builds(DECL, fetch=_sdist_index(body, "0" * 64), download=lambda url: body)
+    with pytest.raises(LockError, match="gives no sha256"):
+        lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
+    with pytest.raises(LockError, match="knows no CPython 3.11 build for macos-arm64"):
+        lock.python_builds(dict(DECL, python_version="3.11"), fetch=_sdist_index(body), download=lambda url: body)

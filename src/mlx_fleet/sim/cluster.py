@@ -49,6 +49,9 @@ SETTABLE = {
     "sudo": str,
 }
 SUDO_MODES = ("nopasswd", "password", "none")
+# The MLX environment the simulated Macs are given: their own Python (the sim cannot
+# download uv-managed CPython builds) on Linux, from a lock committed for the sim.
+SIM_ENV_LOCK = Path(__file__).with_name("mlx-env.lock.json")
 
 # Runs in the node's fresh namespaces: mount its private disk, then become the Mac.
 # $1 fs root, $2 hostname, then the command to exec (the boot+sshd chain, or a Recovery command).
@@ -746,8 +749,7 @@ class Cluster:
                 # Clusters on one machine share node names: keep Ansible's persistent SSH
                 # connections apart, or a run could reuse another cluster's connection.
                 "ansible_control_path_dir": str(self.dir / "cp"),
-                # The sim cannot download uv-managed Python builds: use the nodes' own Python.
-                "mlx_env_python_interpreter": "/usr/bin/python3",
+                **environment_vars(),
             },
         }}}}
         (self.dir / "inventory.yml").write_text(
@@ -808,6 +810,14 @@ def _factory_names(model_name: str) -> tuple[str, str]:
 def _check_node_name(name: str) -> None:
     if len(name) > 40 or not name.replace("-", "").isalnum():
         raise SimError(f"node name {name!r}: use letters, digits and '-' only")
+
+
+def environment_vars() -> dict:
+    """The mlx_env_* variables of the sim's inventory: what its nodes can install."""
+    python = run(["/usr/bin/python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+    return {"mlx_env_python_interpreter": "/usr/bin/python3", "mlx_env_python_version": python,
+            "mlx_env_platforms": ["linux-aarch64", "linux-x86_64"], "mlx_env_lock_file": str(SIM_ENV_LOCK)}
+
 
 
 def _port_count(profile: dict) -> int:

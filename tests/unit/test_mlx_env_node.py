@@ -1,0 +1,178 @@
+"""The node side of mlx_env: the two paths' checks, the marker rule for what may be cleared,
+the Python build's completeness, and the bundle's check on arrival."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env as node
+from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env
+
+
+class Failed(Exception):
+    pass
+
+
+class FakeModule:
+    def fail_json(self, msg, **kwargs):
+        raise Failed(msg)
+
+
+@pytest.mark.parametrize("path,store,problem", [
+    ("venv", "/opt/mlx-fleet/store", "mlx_env_path 'venv' must be an absolute path, like /opt/mlx-fleet/venv"),
+    ("/opt/../venv", "/opt/mlx-fleet/store",
+     "mlx_env_path '/opt/../venv' must be an absolute path, like /opt/mlx-fleet/venv"),
+    ("/", "/opt/mlx-fleet/store", "mlx_env_path '/' is a system or home folder; use a folder of its own, "
+                                  "like /opt/mlx-fleet/venv"),
+    ("/opt/mlx-fleet/venv", "/usr/local/", "mlx_env_store '/usr/local/' is a system or home folder; use a folder of "
+                                           "its own, like /opt/mlx-fleet/store"),
+    ("/Users/admin", "/opt/mlx-fleet/store", "mlx_env_path '/Users/admin' is a system or home folder; use a folder "
+                                             "of its own, like /opt/mlx-fleet/venv"),
+    ("/opt/mlx-fleet", "/opt/mlx-fleet/store", "mlx_env_path '/opt/mlx-fleet' and mlx_env_store "
+                                               "'/opt/mlx-fleet/store' overlap; give them separate folders, like "
+                                               "/opt/mlx-fleet/venv and /opt/mlx-fleet/store"),
+    ("/opt/mlx-fleet/venv", "/opt/mlx-fleet/venv/store", "mlx_env_path '/opt/mlx-fleet/venv' and mlx_env_store "
+                                                         "'/opt/mlx-fleet/venv/store' overlap; give them separate "
+                                                         "folders, like /opt/mlx-fleet/venv and /opt/mlx-fleet/store"),
+])
+def test_path_problems_are_one_line_each(path, store, problem):
+    assert node.path_problems(path, store) == [problem]
+
+
+def test_usable_paths():
+    assert node.path_problems("/opt/mlx-fleet/venv", "/opt/mlx-fleet/store") == []
+    assert node.path_problems("/Users/admin/mlx/venv", "/Users/admin/mlx/store") == []
+    assert node.path_problems(os.path.expanduser("~"), "/opt/s") != []  # this machine's own home
+
+
+def test_only_a_marked_or_empty_folder_is_cleared(tmp_path):
+    venv = tmp_path / "venv"
+    assert node.folder_state(str(venv), node.VENV_MARKER) == "missing"
+    venv.mkdir()
+    assert node.folder_state(str(venv), node.VENV_MARKER) == "empty"
+    (venv / "precious.txt").write_text("someone's data")
+    assert node.folder_state(str(venv), node.VENV_MARKER) == "foreign"
+    with pytest.raises(Failed, match="was not made by mlx-fleet"):
+        mlx_env._claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
+    assert (venv / "precious.txt").exists()
+
+    (venv / "precious.txt").unlink()
+    mlx_env._claim(FakeModule(), str(venv), node.VENV_MARKER)
+    assert node.folder_state(str(venv), node.VENV_MARKER) == "ours"
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    mlx_env._claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
+    assert sorted(os.listdir(venv)) == [node.VENV_MARKER]
+
+
+def _extracted(store, key="cpython-3.12.16-macos-aarch64-none"):
+    root = store / "python" / key / "python"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python3.12").write_text("#!python")
+    (root / "bin" / "python3.12").chmod(0o755)
+    (root / "bin" / "python3").symlink_to("python3.12")
+    (root / "lib").mkdir()
+    (root / "lib" / "os.py").write_text("import sys")
+    marker = {"sha256": "a" * 64, "tree": node.tree_digest(str(store / "python" / key))}
+    (store / "python" / f"{key}.json").write_text(json.dumps(marker))
+    return root
+
+
+def test_a_half_extracted_or_altered_build_is_not_intact(tmp_path):
+    root = _extracted(tmp_path)
+    key = "cpython-3.12.16-macos-aarch64-none"
+    assert node.build_state(str(tmp_path), key) == {"sha256": "a" * 64, "intact": True, "prefix": str(root)}
+    (root / "lib" / "__pycache__").mkdir()  # Python writes these: not part of the build
+    (root / "lib" / "__pycache__" / "os.cpython-312.pyc").write_bytes(b"x")
+    assert node.build_state(str(tmp_path), key)["intact"]
+    (root / "lib" / "os.py").unlink()
+    assert not node.build_state(str(tmp_path), key)["intact"]
+    (root / "lib" / "os.py").write_text("import os; os.system('evil')")
+    assert not node.build_state(str(tmp_path), key)["intact"]
+    (tmp_path / "python" / f"{key}.json").unlink()  # the marker is written last: no marker, unfinished
+    assert node.build_state(str(tmp_path), key) is None
+
+
+def _bundle(tmp_path, members: dict[str, bytes]) -> dict:
+    path = tmp_path / "bundle.tar"
+    with tarfile.open(path, "w") as tar:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return {"src": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def _sha(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def test_a_bundle_is_checked_file_by_file_on_arrival(tmp_path):
+    good = {"wheels/mlx-0.32.4-cp312-cp312-macosx_15_0_arm64.whl": b"mlx", "uv/uv-0.13.9.whl": b"uv"}
+    expected = {name: _sha(body) for name, body in good.items()}
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    files = mlx_env._unpack(FakeModule(), _bundle(tmp_path, good), expected, str(staging))
+    assert {name: open(path, "rb").read() for name, path in files.items()} == good
+
+    # The right name with other bytes (a wheel accepted by its name would pass here).
+    bad = dict(good, **{"wheels/mlx-0.32.4-cp312-cp312-macosx_15_0_arm64.whl": b"evil"})
+    with pytest.raises(Failed) as err:
+        mlx_env._unpack(FakeModule(), _bundle(tmp_path, bad), expected, str(staging))
+    assert str(err.value) == ("mlx_env: wheels/mlx-0.32.4-cp312-cp312-macosx_15_0_arm64.whl in the bundle does not "
+                              f"have its locked sha256 {expected['wheels/mlx-0.32.4-cp312-cp312-macosx_15_0_arm64.whl']}")
+    with pytest.raises(Failed, match="holds wheels/extra.whl, which the plan does not list"):
+        mlx_env._unpack(FakeModule(), _bundle(tmp_path, dict(good, **{"wheels/extra.whl": b"x"})), expected,
+                        str(staging))
+    with pytest.raises(Failed, match="the bundle lacks uv/uv-0.13.9.whl"):
+        mlx_env._unpack(FakeModule(), _bundle(tmp_path, {k: v for k, v in good.items() if k.startswith("wheels")}),
+                        expected, str(staging))
+    changed = dict(_bundle(tmp_path, good), sha256="0" * 64)
+    with pytest.raises(Failed, match="arrived with another sha256"):
+        mlx_env._unpack(FakeModule(), changed, expected, str(staging))
+
+
+def test_the_stores_uv_is_used_only_with_its_locked_hash(tmp_path):
+    uv = tmp_path / "uv"
+    uv.write_bytes(b"#!uv")
+    mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
+    uv.write_bytes(b"#!evil uv")
+    with pytest.raises(Failed, match="is missing or is not the locked uv"):
+        mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
+    uv.unlink()
+    with pytest.raises(Failed, match="is missing or is not the locked uv"):
+        mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
+
+
+def test_folders_to_make_leave_an_existing_parent_alone(tmp_path):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules.mlx_env_facts import _to_make
+
+    uid = os.getuid()
+    venv, store = tmp_path / "mlx-fleet" / "venv", tmp_path / "mlx-fleet" / "store"
+    assert _to_make(str(venv), str(store), "admin", uid) == [
+        {"path": str(tmp_path / "mlx-fleet")},  # made root-owned, never given the owner
+        {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
+    venv.mkdir(parents=True)
+    store.mkdir()
+    assert _to_make(str(venv), str(store), "admin", uid) == []
+    assert _to_make(str(venv), str(store), "admin", uid + 1) == [
+        {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
+
+
+def test_an_interrupted_runs_leftovers_are_removed(tmp_path):
+    layout = node.store_paths(str(tmp_path))
+    for folder in (layout["incoming"], layout["pythons"] + "/.partial-abc/python/bin", layout["wheels"]):
+        os.makedirs(folder)
+    open(os.path.join(layout["incoming"], "half.tar"), "w").close()
+    _extracted(tmp_path)
+    kept = sorted(os.listdir(layout["pythons"]))
+    mlx_env._remove_leftovers(str(tmp_path))
+    assert os.listdir(layout["incoming"]) == []
+    assert sorted(os.listdir(layout["pythons"])) == [n for n in kept if not n.startswith(".partial-")]
+    assert os.path.isdir(layout["wheels"])
