@@ -64,47 +64,13 @@ ansible_facts:
         wired_limit_mb: {description: Current iogpu.wired_limit_mb (0 is macOS's default), type: int}
 """
 
-import os
-import pwd
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
-
-FACT_READS = ("sw_vers", "sysctl", "hardware", "default_route", "ifconfig", "groups", "sudo", "xcode_select")
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_state
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import run_reads
 
 
 def gather(module):
-    results = run_reads(module, FACT_READS)
-    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
-    # sysctl reports an unknown name on stderr and exits 1; the other names still print.
-    rc, out, err = results["sysctl"]
-    sysctl = parse_or_fail(module, parsers.parse_sysctl, out + err)
-    hardware = parse_or_fail(module, parsers.parse_hardware_json, output_of(module, results, "hardware"))
-    route = parse_or_fail(module, parsers.parse_route_get, output_of(module, results, "default_route"))
-    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    mgmt = interfaces.get(route["interface"], {}).get("inet") or [{}]
-    groups = output_of(module, results, "groups").split()
-    sudo_rc = results["sudo"][0]
-    account = pwd.getpwuid(os.getuid())
-    return {
-        "product_version": sw["product_version"],
-        "build_version": sw["build_version"],
-        "model_identifier": hardware["model_identifier"],
-        "model_name": hardware["model_name"],
-        "chip": hardware["chip"],
-        "memory_bytes": hardware["memory_bytes"],
-        "memory_mb": hardware["memory_bytes"] // (1 << 20),
-        "serial_number": hardware["serial_number"],
-        "apple_silicon": sysctl.get("hw.optional.arm64") == "1",
-        "user": account.pw_name,
-        "home": account.pw_dir,
-        "sudo": "passwordless" if sudo_rc == 0 else ("password" if "admin" in groups else "none"),
-        "management_interface": route["interface"],
-        "management_address": mgmt[0].get("address"),
-        "command_line_tools": results["xcode_select"][0] == 0,
-        "wired_limit_mb": int(sysctl.get("iogpu.wired_limit_mb") or 0),
-    }
+    return macos_state.identity(module, run_reads(module, macos_state.IDENTITY_READS))
 
 
 def main():

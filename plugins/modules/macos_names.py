@@ -66,7 +66,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_state import scutil_value
 
 # scutil key -> (module option, registered read in macos_commands.READS or None)
 KEYS = (
@@ -83,15 +83,6 @@ def check_local_host_name(name):
         return ("local_host_name {0!r}: use letters, digits and hyphens only (at most 63, "
                 "no hyphen first or last)".format(name))
     return None
-
-
-def scutil_value(key, rc, out, err):
-    """The name from `scutil --get KEY` (None when not set); ValueError on any other failure."""
-    if rc == 0:
-        return macos_parsers.parse_scutil_get(out)
-    if rc != 0 and "{0}: not set".format(key) in (out + err).splitlines():
-        return None
-    raise ValueError("scutil --get {0} failed (rc {1}): {2}".format(key, rc, (err or out).strip()))
 
 
 def plan(current, wanted):

@@ -48,58 +48,12 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
-
-TB_READS = ("thunderbolt", "hardware_ports", "service_order", "ifconfig", "ibv_devices", "ibv_devinfo", "rdma_ctl")
-MISSING = 127
-
-
-def _rdma(module, results):
-    """(rdma_enabled, devices, {device: state}); RDMA tools absent means RDMA unavailable."""
-    if results["rdma_ctl"][0] == MISSING:
-        return None, [], {}
-    enabled = parse_or_fail(module, parsers.parse_rdma_ctl_status, output_of(module, results, "rdma_ctl"))
-    if results["ibv_devices"][0] == MISSING:
-        return enabled, [], {}
-    devices = [d["device"] for d in parse_or_fail(module, parsers.parse_ibv_devices,
-                                                   output_of(module, results, "ibv_devices"))]
-    states = {}
-    if devices:
-        info = parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo"))
-        states = dict((name, dev["ports"].get(1)) for name, dev in info.items())
-    return enabled, devices, states
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_state
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import run_reads
 
 
 def gather(module):
-    results = run_reads(module, TB_READS)
-    buses = parse_or_fail(module, parsers.parse_thunderbolt_json, output_of(module, results, "thunderbolt"))
-    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
-    devices = parsers.thunderbolt_interfaces(hardware_ports)
-    services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, results, "service_order"))
-    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    rdma_enabled, rdma_devices, rdma_states = _rdma(module, results)
-
-    ports = []
-    for bus in buses:
-        device = devices.get(bus["receptacle"])
-        rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
-        port = dict(bus, hardware_port="Thunderbolt {0}".format(bus["receptacle"]), device=device,
-                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device))
-        ports.append(port)
-    bridge_if = interfaces.get("bridge0", {})
-    bridge_service = [s for s in services if s.get("device") == "bridge0"]
-    return {
-        "ports": ports,
-        "bridge": {
-            "device": "bridge0",
-            "active": bridge_if.get("status") == "active",
-            "members": bridge_if.get("members", []),
-            "service_enabled": bool(bridge_service and bridge_service[0]["enabled"]),
-        },
-        "rdma_enabled": rdma_enabled,
-        "rdma_devices": rdma_devices,
-    }
+    return macos_state.thunderbolt(module, run_reads(module, macos_state.THUNDERBOLT_READS))
 
 
 def main():
