@@ -16,6 +16,9 @@ SYSCTL_NAMES = (
     "hw.model", "hw.memsize", "hw.ncpu", "hw.optional.arm64", "kern.osversion",
     "kern.osproductversion", "machdep.cpu.brand_string", "iogpu.wired_limit_mb",
 )
+# The wired-limit LaunchDaemon's label (macos_node_wired_limit_label's default); a read of another
+# label passes its own argv to run_reads.
+WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
 
 READS = {
     "sw_vers": ("sw_vers",),
@@ -35,6 +38,7 @@ READS = {
     "ibv_devices": ("ibv_devices",),
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
+    "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
 }
 
 
@@ -43,15 +47,16 @@ def capture_name(name):
     return name + ".txt"
 
 
-def run_reads(module, names):
+def run_reads(module, names, argvs=None):
     """Run the named reads; returns {name: (rc, stdout, stderr)}.
 
-    A tool missing from PATH is reported as rc 127 rather than failing the module, so
-    callers can say which tool is missing on which host.
+    argvs: {name: argv} for reads whose argument the inventory chooses (the same tool and form as
+    READS[name], e.g. another launchd label). A tool missing from PATH is reported as rc 127 rather
+    than failing the module, so callers can say which tool is missing on which host.
     """
     results = {}
     for name in names:
-        argv = list(READS[name])
+        argv = list((argvs or {}).get(name) or READS[name])
         path = module.get_bin_path(argv[0])
         if path is None:
             results[name] = (127, "", "{0}: command not found".format(argv[0]))

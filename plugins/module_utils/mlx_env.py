@@ -59,6 +59,43 @@ if "installed" in sys.argv[1:]:
         if name:
             dists[re.sub(r"[-_.]+", "-", name).lower()] = d.version
     out["installed"] = dists
+if "verify" in sys.argv[1:]:
+    # Every installed file against its distribution's RECORD line (PEP 376/627 hashes).
+    import base64, csv, hashlib, io
+    from importlib import metadata
+    LISTED = 20
+    records = {}
+    for d in metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", (d.metadata["Name"] or "").strip()).lower()
+        text = d.read_text("RECORD")
+        entry = {"record_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest() if text else None,
+                 "checked": 0, "modified": [], "missing": [], "modified_count": 0, "missing_count": 0}
+        base = str(d.locate_file(""))
+        for row in csv.reader(io.StringIO(text or "")):
+            if len(row) < 2 or "=" not in row[1]:
+                continue
+            algorithm, want = row[1].split("=", 1)
+            try:
+                digest = hashlib.new(algorithm)
+                with open(os.path.join(base, row[0]), "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+            except ValueError:
+                continue
+            except (IOError, OSError):
+                kind = "missing"
+            else:
+                entry["checked"] += 1
+                got = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
+                if got == want:
+                    continue
+                kind = "modified"
+            entry[kind + "_count"] += 1
+            if len(entry[kind]) < LISTED:
+                entry[kind].append(row[0])
+        if name:
+            records[name] = entry
+    out["records"] = records
 if "prove" in sys.argv[1:]:
     try:
         import mlx.core as mx
