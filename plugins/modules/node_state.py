@@ -95,7 +95,8 @@ ansible_facts:
             C(value_mb) (from its C(ProgramArguments)), C(loaded) and C(state) (C(launchctl print system/LABEL)).
           type: dict
         environment:
-          description: C(path), C(exists) (its Python runs), C(python) (version, executable, prefix, home),
+          description: C(path), C(exists) (its Python runs), C(python) (version, executable, prefix, home,
+            sys_platform, machine, environment markers),
             C(installed) (name to version), C(records) (per distribution C(record_sha256), C(checked),
             C(modified), C(missing) with their counts), C(error).
           type: dict
@@ -168,7 +169,8 @@ def _environment(module, path, verify):
     if info:
         env.update(exists=True, installed=info["installed"], records=info.get("records", {}), python={
             "version": ".".join(str(v) for v in info["version"]), "executable": info["executable"],
-            "prefix": info["prefix"], "home": pyvenv_home(path)})
+            "prefix": info["prefix"], "home": pyvenv_home(path), "sys_platform": info["sys_platform"],
+            "machine": info["machine"], "markers": info["markers"]})
     return env
 
 

@@ -12,24 +12,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
-
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
 _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
-
-
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=lambda name: bool(name) and ".html" in name,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
 
 
 def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,
@@ -52,7 +41,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
 
 def render(ctx: dict) -> tuple[str, str]:
     """(html, text) for a context from ``context``."""
-    env = _environment()
+    env = template_environment()
     return env.get_template("checklist.html.j2").render(ctx), env.get_template("checklist.txt.j2").render(ctx)
 
 

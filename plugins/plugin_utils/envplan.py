@@ -100,7 +100,13 @@ def best_wheel(files: list[dict], tags: list[str]) -> dict | None:
 
 # ---------------------------------------------------------------- per-node plan
 
-def _python_build(lock: dict, info: dict) -> dict:
+def locked_packages(lock: dict, markers: dict) -> list[dict]:
+    """The lock's packages whose environment marker holds for a node with these marker values."""
+    return [pkg for pkg in lock["packages"] if not pkg["marker"] or Marker(pkg["marker"]).evaluate(markers)]
+
+
+def python_build(lock: dict, info: dict) -> dict:
+    """The lock's uv-managed Python build for the platform a node's Python reported."""
     os_name = _UV_OS.get(info["sys_platform"], info["sys_platform"])
     arch = _UV_ARCH.get(info["machine"], info["machine"])
     libc = "none" if os_name == "macos" else "gnu"
@@ -130,16 +136,14 @@ def plan_node(lock: dict, facts: dict, python_interpreter: str, store: str) -> d
         tags, markers = node_tags(info), node_markers(info)
         want_version = list(info["version"])
     else:
-        build = _python_build(lock, info)
+        build = python_build(lock, info)
         interpreter = str(Path(store, "python", build["key"], "python", "bin", "python3"))
         major, minor, _ = (int(x) for x in build["version"].split("."))
         tags, markers = node_tags(info, (major, minor)), node_markers(info, build["version"])
         want_version = [int(x) for x in build["version"].split(".")]
 
     requirements = []
-    for pkg in lock["packages"]:
-        if pkg["marker"] and not Marker(pkg["marker"]).evaluate(markers):
-            continue
+    for pkg in locked_packages(lock, markers):
         wheel = best_wheel(pkg["files"], tags)
         if wheel is None:
             raise PlanError(f"no wheel of {pkg['name']}=={pkg['version']} in the lock fits this node "
