@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.lock_cli import add_lock_parser
 
     add_lock_parser(sub, _command)
+    from mlx_fleet.audit_cli import add_audit_parsers
+
+    add_audit_parsers(sub, _command)
     _capture_parser(sub)
     add_sim_parser(sub)
     return parser
@@ -125,6 +128,10 @@ def _dispatch(args) -> int:
         return run_sim(args)
     if args.tool == "capture":
         return _run_capture(args)
+    if args.tool in ("audit", "record"):
+        from mlx_fleet import audit_cli
+
+        return audit_cli.run_audit(args) if args.tool == "audit" else audit_cli.run_record(args)
     if args.tool == "lock":
         from mlx_fleet.lock_cli import run_lock
 
