@@ -56,7 +56,7 @@ def table(audit: Audit) -> list[dict]:
             mine = [c for c in single if c.topic == topic and c.macs == [mac]]
             drift = [c for c in mine if not c.ok]
             if drift:
-                cells.append({"state": "drift", "items": drift})
+                cells.append({"state": "drift", "drifts": drift})
             elif mine:
                 text = mine[0].found if len(mine) == 1 else f"{len(mine)} facts as expected"
                 cells.append({"state": "ok", "text": text})

@@ -51,7 +51,8 @@ def _audit(args, name: str):
     extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0])
     report = runner.run_playbook("audit", args.inventory, options, extravars=extravars,
                                  output_dir=runner.output_dir_from(args))
-    return report, report.result(AUDIT_ACTION)
+    result = report.result(AUDIT_ACTION)
+    return report, result if result and "report" in result else None
 
 
 def _status(report, drift: bool) -> int:
@@ -66,7 +67,7 @@ def _not_audited(report) -> list[str]:
 
 def run_audit(args) -> int:
     report, result = _audit(args, "audit")
-    if result is None:  # the comparison never ran: every Mac unreachable, or bad input
+    if result is None:  # the comparison did not run or failed: every Mac unreachable, bad input
         if args.format == "json":
             print(json.dumps({"format": "mlx-fleet-audit/1", "error": "no Mac could be read"}))
             return report.exit_status or EXIT_ATTENTION
