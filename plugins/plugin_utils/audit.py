@@ -119,10 +119,9 @@ def _macos(macs, observed, declared, checks):
         found, minimum = releases[host], declared[host]["min_macos"]
         same = [h for h in macs if h != host and releases[h] == common]
         if version_tuple(found[0]) < version_tuple(minimum):
-            target = newest if version_tuple(newest[0]) >= version_tuple(minimum) else (f"{minimum} or later",)
+            to = _release_text(newest) if version_tuple(newest[0]) >= version_tuple(minimum) else f"{minimum} or later"
             checks.append(Check("macOS", "macOS", [host], f"{minimum} or later (mlx_fleet_min_macos)",
-                                _release_text(found), False, f"update macOS on {host} to "
-                                + (_release_text(target) if len(target) == 2 else target[0])))
+                                _release_text(found), False, f"update macOS on {host} to {to}"))
         elif found != common:
             if _build_key(found) > _build_key(common):
                 behind = [h for h in macs if releases[h] != found]
@@ -173,8 +172,9 @@ def _environment(macs, observed, declared, lock, checks):
     common_path = _majority(paths)
     envs = {h: observed[h]["mlx_fleet_node"]["environment"] for h in macs}
     present = [h for h in macs if envs[h]["exists"]]
-    homes = {h: envs[h]["python"]["home"] for h in present}
-    versions = {h: envs[h]["python"]["version"] for h in present}
+    # With an interpreter of the Macs' own, the one most Macs built from is the one expected.
+    common_home = _majority({h: envs[h]["python"]["home"] for h in present}) if present else None
+    common_version = _majority({h: envs[h]["python"]["version"] for h in present}) if present else None
     for host in macs:
         env, path = envs[host], paths[host]
         expected = f"the locked environment at {common_path}"
@@ -189,7 +189,7 @@ def _environment(macs, observed, declared, lock, checks):
         if not env["exists"]:
             continue
         python = env["python"]
-        want_home, want_version = (_majority(homes), _majority(versions))
+        want_home, want_version = common_home, common_version
         build = None
         if lock and not declared[host]["python_interpreter"]:
             try:
@@ -337,7 +337,6 @@ def _rdma(macs, observed, declared, ledger, checks):
         fix = FIX_RECOVERY if node.status == rdma.NEEDS_RECOVERY else node.message.split("; ")[-1]
         checks.append(Check("RDMA", "RDMA", [host], f"ready ({why})",
                             (node.regression or node.message).split(": ", 1)[1], node.status == rdma.READY, fix))
-    return assessment
 
 
 def _hostfiles(macs, observed, controller, checks):
@@ -362,7 +361,7 @@ def _cables(macs, observed, declared, controller, checks):
     if plan is None and controller.get("addresses"):
         plan = sorted(controller["addresses"])
     if plan is None or len(macs) < 2:
-        return None
+        return
     audited = set(macs)
     plan = [c for c in plan if {p.host for p in parse_cable(str(c)).key} <= audited]
     built = fab.build_fabric({h: observed[h]["mlx_fleet_thunderbolt"] for h in macs},

@@ -299,3 +299,22 @@ def test_cluster_checks_name_no_mac():
     state = converged()
     state[3]["hostfiles"] = {"hostfile.json": None, "hostfile-ring.json": None}
     assert [c.macs for c in audit(state).findings] == [[CLUSTER]]
+
+
+def test_cables_against_a_declared_plan():
+    state = converged()
+    plan = sorted(state[3]["addresses"])
+    for d in state[2].values():
+        d["cables"] = plan
+    assert audit(state).findings == []
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    cluster.unplug("mini-3:2").unplug("mini-4:1").cable("mini-1:3", "mini-3:3")
+    for host in ("mini-1", "mini-3", "mini-4"):
+        for mine, new in zip(state[1][host]["mlx_fleet_thunderbolt"]["ports"], cluster.facts[host]["ports"]):
+            mine.update({k: new[k] for k in ("connected", "peers", "speed_gbps", "speed_is_max")})
+    got = lines(state)
+    assert "cable mini-3:2 -- mini-4:1: mini-3, mini-4: expected cabled (mlx_fleet_cables); found missing" in got
+    assert "  fix: connect mini-3 Thunderbolt 2 to mini-4 Thunderbolt 1" in got
+    assert ("cable mini-1:3 -- mini-3:3: mini-1, mini-3: expected not cabled (mlx_fleet_cables); found extra: not in "
+            "the cable plan (mlx_fleet_cables)") in got
+    assert "  fix: unplug it or add it to the plan" in got
