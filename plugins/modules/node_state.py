@@ -21,8 +21,8 @@ description:
     and the hostfiles (see RETURN).
   - The environment's Python (O(env_path)/bin/python) lists its distributions and checks every installed file
     against the sha256 its distribution's C(RECORD) gives for it; a file edited after the install is named.
-  - Needs no root: every read works as the login user (C(launchctl print system/LABEL) included), so it runs
-    without C(become).
+  - Needs no root, so it runs without C(become); every read works as the login user, C(launchctl print
+    system/LABEL) included.
   - The controller side is the C(mlx_fleet.cluster.node_state) action plugin, which chooses the paths from the
     inventory and the roles' defaults, and M(mlx_fleet.cluster.audit), which compares the Macs.
 version_added: "0.2.0"
