@@ -26,7 +26,7 @@ def _trusted(value):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("verify_files",))
+    _VALID_ARGS = frozenset(("env_path", "hostfile_dir", "hostfiles", "wired_limit_label", "verify_files"))
 
     def _template(self, value, variables, role):
         if role:
@@ -35,9 +35,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        module_args = dict(node_paths(task_vars, self._template, _trusted))
-        if "verify_files" in self._task.args:
-            module_args["verify_files"] = self._task.args["verify_files"]
+        module_args = dict(node_paths(task_vars, self._template, _trusted), **self._task.args)
         result.update(self._execute_module(module_name="mlx_fleet.cluster.node_state", module_args=module_args,
                                            task_vars=task_vars))
         if result.get("failed") or result.get("skipped"):

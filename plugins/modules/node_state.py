@@ -29,22 +29,25 @@ version_added: "0.2.0"
 author: mlx-fleet contributors
 options:
   env_path:
-    description: The MLX environment (venv) the mlx_env role installs (C(mlx_env_path)).
+    description:
+      - The MLX environment (venv) the mlx_env role installs.
+      - Default C(mlx_env_path) as the inventory or the mlx_env role's defaults give it (the action plugin fills it in).
     type: path
-    required: true
   hostfile_dir:
-    description: Where the mlx_fabric role puts the hostfiles on every Mac (C(mlx_fabric_hostfile_dir)).
+    description:
+      - Where the mlx_fabric role puts the hostfiles on every Mac.
+      - Default C(mlx_fabric_hostfile_dir) as the inventory or the role's defaults give it.
     type: path
-    required: true
   hostfiles:
     description: The hostfile names to hash in O(hostfile_dir).
     type: list
     elements: str
     default: [hostfile.json, hostfile-ring.json]
   wired_limit_label:
-    description: The label of the wired-limit LaunchDaemon (C(macos_node_wired_limit_label)).
+    description:
+      - The label of the wired-limit LaunchDaemon.
+      - Default C(macos_node_wired_limit_label) as the inventory or the macos_node role's defaults give it.
     type: str
-    default: org.mlx-fleet.wired-limit
   verify_files:
     description: Check every installed file of the environment against its C(RECORD) hash.
     type: bool
@@ -177,16 +180,19 @@ def _environment(module, path, verify):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            env_path=dict(type="path", required=True),
-            hostfile_dir=dict(type="path", required=True),
+            env_path=dict(type="path"),
+            hostfile_dir=dict(type="path"),
             hostfiles=dict(type="list", elements="str", default=["hostfile.json", "hostfile-ring.json"]),
-            wired_limit_label=dict(type="str", default=WIRED_LIMIT_LABEL),
+            wired_limit_label=dict(type="str"),
             verify_files=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    label = params["wired_limit_label"]
+    for name in ("env_path", "hostfile_dir"):
+        if not params[name]:
+            module.fail_json(msg="node_state: {0} is missing (the node_state action plugin gives it)".format(name))
+    label = params["wired_limit_label"] or WIRED_LIMIT_LABEL
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", label):
         module.fail_json(msg="wired_limit_label {0!r} is not a launchd label".format(label))
     names = []
