@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import subprocess
 
 import pytest
 
@@ -318,3 +319,25 @@ def test_cables_against_a_declared_plan():
     assert ("cable mini-1:3 -- mini-3:3: mini-1, mini-3: expected not cabled (mlx_fleet_cables); found extra: not in "
             "the cable plan (mlx_fleet_cables)") in got
     assert "  fix: unplug it or add it to the plan" in got
+
+
+def test_record_git_state(tmp_path):
+    repo = tmp_path / "lab"
+    (repo / "inventory").mkdir(parents=True)
+    (repo / "inventory" / "hosts.yml").write_text("all: {}\n")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "inventory")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out = repo / "inventory" / ".mlx-fleet"
+    out.mkdir()
+    (out / "audit.json").write_text("{}")  # the output folder is not the inventory
+    assert records.git_state(repo / "inventory", out) == {"commit": head, "dirty": False}
+    (repo / "inventory" / "hosts.yml").write_text("all: {hosts: {}}\n")
+    assert records.git_state(repo / "inventory", out) == {"commit": head, "dirty": True}
+    assert records.git_state(tmp_path / "elsewhere") is None
