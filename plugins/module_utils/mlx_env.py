@@ -60,18 +60,24 @@ if "installed" in sys.argv[1:]:
             dists[re.sub(r"[-_.]+", "-", name).lower()] = d.version
     out["installed"] = dists
 if "verify" in sys.argv[1:]:
-    # Every installed file against its distribution's RECORD line (PEP 376/627 hashes).
+    # Every installed file against its distribution's RECORD line (PEP 376/627 hashes). files_sha256
+    # digests the RECORD lines of what the distribution installed, leaving out the files an installer
+    # writes about the install itself (its name, when, from where), so the same wheel installed on two
+    # Macs digests the same.
     import base64, csv, hashlib, io
     from importlib import metadata
     LISTED = 20
+    INSTALL_NOTES = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json")
     records = {}
     for d in metadata.distributions():
         name = re.sub(r"[-_.]+", "-", (d.metadata["Name"] or "").strip()).lower()
-        text = d.read_text("RECORD")
-        entry = {"record_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest() if text else None,
+        rows = list(csv.reader(io.StringIO(d.read_text("RECORD") or "")))
+        content = sorted(",".join(row) for row in rows if row and not (
+            ".dist-info/" in row[0] and row[0].rsplit("/", 1)[-1] in INSTALL_NOTES))
+        entry = {"files_sha256": hashlib.sha256("\n".join(content).encode("utf-8")).hexdigest() if rows else None,
                  "checked": 0, "modified": [], "missing": [], "modified_count": 0, "missing_count": 0}
         base = str(d.locate_file(""))
-        for row in csv.reader(io.StringIO(text or "")):
+        for row in rows:
             if len(row) < 2 or "=" not in row[1]:
                 continue
             algorithm, want = row[1].split("=", 1)

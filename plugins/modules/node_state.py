@@ -100,7 +100,7 @@ ansible_facts:
         environment:
           description: C(path), C(exists) (its Python runs), C(python) (version, executable, prefix, home,
             sys_platform, machine, environment markers),
-            C(installed) (name to version), C(records) (per distribution C(record_sha256), C(checked),
+            C(installed) (name to version), C(records) (per distribution C(files_sha256), C(checked),
             C(modified), C(missing) with their counts), C(error).
           type: dict
         hostfiles:

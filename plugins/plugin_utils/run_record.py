@@ -1,7 +1,7 @@
 """What the run record (`mlx-fleet record`, docs/audit.md) says about the cluster, from the audit's reads.
 
 Per Mac: macOS version and build, model, serial number, memory, the environment's Python and every
-distribution with its version and the sha256 of its RECORD (which lists every installed file's hash),
+distribution with its version and a digest of the installed files' hashes (files_sha256),
 the wired limit now. For the cluster: the backend and the hostfile (content and sha256) with its envs,
 the cables with their link speeds, each Mac's RDMA status. Only what stays the same while the cluster
 does: two records of an unchanged cluster are equal here.
@@ -28,7 +28,7 @@ def _mac(observed: dict) -> dict:
         "wired_limit_mb": node["wired_limit"]["now_mb"],
         "python": ({"version": env["python"]["version"], "executable": env["python"]["executable"]}
                    if env["exists"] else None),
-        "packages": {name: {"version": version, "record_sha256": (records.get(name) or {}).get("record_sha256")}
+        "packages": {name: {"version": version, "files_sha256": (records.get(name) or {}).get("files_sha256")}
                      for name, version in sorted(env["installed"].items())},
     }
 

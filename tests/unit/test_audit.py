@@ -70,7 +70,7 @@ def converged():
                                "home": "/opt/mlx-fleet/store/python/cpython-3.12.12-macos-aarch64-none/python/bin",
                                "markers": MARKERS},
                     "installed": {"mlx": "0.32.4", "mlx-lm": "0.32.2", "mlx-metal": "0.32.4"},
-                    "records": {n: {"record_sha256": n * 4, "checked": 9, "modified": [], "missing": [],
+                    "records": {n: {"files_sha256": n * 4, "checked": 9, "modified": [], "missing": [],
                                     "modified_count": 0, "missing_count": 0} for n in ("mlx", "mlx-lm", "mlx-metal")}},
                 "hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING},
             },
@@ -280,7 +280,7 @@ def test_report_json_html_and_record(tmp_path):
     facts = record_facts(result.macs, state[1], {h: "mini-m4-pro" for h in result.macs}, HOSTFILE)
     assert facts["cluster"]["backend"] == "jaccl-ring" and facts["cluster"]["hostfile"]["sha256"] == SHA
     assert [c["cable"] for c in facts["cluster"]["cables"]][0] == "mini-1:1 -- mini-2:1"
-    assert facts["macs"]["mini-2"]["packages"]["mlx"] == {"version": "0.32.4", "record_sha256": "mlx" * 4}
+    assert facts["macs"]["mini-2"]["packages"]["mlx"] == {"version": "0.32.4", "files_sha256": "mlx" * 4}
 
 
 def test_record_diff_names_only_what_changed(tmp_path):
