@@ -341,3 +341,47 @@ def test_record_git_state(tmp_path):
     (repo / "inventory" / "hosts.yml").write_text("all: {hosts: {}}\n")
     assert records.git_state(repo / "inventory", out) == {"commit": head, "dirty": True}
     assert records.git_state(tmp_path / "elsewhere") is None
+
+
+def test_probe_checks_every_installed_file_against_its_record(tmp_path):
+    """The environment's Python (PROBE verify) names a file edited after the install, and files_sha256 ignores
+    the installer's notes about the install."""
+    import base64
+    import sys
+
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    module, info = site / "tiny.py", site / "tiny-1.0.dist-info"
+    info.mkdir()
+    module.write_text("VALUE = 1\n")
+    data = site / "tiny.txt"
+    data.write_text("data\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Tiny\nVersion: 1.0\n")
+
+    def line(path):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+        return f"{path.relative_to(site)},sha256={digest},{path.stat().st_size}"
+
+    def install(installer: str) -> None:
+        (info / "INSTALLER").write_text(installer)
+        rows = [line(module), line(data), line(info / "METADATA"), line(info / "INSTALLER"), "tiny-1.0.dist-info/RECORD,,"]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+    def probe() -> dict:
+        out = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-I", "-c", PROBE, "installed", "verify"],
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out)
+
+    install("uv")
+    first = probe()
+    assert first["installed"]["tiny"] == "1.0"
+    assert first["records"]["tiny"] == {"files_sha256": first["records"]["tiny"]["files_sha256"], "checked": 4,
+                                        "modified": [], "missing": [], "modified_count": 0, "missing_count": 0}
+    install("pip")
+    assert probe()["records"]["tiny"]["files_sha256"] == first["records"]["tiny"]["files_sha256"]
+    module.write_text("VALUE = 2\n")
+    data.unlink()
+    edited = probe()["records"]["tiny"]
+    assert (edited["modified"], edited["missing"], edited["checked"]) == (["tiny.py"], ["tiny.txt"], 3)
