@@ -18,6 +18,9 @@ SYSCTL_NAMES = (
     "hw.model", "hw.memsize", "hw.ncpu", "hw.optional.arm64", "kern.osversion",
     "kern.osproductversion", "machdep.cpu.brand_string", "iogpu.wired_limit_mb",
 )
+# The wired-limit LaunchDaemon's label (macos_node_wired_limit_label's default); a read of another
+# label passes its own argv to run_reads.
+WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
 
 READS = {
     "sw_vers": ("sw_vers",),
@@ -37,6 +40,7 @@ READS = {
     "ibv_devices": ("ibv_devices",),
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
+    "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
 }
 
 
@@ -61,10 +65,13 @@ def run_concurrently(module, argvs):
         return list(pool.map(run, argvs))
 
 
-def run_reads(module, names):
-    """Run the named reads, all at once; returns {name: (rc, stdout, stderr)}."""
+def run_reads(module, names, argvs=None):
+    """Run the named reads, all at once; returns {name: (rc, stdout, stderr)}.
+
+    argvs: {name: argv} for reads whose argument the inventory chooses (the same tool and form as
+    READS[name], e.g. another launchd label)."""
     names = list(dict.fromkeys(names))
-    return dict(zip(names, run_concurrently(module, [READS[name] for name in names])))
+    return dict(zip(names, run_concurrently(module, [(argvs or {}).get(name) or READS[name] for name in names])))
 
 
 def output_of(module, results, name):

@@ -61,6 +61,49 @@ if "installed" in sys.argv[1:]:
         if name:
             dists[re.sub(r"[-_.]+", "-", name).lower()] = d.version
     out["installed"] = dists
+if "verify" in sys.argv[1:]:
+    # Every installed file against its distribution's RECORD line (PEP 376/627 hashes). files_sha256
+    # digests the RECORD lines of what the distribution installed, leaving out the files an installer
+    # writes about the install itself (its name, when, from where), so the same wheel installed on two
+    # Macs digests the same.
+    import base64, csv, hashlib, io
+    from importlib import metadata
+    LISTED = 20
+    INSTALL_NOTES = ("INSTALLER", "REQUESTED", "RECORD", "direct_url.json", "uv_cache.json")
+    records = {}
+    for d in metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", (d.metadata["Name"] or "").strip()).lower()
+        rows = list(csv.reader(io.StringIO(d.read_text("RECORD") or "")))
+        content = sorted(",".join(row) for row in rows if row and not (
+            ".dist-info/" in row[0] and row[0].rsplit("/", 1)[-1] in INSTALL_NOTES))
+        entry = {"files_sha256": hashlib.sha256("\n".join(content).encode("utf-8")).hexdigest() if rows else None,
+                 "checked": 0, "modified": [], "missing": [], "modified_count": 0, "missing_count": 0}
+        base = str(d.locate_file(""))
+        for row in rows:
+            if len(row) < 2 or "=" not in row[1]:
+                continue
+            algorithm, want = row[1].split("=", 1)
+            try:
+                digest = hashlib.new(algorithm)
+                with open(os.path.join(base, row[0]), "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+            except ValueError:
+                continue
+            except (IOError, OSError):
+                kind = "missing"
+            else:
+                entry["checked"] += 1
+                got = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
+                if got == want:
+                    continue
+                kind = "modified"
+            entry[kind + "_count"] += 1
+            if len(entry[kind]) < LISTED:
+                entry[kind].append(row[0])
+        if name:
+            records[name] = entry
+    out["records"] = records
 if "prove" in sys.argv[1:]:
     try:
         import mlx.core as mx

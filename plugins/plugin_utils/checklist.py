@@ -12,26 +12,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import jinja2
-
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
 _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
-
-
-def environment() -> jinja2.Environment:
-    """The printed sheets' Jinja2 environment (docs/recovery/ templates; HTML autoescaped)."""
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=lambda name: bool(name) and ".html" in name,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
 
 
 def printable(value):
@@ -67,7 +55,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
 
 def render(ctx: dict) -> tuple[str, str]:
     """(html, text) for a context from ``context``."""
-    env = environment()
+    env = template_environment()
     return env.get_template("checklist.html.j2").render(ctx), env.get_template("checklist.txt.j2").render(ctx)
 
 

@@ -10,7 +10,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jinja2
+
 # plugins/plugin_utils/content.py -> the collection's root
 COLLECTION_ROOT = Path(__file__).parent.parent.parent
 TEMPLATES = COLLECTION_ROOT / "docs" / "recovery"
+AUDIT_TEMPLATES = COLLECTION_ROOT / "docs" / "audit"
 ROLES = COLLECTION_ROOT / "roles"
+
+
+def template_environment() -> jinja2.Environment:
+    """Jinja2 for the printed reports (the Recovery checklist, the audit): HTML autoescaped, strict."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader([str(TEMPLATES), str(AUDIT_TEMPLATES)]),
+        autoescape=lambda name: bool(name) and ".html" in name,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )

@@ -103,7 +103,13 @@ def best_wheel(files: list[dict], tags: list[str]) -> dict | None:
 
 # ---------------------------------------------------------------- per-node plan
 
-def _python_build(lock: dict, info: dict) -> dict:
+def locked_packages(lock: dict, markers: dict) -> list[dict]:
+    """The lock's packages whose environment marker holds for a node with these marker values."""
+    return [pkg for pkg in lock["packages"] if not pkg["marker"] or Marker(pkg["marker"]).evaluate(markers)]
+
+
+def python_build(lock: dict, info: dict) -> dict:
+    """The lock's uv-managed Python build for the platform a node's Python reported."""
     os_name = _UV_OS.get(info["sys_platform"], info["sys_platform"])
     arch = _UV_ARCH.get(info["machine"], info["machine"])
     libc = "none" if os_name == "macos" else "gnu"
@@ -157,7 +163,7 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
         tags, markers = node_tags(info), node_markers(info)
         want_version, want_prefix, build_ready = list(info["version"]), info.get("prefix"), True
     else:
-        build = _python_build(lock, info)
+        build = python_build(lock, info)
         if not build.get("sha256"):
             raise PlanError(f"the lock has no sha256 for {build['filename']}, so it is never pushed; "
                             "run mlx-fleet lock with this version of mlx-fleet")
@@ -170,9 +176,7 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
         want_prefix = extracted.get("prefix")
 
     requirements = []
-    for pkg in lock["packages"]:
-        if pkg["marker"] and not Marker(pkg["marker"]).evaluate(markers):
-            continue
+    for pkg in locked_packages(lock, markers):
         wheel = best_wheel(pkg["files"], tags)
         if wheel is None:
             raise PlanError(f"no wheel of {pkg['name']}=={pkg['version']} in the lock fits this node "

@@ -14,7 +14,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checklist import environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
 
 
@@ -75,7 +75,7 @@ def context(sheet: Sheet, *, inventory: str, output_dir: str, generated: str) ->
 
 def render(ctx: dict) -> tuple[str, str]:
     """(html, text) for a context from ``context``."""
-    env = environment()
+    env = template_environment()
     return env.get_template("visit-sheet.html.j2").render(ctx), env.get_template("visit-sheet.txt.j2").render(ctx)
 
 

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.verify.cli import add_verify_parser
 
     add_verify_parser(sub, _command)
+    from mlx_fleet.audit_cli import add_audit_parsers
+
+    add_audit_parsers(sub, _command)
     _capture_parser(sub)
     from mlx_fleet.onboard import add_onboard_parser
 
@@ -136,6 +139,10 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet.onboard import run_onboard
 
         return run_onboard(args, lambda report: runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report)))
+    if args.tool in ("audit", "record"):
+        from mlx_fleet import audit_cli
+
+        return audit_cli.run_audit(args) if args.tool == "audit" else audit_cli.run_record(args)
     if args.tool == "lock":
         from mlx_fleet.lock_cli import run_lock
 

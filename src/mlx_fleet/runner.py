@@ -296,9 +296,10 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
     return status
 
 
-def add_playbook_options(parser) -> None:
-    """The flags every playbook-driven command takes, as ansible-playbook spells them."""
-    parser.add_argument("-i", "--inventory", action="append", required=True,
+def add_playbook_options(parser, inventory_required: bool = True, read_only: bool = False) -> None:
+    """The flags every playbook-driven command takes, as ansible-playbook spells them (read-only
+    commands take no --check or --diff: they change nothing anyway)."""
+    parser.add_argument("-i", "--inventory", action="append", required=inventory_required,
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--output-dir", help="where hostfiles, reports and run logs go "
                                              "(default: .mlx-fleet in the inventory's folder)")
@@ -306,8 +307,9 @@ def add_playbook_options(parser) -> None:
                         help="extra variables, as for ansible-playbook (key=value, JSON or @file)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true", help="ask for the sudo password once")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more Ansible output in the run log")
-    parser.add_argument("--check", action="store_true", help="change nothing; say what would change")
-    parser.add_argument("--diff", action="store_true", help="show the differences of what changes")
+    if not read_only:
+        parser.add_argument("--check", action="store_true", help="change nothing; say what would change")
+        parser.add_argument("--diff", action="store_true", help="show the differences of what changes")
     parser.add_argument("--limit", help="only these hosts (ansible --limit pattern), where the command allows it")
 
 
@@ -315,7 +317,8 @@ def options_from(args, command: str, needs_every_mac: bool) -> PlaybookOptions:
     if args.limit and needs_every_mac:
         raise UserError(f"--limit cannot apply to `mlx-fleet {command}`: it needs every Mac's facts "
                         "(the fabric is built from all of them); run it without --limit")
-    return PlaybookOptions(extra_vars=args.extra_vars, limit=args.limit, check=args.check, diff=args.diff,
+    return PlaybookOptions(extra_vars=args.extra_vars, limit=args.limit, check=getattr(args, "check", False),
+                           diff=getattr(args, "diff", False),
                            verbosity=args.verbose, ask_become_pass=args.ask_become_pass)
 
 

@@ -499,6 +499,11 @@ def test_disabling_the_thunderbolt_bridge_keeps_it_down_after_reboot(make_node):
     assert "UP" not in n.link("bridge0")["flags"]
     assert "member:" not in n.out("ifconfig", "bridge0")
     assert n.out("networksetup", "-listnetworkserviceorder").count("(*) Thunderbolt Bridge\n") == 1
+    # Switched on again (an update does it), the bridge takes the Thunderbolt ports back at once.
+    n.out("networksetup", "-setnetworkserviceenabled", "Thunderbolt Bridge", "on")
+    assert "UP" in n.link("bridge0")["flags"]
+    assert [line.split()[1] for line in n.out("ifconfig", "bridge0").splitlines()
+            if line.strip().startswith("member:")] == [p["device"] for p in n.node["thunderbolt"]]
 
 
 # --- ifconfig, route, ipconfig ------------------------------------------------------------------

@@ -85,6 +85,9 @@ def apply(service: dict) -> None:
     if net.link(device) is None:
         return  # hardware not present (e.g. an adapter that is unplugged)
     if device == "bridge0":
+        if service["enabled"]:
+            # configd enslaves the Thunderbolt ports whenever the Thunderbolt Bridge service comes on.
+            state.save_runtime("bridge", {"members": state.thunderbolt_devices()})
         net.set_up("bridge0", service["enabled"])
     if not service["enabled"]:
         return

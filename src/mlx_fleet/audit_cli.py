@@ -1,0 +1,117 @@
+"""`mlx-fleet audit` and `mlx-fleet record`: both run mlx_fleet.cluster.audit (read-only) and report on it
+(logic: plugin_utils.audit, plugin_utils.audit_report, plugin_utils.run_record; the record: mlx_fleet.record)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit_report import summary_lines
+from mlx_fleet import record as records
+from mlx_fleet import runner
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, UserError
+
+AUDIT_ACTION = "mlx_fleet.cluster.audit"
+
+
+def add_audit_parsers(sub, command) -> None:
+    audit = command(sub, "audit", "compare every Mac with the declared state and with the other Macs (read-only)",
+                    "Read every Mac (one read-only call each, all in parallel) and compare it with the inventory, the "
+                    "roles' defaults and the lock, and with the other Macs: macOS build, hardware, the environment "
+                    "and its files, node settings, Thunderbolt addresses, bridge, cables, RDMA, hostfiles. Prints only "
+                    "what differs, with the fix; writes audit.json and audit.html. Changes nothing. Exit status 0: no "
+                    "drift, 1: drift.",
+                    "  mlx-fleet audit -i inventory/mine\n  mlx-fleet audit -i inventory/mine --format json")
+    runner.add_playbook_options(audit, read_only=True)
+    audit.add_argument("--format", choices=("text", "json"), default="text",
+                       help="json: the report (mlx-fleet-audit/1) on stdout, for monitoring")
+    rec = command(sub, "record", "write the run record of the cluster (versions, hashes, topology) for an experiment",
+                  "Read every Mac as the audit does and write a record of the environment an experiment runs on: "
+                  "per Mac macOS, model, serial, memory, Python and every package with hashes, the wired limit; the "
+                  "backend, hostfile, cables and RDMA; the mlx-fleet version and the inventory's git commit. With "
+                  "-- COMMAND, the launch command and the current folder's git commit too. JSON plus Markdown. "
+                  "--diff A B prints what changed between two records (exit 1 when more than the time did).",
+                  "  mlx-fleet record -i inventory/mine -- mlx.launch --hostfile h.json train.py\n"
+                  "  mlx-fleet record --diff before.json after.json")
+    runner.add_playbook_options(rec, inventory_required=False, read_only=True)
+    rec.add_argument("--out", help="the record's JSON file; the Markdown goes beside it "
+                                   "(default: OUTPUT_DIR/records/record-TIME.json)")
+    rec.add_argument("--diff", nargs=2, dest="compare", metavar=("A", "B"), help="compare two records instead of making one")
+    rec.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command the record is for")
+
+
+def _audit(args, name: str):
+    """Run the audit playbook; (run report, the audit action's result or None)."""
+    options = runner.options_from(args, name, True)
+    extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0])
+    report = runner.run_playbook("audit", args.inventory, options, extravars=extravars,
+                                 output_dir=runner.output_dir_from(args))
+    result = report.result(AUDIT_ACTION)
+    return report, result if result and "report" in result else None
+
+
+def _status(report, drift: bool) -> int:
+    status = report.exit_status
+    return EXIT_ATTENTION if status == EXIT_OK and drift else status
+
+
+def _not_audited(report) -> list[str]:
+    lines = [f"not audited: {host}: unreachable: {why}" for host, why in sorted(report.unreachable.items())]
+    return lines + [f"not audited: {host}: {m}" for host, messages in sorted(report.failed.items()) for m in messages]
+
+
+def run_audit(args) -> int:
+    report, result = _audit(args, "audit")
+    if result is None:  # the comparison did not run or failed: every Mac unreachable, bad input
+        if args.format == "json":
+            print(json.dumps({"format": "mlx-fleet-audit/1", "error": "no Mac could be read"}))
+            return report.exit_status or EXIT_ATTENTION
+        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    audit = result["report"]
+    status = _status(report, bool(audit["drift"]))
+    if args.format == "json":
+        print(json.dumps(audit, indent=2))
+        return status
+    lines = summary_lines(audit)
+    if status == EXIT_OK:
+        print(f"{lines[0]} (report: {result['json']}, {result['html']})")
+        return status
+    lines += _not_audited(report)
+    lines.append(f"report: {result['json']}, {result['html']}")
+    lines.append({EXIT_ATTENTION: "result: drift (exit 1)", EXIT_BAD_INPUT: "result: fix the input above (exit 2)"}
+                 .get(status, f"result: some Macs were not audited (exit {status})"))
+    print("\n".join(lines))
+    return status
+
+
+def run_record(args) -> int:
+    if args.compare:
+        lines = records.diff(records.load(args.compare[0]), records.load(args.compare[1]))
+        print("\n".join(lines) if lines else "no difference")
+        return EXIT_ATTENTION if any(not line.startswith(records.TIME_KEY + ":") for line in lines) else EXIT_OK
+    if not args.inventory:
+        raise UserError("give the inventory with -i (or --diff A B to compare two records)")
+    launch = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
+    report, result = _audit(args, "record")
+    if result is None:
+        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    now = datetime.now(timezone.utc)
+    output_dir = runner.output_dir_from(args)
+    out = Path(args.out) if args.out else output_dir / "records" / f"record-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    record = records.build(result["record"], inventory=Path(args.inventory[0]), output_dir=output_dir,
+                              recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), not_recorded=sorted(
+                                  set(report.unreachable) | set(report.failed)),
+                              command=launch or None, cwd=Path(os.getcwd()))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out, record)
+    notebook = out.with_suffix(".md")
+    atomic_write_text(notebook, records.markdown(record))
+    for line in _not_audited(report):
+        print(line.replace("not audited", "not recorded"))
+    print(f"record: {out} (Markdown: {notebook}); {len(record['macs'])} Macs")
+    return report.exit_status

@@ -1,0 +1,128 @@
+"""`mlx-fleet record`: the run record a lab keeps with an experiment (docs/audit.md).
+
+The Macs and the cluster as the audit read them (plugin_utils.run_record), plus the mlx-fleet version,
+the inventory's git commit and dirty flag, the time, and with ``-- COMMAND`` the exact launch command
+and the git commit of the current folder's repository. JSON (``mlx-fleet-record/1``) plus a short
+Markdown rendering for a lab notebook; ``--diff A B`` says what changed between two records.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from mlx_fleet import __version__
+from mlx_fleet.errors import UserError
+
+FORMAT = "mlx-fleet-record/1"
+TIME_KEY = "recorded_at"
+GIT_TIMEOUT = 10  # seconds
+
+
+def git_state(path: Path, exclude: Path | None = None) -> dict | None:
+    """{"commit", "dirty"} of the repository holding PATH (dirty: a change under PATH, EXCLUDE aside)."""
+    folder = path if path.is_dir() else path.parent
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT)
+
+    try:
+        head = git("rev-parse", "HEAD")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if head.returncode != 0:
+        return None
+    spec = [str(path)]
+    if exclude is not None and exclude.resolve().is_relative_to(folder.resolve()):
+        spec.append(f":(exclude){exclude.resolve()}")
+    status = git("status", "--porcelain", "--", *spec)
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def build(facts: dict, *, inventory: Path, output_dir: Path, recorded_at: str, not_recorded: list[str],
+          command: list[str] | None = None, cwd: Path | None = None) -> dict:
+    """The record: FACTS (run_record.record_facts, from the audit's reads) with where and when."""
+    return {
+        "format": FORMAT,
+        TIME_KEY: recorded_at,
+        "mlx_fleet_version": __version__,
+        "inventory": {"path": str(inventory.resolve()), "git": git_state(inventory.resolve(), output_dir)},
+        "command": ({"argv": command, "text": shlex.join(command), "cwd": str(cwd),
+                     "git": git_state(cwd)} if command else None),
+        "not_recorded": not_recorded,
+        "cluster": facts["cluster"],
+        "macs": facts["macs"],
+    }
+
+
+def _git_text(state: dict | None) -> str:
+    if not state:
+        return "not in a git repository"
+    return f"git {state['commit'][:12]}{', with uncommitted changes' if state['dirty'] else ''}"
+
+
+def markdown(record: dict) -> str:
+    """A short rendering for a lab notebook; the JSON beside it holds everything."""
+    cluster, macs = record["cluster"], record["macs"]
+    lines = [f"# Run record {record[TIME_KEY]}", "",
+             f"- mlx-fleet {record['mlx_fleet_version']}; inventory `{record['inventory']['path']}` "
+             f"({_git_text(record['inventory']['git'])})"]
+    if record["command"]:
+        command = record["command"]
+        lines.append(f"- command: `{command['text']}` in `{command['cwd']}` ({_git_text(command['git'])})")
+    hostfile = cluster["hostfile"]
+    lines.append(f"- backend: {cluster['backend'] or 'none'}; hostfile sha256 "
+                 f"{hostfile['sha256'][:16] if hostfile else 'none'}; envs: {', '.join(cluster['envs']) or 'none'}")
+    lines.append("- cables: " + (", ".join(f"{c['cable']} ({c['speed_gbps']:g} Gb/s)" for c in cluster["cables"])
+                                 or "none"))
+    if record["not_recorded"]:
+        lines.append(f"- not recorded (unreachable): {', '.join(record['not_recorded'])}")
+    lines += ["", "| Mac | macOS | model | serial | memory | Python | mlx | mlx-lm | packages | wired limit | RDMA |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, mac in macs.items():
+        packages = mac["packages"]
+
+        def version(package: str) -> str:
+            return packages.get(package, {}).get("version", "-")
+
+        lines.append(
+            f"| {name} | {mac['macos']['version']} ({mac['macos']['build']}) | {mac['model']['identifier']} | "
+            f"{mac['serial_number']} | {mac['memory_bytes'] >> 30} GB | "
+            f"{(mac['python'] or {}).get('version', '-')} | {version('mlx')} | {version('mlx-lm')} | {len(packages)} | "
+            f"{mac['wired_limit_mb']} MB | {cluster['rdma'].get(name, '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _flatten(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict) and value:
+        out = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def load(path: str) -> dict:
+    try:
+        record = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read the record {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UserError(f"{path} is not a record ({exc}); give two files written by mlx-fleet record") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise UserError(f"{path} is not a {FORMAT} record; give two files written by mlx-fleet record")
+    return record
+
+
+def diff(a: dict, b: dict) -> list[str]:
+    """One line per value that differs ("path: old -> new"), the time stamp first."""
+    flat_a, flat_b = _flatten(a), _flatten(b)
+    lines = []
+    for key in sorted(flat_a.keys() | flat_b.keys(), key=lambda k: (k != TIME_KEY, k)):
+        old, new = flat_a.get(key, "(absent)"), flat_b.get(key, "(absent)")
+        if old != new:
+            lines.append(f"{key}: {json.dumps(old) if not isinstance(old, str) else old} -> "
+                         f"{json.dumps(new) if not isinstance(new, str) else new}")
+    return lines

@@ -1,0 +1,388 @@
+"""The audit's comparison (plugin_utils.audit), its report and the run record, on a converged 4-Mac ring:
+each drift alone gives exactly its line, all of them together give all of them, a Mac that was not read is
+named and left out, and a cluster that was never converged is all drift and no failure."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import subprocess
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import CLUSTER, run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
+from mlx_fleet import record as records
+from test_fabric import Cluster
+
+INVENTORY = "inv/hosts.yml"
+LOCK = {
+    "format": 1,
+    "declaration": {"python_version": "3.12", "uv_version": "0.13.9", "mlx_version": "0.32.4",
+                    "mlx_lm_version": "0.32.2", "extra_packages": [],
+                    "platforms": ["linux-x86_64", "macos-arm64"]},
+    "python_versions": ["3.11", "3.12"],
+    "packages": [
+        {"name": "mlx", "version": "0.32.4", "marker": "", "files": []},
+        {"name": "mlx-lm", "version": "0.32.2", "marker": "", "files": []},
+        {"name": "mlx-metal", "version": "0.32.4", "marker": "sys_platform == 'darwin'", "files": []},
+        {"name": "mlx-cpu", "version": "0.32.4", "marker": "sys_platform == 'linux'", "files": []},
+    ],
+    "python_builds": [{"key": "cpython-3.12.12-macos-aarch64-none", "version": "3.12.12", "os": "macos",
+                       "arch": "aarch64", "libc": "none", "filename": "x.tar.gz", "sha256": "0" * 64, "url": "u"}],
+}
+MARKERS = {"sys_platform": "darwin", "platform_machine": "arm64", "python_version": "3.12",
+           "python_full_version": "3.12.12", "implementation_name": "cpython", "os_name": "posix"}
+POWER = {"sleep": 0, "disksleep": 0, "womp": 1, "autorestart": 1}
+HOSTFILE = json.dumps({"backend": "jaccl-ring", "envs": [], "hosts": []})
+SHA = hashlib.sha256(HOSTFILE.encode()).hexdigest()
+RING = "5E6F7A"
+
+
+def converged():
+    """(hosts, observed, declared, controller) of a converged ring of four M4 Pro Mac minis."""
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    fabric = cluster.fabric()
+    hosts = list(cluster.models)
+    observed, declared = {}, {}
+    for i, host in enumerate(hosts):
+        tb = cluster.facts[host]
+        for port in tb["ports"]:
+            port["rdma_state"] = "PORT_ACTIVE" if port["connected"] else "PORT_DOWN"
+        addresses = {p.device: [f"{p.address}/{p.prefix}"] for p in fabric.network[host]}
+        observed[host] = {
+            "mlx_fleet_macos": {"product_version": "26.2", "build_version": "25C56", "model_identifier": "Mac16,11",
+                                "model_name": "Mac mini", "chip": "Apple M4 Pro", "memory_bytes": 64 << 30,
+                                "serial_number": f"SERIAL000{i}"},
+            "mlx_fleet_thunderbolt": tb,
+            "mlx_fleet_node": {
+                "pmset": {"AC Power": dict(POWER, displaysleep=10)},
+                "names": {"ComputerName": host, "LocalHostName": host},
+                "addresses": {p["device"]: addresses.get(p["device"], []) for p in tb["ports"]},
+                "wired_limit": {"now_mb": 16384, "daemon": {
+                    "path": "/Library/LaunchDaemons/org.mlx-fleet.wired-limit.plist", "present": True,
+                    "value_mb": 16384, "loaded": True, "state": "not running"}},
+                "environment": {
+                    "path": "/opt/mlx-fleet/venv", "exists": True, "error": "",
+                    "python": {"version": "3.12.12", "executable": "/opt/mlx-fleet/venv/bin/python",
+                               "prefix": "/opt/mlx-fleet/venv", "sys_platform": "darwin", "machine": "arm64",
+                               "home": "/opt/mlx-fleet/store/python/cpython-3.12.12-macos-aarch64-none/python/bin",
+                               "markers": MARKERS},
+                    "installed": {"mlx": "0.32.4", "mlx-lm": "0.32.2", "mlx-metal": "0.32.4"},
+                    "records": {n: {"files_sha256": n * 4, "checked": 9, "modified": [], "missing": [],
+                                    "modified_count": 0, "missing_count": 0} for n in ("mlx", "mlx-lm", "mlx-metal")}},
+                "hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING},
+            },
+        }
+        declared[host] = {
+            "model": "mini-m4-pro", "min_macos": "26.2", "backend": "auto", "cables": None,
+            "ip_pool": "192.168.0.0/16", "envs": [], "output_dir": "inv/.mlx-fleet", "power_settings": dict(POWER),
+            "computer_name": host, "local_host_name": host, "wired_limit_mb": 16384,
+            "wired_limit_label": "org.mlx-fleet.wired-limit", "env_path": "/opt/mlx-fleet/venv",
+            "env_store": "/opt/mlx-fleet/store", "python_interpreter": "", "lock_file": "lock.json",
+            "declaration": dict(LOCK["declaration"]), "hostfile_dir": "/opt/mlx-fleet", "bridge": "disabled"}
+    ledger = {"format": rdma.LEDGER_FORMAT, "nodes": {
+        h: {"last_seen_ready": "2026-11-29T17:51:16Z", "product_version": "26.2", "build_version": "25C56",
+            "serial_number": f"SERIAL000{i}"} for i, h in enumerate(hosts)}}
+    controller = {"hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING}, "addresses": fabric.addresses,
+                  "rdma_ledger": ledger, "lock": (LOCK, None)}
+    return hosts, observed, declared, controller
+
+
+def audit(state):
+    return run_audit(*state[:3], state[3], inventory=INVENTORY)
+
+
+def lines(state):
+    return audit_report.summary_lines(audit(state).to_dict("now", INVENTORY))
+
+
+def node(state, host="mini-2"):
+    return state[1][host]["mlx_fleet_node"]
+
+
+def test_converged_cluster_has_no_drift():
+    result = audit(converged())
+    assert result.findings == [] and result.not_audited == []
+    # 4 Macs x (macOS, model, memory, serial, environment, Python, 3 packages, extras, 4 pmset, 2 names,
+    # 2 wired limit, 3 addresses, bridge, RDMA, 2 hostfiles) + 4 cables + the lock
+    assert len(result.checks) == 4 * 25 + 4 + 1
+    assert lines(converged()) == ["no drift: 105 facts compared on 4 Macs"]
+
+
+def mlx_by_hand(s):
+    node(s)["environment"]["installed"]["mlx"] = "0.32.3"
+
+
+def extra_package(s):
+    node(s)["environment"]["installed"]["six"] = "1.17.0"
+
+
+def file_modified(s):
+    node(s)["environment"]["records"]["mlx-lm"].update(modified=["mlx_lm/generate.py"], modified_count=1)
+
+
+def macos_build(s):
+    s[1]["mini-2"]["mlx_fleet_macos"]["build_version"] = "25C57"
+
+
+def sleep_on(s):
+    node(s)["pmset"]["AC Power"]["sleep"] = 10
+
+
+def wired_limit(s):
+    node(s)["wired_limit"]["now_mb"] = 8192
+
+
+def bridge_on(s):
+    s[1]["mini-2"]["mlx_fleet_thunderbolt"]["bridge"].update(active=True, service_enabled=True)
+
+
+def address_changed(s):
+    node(s)["addresses"]["en2"] = ["192.168.250.1/30"]
+
+
+def cable_moved(s):
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    cluster.unplug("mini-2:2").unplug("mini-3:1").cable("mini-2:3", "mini-3:1")
+    for host in ("mini-2", "mini-3"):
+        for mine, new in zip(s[1][host]["mlx_fleet_thunderbolt"]["ports"], cluster.facts[host]["ports"]):
+            mine.update({k: new[k] for k in ("connected", "peers", "speed_gbps", "speed_is_max")},
+                        rdma_state="PORT_ACTIVE" if new["connected"] else "PORT_DOWN")
+
+
+def rdma_off_after_update(s):
+    macos_build(s)
+    tb = s[1]["mini-2"]["mlx_fleet_thunderbolt"]
+    tb.update(rdma_enabled=False, rdma_devices=[])
+    for port in tb["ports"]:
+        port.update(rdma_device=None, rdma_state=None)
+
+
+def hostfile_edited(s):
+    node(s)["hostfiles"]["hostfile.json"] = "0" * 64
+
+
+ENV = "  fix: ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.env"
+NODE = "  fix: ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node"
+FABRIC = "  fix: mlx-fleet converge -i inv/hosts.yml (the fabric step configures the Thunderbolt ports)"
+UPDATE = ("macOS: mini-2: expected 26.2 (25C56), as on mini-1, mini-3 and mini-4; found 26.2 (25C57)",
+          "  fix: update macOS on mini-1, mini-3 and mini-4 to 26.2 (25C57) (one build on every Mac: RDMA breaks "
+          "across mixed builds)")
+DRIFTS = {
+    mlx_by_hand: ["package mlx: mini-2: expected 0.32.4 (the lock); found 0.32.3", ENV],
+    extra_package: ["extra packages: mini-2: expected none beyond the lock; found six 1.17.0", ENV],
+    file_modified: ["package mlx-lm: mini-2: expected 0.32.2 with its files as installed; found 0.32.2 with "
+                    "mlx_lm/generate.py modified (not as its RECORD lists them)", ENV],
+    macos_build: list(UPDATE),
+    sleep_on: ["pmset sleep: mini-2: expected 0; found 10", NODE],
+    wired_limit: ["wired limit: mini-2: expected 16384 MB; found 8192 MB (the LaunchDaemon sets 16384 MB at boot)",
+                  NODE],
+    bridge_on: ["Thunderbolt Bridge: mini-2: expected off (service disabled, bridge0 inactive); found service "
+                "enabled, bridge0 active", FABRIC],
+    address_changed: ["Thunderbolt 1 address: mini-2: expected 192.168.184.166/30 (en2, address ledger); "
+                      "found 192.168.250.1/30", FABRIC],
+    cable_moved: ["cable mini-2:2 -- mini-3:1: mini-2, mini-3: expected cabled (as at the last converge); found "
+                  "wrong port: mini-2:2 -- mini-3:1 is cabled as mini-2:3 -- mini-3:1",
+                  "  fix: move the cable in mini-2 Thunderbolt 3 to Thunderbolt 2"],
+    rdma_off_after_update: list(UPDATE) + [
+        "RDMA: mini-2: expected ready (last seen ready 2026-11-29T17:51:16Z); found RDMA is off again after a macOS "
+        "update: last seen ready on macOS 26.2 (25C56) at 2026-11-29T17:51:16Z, now macOS 26.2 (25C57) with RDMA "
+        "disabled; the update switched it off: do the Recovery step again",
+        "  fix: the Recovery checklist: mlx-fleet checklist -i inv/hosts.yml, then mlx-fleet converge -i inv/hosts.yml"],
+    hostfile_edited: ["hostfile.json: mini-2: expected the controller's (sha256 "
+                      f"{SHA[:12]}); found sha256 000000000000", "  fix: mlx-fleet hostfile -i inv/hosts.yml"],
+}
+
+
+@pytest.mark.parametrize("drift", DRIFTS, ids=lambda f: f.__name__)
+def test_each_drift_alone_gives_its_lines(drift):
+    state = converged()
+    base = dict(converged()[3]["addresses"])
+    drift(state)
+    got = lines(state)
+    assert got[1:] == DRIFTS[drift], got
+    assert got[0].startswith(f"drift: {(len(DRIFTS[drift]) + 1) // 2} of 105 facts")
+    assert state[3]["addresses"] == base  # the ledger is read, never changed
+
+
+def test_all_drifts_together():
+    state = converged()
+    for drift in DRIFTS:
+        if drift is not macos_build:  # rdma_off_after_update updates macOS too
+            drift(state)
+    got = lines(state)
+    expected = [line for drift, out in DRIFTS.items() if drift is not macos_build for line in out]
+    assert sorted(got[1:]) == sorted(expected)
+    assert got[0] == "drift: 11 of 105 facts compared on 4 Macs differ"
+
+
+def test_a_mac_that_was_not_read_is_named_and_left_out():
+    state = converged()
+    del state[1]["mini-3"]["mlx_fleet_node"]
+    result = audit(state)
+    assert result.not_audited == ["mini-3"] and result.macs == ["mini-1", "mini-2", "mini-4"]
+    assert result.findings == []
+    assert not any("mini-3" in c.macs for c in result.checks)
+    assert len(result.checks) == 3 * 25 + 2 + 1  # the cables to mini-3 are not judged
+
+
+def test_never_converged_cluster_is_all_drift_and_no_failure():
+    state = converged()
+    hosts, observed, declared, controller = state
+    for host in hosts:
+        n = observed[host]["mlx_fleet_node"]
+        n["environment"].update(exists=False, python=None, installed={}, records={})
+        n["pmset"]["AC Power"].update(sleep=1, disksleep=10, autorestart=0)
+        n["wired_limit"] = {"now_mb": 0, "daemon": {"path": "/Library/LaunchDaemons/x.plist", "present": False,
+                                                    "value_mb": None, "loaded": False, "state": None}}
+        n["addresses"] = {device: [] for device in n["addresses"]}
+        n["hostfiles"] = {"hostfile.json": None, "hostfile-ring.json": None}
+        observed[host]["mlx_fleet_thunderbolt"]["bridge"].update(active=True, service_enabled=True)
+    controller.update(hostfiles={"hostfile.json": None, "hostfile-ring.json": None}, addresses={},
+                      rdma_ledger={"format": rdma.LEDGER_FORMAT, "nodes": {}})
+    got = lines(state)
+    # per Mac: macOS, model, memory, environment, 4 pmset, 2 names, 2 wired limit, 3 addresses, bridge (no
+    # ledger: no serial, RDMA or address expected; no hostfile on the controller: none on the Macs either)
+    assert got[0] == "drift: 29 of 66 facts compared on 4 Macs differ"
+    assert "environment: mini-1, mini-2, mini-3, mini-4: expected the locked environment at /opt/mlx-fleet/venv; " \
+           "found none at /opt/mlx-fleet/venv" in got
+    assert "hostfile.json on the controller: expected written by mlx-fleet converge; found none" in got
+    assert "wired-limit LaunchDaemon: mini-1, mini-2, mini-3, mini-4: expected " \
+           "/Library/LaunchDaemons/x.plist setting 16384 MB, loaded; found absent" in got
+
+
+def test_lock_that_does_not_match_the_inventory():
+    state = converged()
+    for d in state[2].values():
+        d["declaration"]["mlx_version"] = "0.33.0"
+    got = lines(state)
+    assert got[1] == ("environment lock: expected made from the inventory's declaration; found the inventory's "
+                      "environment does not match lock.json: mlx_env_mlx_version='0.33.0' (lock: '0.32.4'); run "
+                      "mlx-fleet lock")
+    assert not any(line.startswith("package ") for line in got)  # packages are not judged against a stale lock
+
+
+def test_report_json_html_and_record(tmp_path):
+    state = converged()
+    sleep_on(state)
+    node(state, "mini-1")["names"]["ComputerName"] = "<b>mini</b>"
+    result = audit(state)
+    report, json_path, html_path = audit_report.write(tmp_path, result, generated="2026-11-30T10:00:00Z",
+                                                      inventory=INVENTORY)
+    assert json.loads(json_path.read_text()) == report
+    assert report["format"] == "mlx-fleet-audit/1" and report["drift"] == 2 and report["facts_compared"] == 105
+    assert {f["fact"] for f in report["findings"]} == {"pmset sleep", "computer name"}
+    html = html_path.read_text()
+    assert html.count('<td class="drift">') == 2 and "&lt;b&gt;mini&lt;/b&gt;" in html and "<b>mini" not in html
+
+    facts = record_facts(result.macs, state[1], {h: "mini-m4-pro" for h in result.macs}, HOSTFILE)
+    assert facts["cluster"]["backend"] == "jaccl-ring" and facts["cluster"]["hostfile"]["sha256"] == SHA
+    assert [c["cable"] for c in facts["cluster"]["cables"]][0] == "mini-1:1 -- mini-2:1"
+    assert facts["macs"]["mini-2"]["packages"]["mlx"] == {"version": "0.32.4", "files_sha256": "mlx" * 4}
+
+
+def test_record_diff_names_only_what_changed(tmp_path):
+    state = converged()
+    facts = record_facts(list(state[1]), state[1], {}, HOSTFILE)
+    a = records.build(facts, inventory=tmp_path, output_dir=tmp_path / ".mlx-fleet", recorded_at="T1", not_recorded=[])
+    b = records.build(copy.deepcopy(facts), inventory=tmp_path, output_dir=tmp_path / ".mlx-fleet", recorded_at="T2",
+                      not_recorded=[])
+    assert records.diff(a, b) == ["recorded_at: T1 -> T2"]
+    b["macs"]["mini-2"]["packages"]["mlx"]["version"] = "0.32.5"
+    assert records.diff(a, b) == ["recorded_at: T1 -> T2", "macs.mini-2.packages.mlx.version: 0.32.4 -> 0.32.5"]
+    assert "| mini-2 | 26.2 (25C56) | Mac16,11 | SERIAL0001 | 64 GB | 3.12.12 | 0.32.4 | 0.32.2 | 3 |" \
+        in records.markdown(a)
+
+
+def test_cluster_checks_name_no_mac():
+    state = converged()
+    state[3]["hostfiles"] = {"hostfile.json": None, "hostfile-ring.json": None}
+    assert [c.macs for c in audit(state).findings] == [[CLUSTER]]
+
+
+def test_cables_against_a_declared_plan():
+    state = converged()
+    plan = sorted(state[3]["addresses"])
+    for d in state[2].values():
+        d["cables"] = plan
+    assert audit(state).findings == []
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    cluster.unplug("mini-3:2").unplug("mini-4:1").cable("mini-1:3", "mini-3:3")
+    for host in ("mini-1", "mini-3", "mini-4"):
+        for mine, new in zip(state[1][host]["mlx_fleet_thunderbolt"]["ports"], cluster.facts[host]["ports"]):
+            mine.update({k: new[k] for k in ("connected", "peers", "speed_gbps", "speed_is_max")})
+    got = lines(state)
+    assert "cable mini-3:2 -- mini-4:1: mini-3, mini-4: expected cabled (mlx_fleet_cables); found missing" in got
+    assert "  fix: connect mini-3 Thunderbolt 2 to mini-4 Thunderbolt 1" in got
+    assert ("cable mini-1:3 -- mini-3:3: mini-1, mini-3: expected not cabled (mlx_fleet_cables); found extra: not in "
+            "the cable plan (mlx_fleet_cables)") in got
+    assert "  fix: unplug it or add it to the plan" in got
+
+
+def test_record_git_state(tmp_path):
+    repo = tmp_path / "lab"
+    (repo / "inventory").mkdir(parents=True)
+    (repo / "inventory" / "hosts.yml").write_text("all: {}\n")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "inventory")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    out = repo / "inventory" / ".mlx-fleet"
+    out.mkdir()
+    (out / "audit.json").write_text("{}")  # the output folder is not the inventory
+    assert records.git_state(repo / "inventory", out) == {"commit": head, "dirty": False}
+    (repo / "inventory" / "hosts.yml").write_text("all: {hosts: {}}\n")
+    assert records.git_state(repo / "inventory", out) == {"commit": head, "dirty": True}
+    assert records.git_state(tmp_path / "elsewhere") is None
+
+
+def test_probe_checks_every_installed_file_against_its_record(tmp_path):
+    """The environment's Python (PROBE verify) names a file edited after the install, and files_sha256 ignores
+    the installer's notes about the install."""
+    import base64
+    import sys
+
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    module, info = site / "tiny.py", site / "tiny-1.0.dist-info"
+    info.mkdir()
+    module.write_text("VALUE = 1\n")
+    data = site / "tiny.txt"
+    data.write_text("data\n")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Tiny\nVersion: 1.0\n")
+
+    def line(path):
+        digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+        return f"{path.relative_to(site)},sha256={digest},{path.stat().st_size}"
+
+    def install(installer: str) -> None:
+        (info / "INSTALLER").write_text(installer)
+        rows = [line(module), line(data), line(info / "METADATA"), line(info / "INSTALLER"), "tiny-1.0.dist-info/RECORD,,"]
+        (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+    def probe() -> dict:
+        out = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-I", "-c", PROBE, "installed", "verify"],
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out)
+
+    install("uv")
+    first = probe()
+    assert first["installed"]["tiny"] == "1.0"
+    assert first["records"]["tiny"] == {"files_sha256": first["records"]["tiny"]["files_sha256"], "checked": 4,
+                                        "modified": [], "missing": [], "modified_count": 0, "missing_count": 0}
+    install("pip")
+    assert probe()["records"]["tiny"]["files_sha256"] == first["records"]["tiny"]["files_sha256"]
+    module.write_text("VALUE = 2\n")
+    data.unlink()
+    edited = probe()["records"]["tiny"]
+    assert (edited["modified"], edited["missing"], edited["checked"]) == (["tiny.py"], ["tiny.txt"], 3)
