@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 
-def _sync_folder(folder: Path) -> None:
+def sync_folder(folder: Path) -> None:
     """Make a rename in folder durable: without it, a power cut can bring back the old entry."""
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -45,7 +45,7 @@ def atomic_write_text(path: str | Path, text: str, check: Callable[[str], None] 
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    sync_folder(path.parent)
     return True
 
 

@@ -18,17 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import sync_folder
+
 GENERATIONS = ".generations"
 CURRENT = ".current"
 KEPT = 2  # the published generation and the one before it (a reader may still be opening it)
-
-
-def _sync(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _replace_link(link: Path, target: str) -> None:
@@ -72,7 +66,7 @@ def staged(directory: str | Path) -> Iterator[Path]:
         for path in after.values():
             path.chmod(0o644)
         stage.chmod(0o755)
-        _sync(stage)
+        sync_folder(stage)
         numbers = [int(p.name) for p in generations.iterdir() if p.name.isdigit()]
         published = generations / f"{max(numbers, default=0) + 1:010d}"
         os.rename(stage, published)
@@ -83,7 +77,7 @@ def staged(directory: str | Path) -> Iterator[Path]:
                 _replace_link(link, f"{CURRENT}/{name}")
         for name in before.keys() - after.keys():
             (directory / name).unlink(missing_ok=True)
-        _sync(directory)
+        sync_folder(directory)
         # Older generations, and stages a killed writer left behind (writers hold the run lock).
         for old in sorted(p for p in generations.iterdir() if p.name.isdigit())[:-KEPT] + [
                 p for p in generations.iterdir() if p.name.startswith(".staged-")]:

@@ -14,12 +14,11 @@ group_vars/mlx_cluster/*.yml beside the inventory, the group's ``vars``, then gr
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 
 GROUP = "mlx_cluster"
 CABLES = "mlx_fleet_cables"
@@ -41,18 +40,7 @@ class Edit:
 
 def replace_file(path: Path, text: str) -> None:
     """Write text over path atomically, keeping the file's mode (0600 for a new file)."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text, mode=path.stat().st_mode & 0o777 if path.exists() else 0o600)
 
 
 class _Document:
