@@ -23,6 +23,7 @@ def run_checked(module, cmd):
     if rc != 0:
         raise ValueError("{0} failed (rc {1}): {2}".format(" ".join(cmd), rc, (err or out).strip()))
 
+
 # --- power (pmset) ----------------------------------------------------------------------------
 
 SOURCES = {
@@ -151,13 +152,13 @@ def plan_names(current, wanted):
 
 def render_names(names):
     return "".join("{0}: {1}\n".format(key, "(not set)" if names[key] is None else names[key])
-                   for key, _, _ in NAME_KEYS if key in names)
+                   for key, dummy, dummy in NAME_KEYS if key in names)
 
 
 def apply_names(module, changes):
     """scutil --set each changed name, in NAME_KEYS order; ValueError when one fails."""
     scutil = module.get_bin_path("scutil", required=True)
-    for key, _, _ in NAME_KEYS:
+    for key, dummy, dummy in NAME_KEYS:
         if key in changes:
             run_checked(module, [scutil, "--set", key, changes[key]])
 

@@ -75,8 +75,8 @@ def _rdma(module, results):
     enabled = parse_or_fail(module, parsers.parse_rdma_ctl_status, output_of(module, results, "rdma_ctl"))
     if results["ibv_devices"][0] == MISSING:
         return enabled, [], {}
-    devices = [d["device"] for d in parse_or_fail(module, parsers.parse_ibv_devices,
-                                                   output_of(module, results, "ibv_devices"))]
+    listed = parse_or_fail(module, parsers.parse_ibv_devices, output_of(module, results, "ibv_devices"))
+    devices = [d["device"] for d in listed]
     states = {}
     if devices:
         info = parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo"))

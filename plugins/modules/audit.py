@@ -26,7 +26,7 @@ description:
     still compared.
   - Runs on the controller only (an action plugin, C(plugin_utils.audit)); run it once per play.
 version_added: "0.2.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   output_dir:
     description: Where the hostfiles and ledgers are, and where the report goes (default C(mlx_fabric_output_dir)).
@@ -38,7 +38,7 @@ extends_documentation_fragment:
   - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
 notes:
-  - Reports C(changed=false): the report is written on the controller and no Mac changes.
+  - "Reports C(changed=false): the report is written on the controller and no Mac changes."
 """
 
 EXAMPLES = r"""

@@ -78,14 +78,14 @@ def main():
         supports_check_mode=True,
     )
     keys = [(key, option, read) for key, option, read in settings_utils.NAME_KEYS if module.params[option] is not None]
-    wanted = dict((key, module.params[option]) for key, option, _ in keys)
+    wanted = dict((key, module.params[option]) for key, option, dummy in keys)
     problem = settings_utils.check_names(wanted)
     if problem:
         module.fail_json(msg=problem)
 
-    reads = run_reads(module, [read for _, _, read in keys])
+    reads = run_reads(module, [read for dummy, dummy, read in keys])
     try:
-        current = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, _, read in keys)
+        current = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, dummy, read in keys)
     except ValueError as e:
         module.fail_json(msg=to_native(e))
     changes = settings_utils.plan_names(current, wanted)

@@ -128,7 +128,7 @@ def main():
     )
     params = module.params
     names = [(key, option, read) for key, option, read in settings_utils.NAME_KEYS if params[option] is not None]
-    wanted_names = dict((key, params[option]) for key, option, _ in names)
+    wanted_names = dict((key, params[option]) for key, option, dummy in names)
     label = params["wired_limit_label"]
     problem = settings_utils.check_names(wanted_names)
     if not _LABEL.match(label):
@@ -138,12 +138,12 @@ def main():
     plist_path = os.path.join(LAUNCH_DAEMONS, label + ".plist")
 
     # One round of reads: pmset, the names, and sysctl (the limit now, and the memory).
-    reads = run_reads(module, ["pmset", "sysctl"] + [read for _, _, read in names])
+    reads = run_reads(module, ["pmset", "sysctl"] + [read for dummy, dummy, read in names])
     try:
         settings = settings_utils.normalize_power(params["power_settings"])
         power_changes, unsupported, power_before, power_after = settings_utils.plan_power(
             settings_utils.power_sections(*reads["pmset"]), settings)
-        current_names = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, _, read in names)
+        current_names = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, dummy, read in names)
         target = settings_utils.wired_limit_mb(params["wired_limit_mb"], params["wired_limit_fraction"],
                                                int(macos_parsers.parse_sysctl(reads["sysctl"][1]).get("hw.memsize") or 0))
         plist_now = read_text(plist_path)

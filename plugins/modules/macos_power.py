@@ -118,7 +118,7 @@ def main():
         try:
             settings_utils.run_checked(module, cmd)
             # Read back: pmset ignores some settings silently; report what the Mac really has.
-            left, _, result["settings"], _ = plan()
+            left, dummy, result["settings"], dummy = plan()
         except ValueError as e:
             module.fail_json(msg=to_native(e), **result)
         if left:

@@ -348,7 +348,7 @@ def main():
                 module.fail_json(msg="mlx_env: %s does not run: %s" % (interpreter, error))
         current, installed = None, {}
         if os.access(venv_python, os.X_OK):
-            current, _ = run_probe(module, venv_python, "installed")
+            current, dummy = run_probe(module, venv_python, "installed")
             if current is not None:
                 installed = current.get("installed", {})
         home = pyvenv_home(path)

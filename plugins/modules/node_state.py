@@ -26,7 +26,7 @@ description:
   - The controller side is the C(mlx_fleet.cluster.node_state) action plugin, which chooses the paths from the
     inventory and the roles' defaults, and M(mlx_fleet.cluster.audit), which compares the Macs.
 version_added: "0.2.0"
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 options:
   env_path:
     description:

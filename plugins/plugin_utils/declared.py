@@ -2,7 +2,8 @@
 
 The audit and the run record compare each Mac with what converging it would make of it. That is
 the inventory's value of each role variable where it sets one, else the role's default, and the
-role's own vars on top (``macos_node_wired_limit_target_mb``), templated with the host's variables
+wired limit the macos_node module derives from them (module_utils/macos_settings.wired_limit_mb), templated
+with the host's variables
 exactly as Ansible templates them in the role. The roles' files are read from the collection
 (roles/*/defaults/main.yml, roles/*/vars/main.yml); the templating is Ansible's, passed in.
 """
@@ -14,6 +15,7 @@ from typing import Callable, Mapping
 
 import yaml
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import wired_limit_mb
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import DECLARATION_KEYS
@@ -65,6 +67,16 @@ def _paths(get: Callable) -> dict:
             "wired_limit_label": get("macos_node_wired_limit_label")}
 
 
+def _wired_limit(get, host_vars: Mapping) -> int:
+    """The limit macos_node sets: the same rule, from the memory the Mac reported; 0 when it cannot tell."""
+    memory = (host_vars.get("mlx_fleet_macos") or {}).get("memory_bytes") or 0
+    try:
+        return wired_limit_mb(int(get("macos_node_wired_limit_mb") or 0),
+                              float(get("macos_node_wired_limit_fraction") or 0), memory)
+    except ValueError:
+        return 0
+
+
 def declared_state(host_vars: Mapping, template: Template, trust: Callable[[object], object] = lambda v: v) -> dict:
     """The declared state of the Mac whose variables are HOST_VARS (inventory, facts, magic variables).
 
@@ -84,7 +96,7 @@ def declared_state(host_vars: Mapping, template: Template, trust: Callable[[obje
         power_settings=dict(get("macos_node_power_settings") or {}, **(get("macos_node_power_extra_settings") or {})),
         computer_name=get("macos_node_computer_name"),
         local_host_name=get("macos_node_local_host_name"),
-        wired_limit_mb=int(get("macos_node_wired_limit_target_mb") or 0),
+        wired_limit_mb=_wired_limit(get, host_vars),
         env_store=get("mlx_env_store"),
         python_interpreter=get("mlx_env_python_interpreter") or "",
         lock_file=get("mlx_env_lock_file"),

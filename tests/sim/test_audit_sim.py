@@ -163,7 +163,7 @@ def old_wheels() -> list[str]:
 
     cache = Cache(OLD_WHEELS)
     tags = ["cp311-cp311-manylinux_2_35_x86_64", "py3-none-manylinux_2_35_x86_64", "py3-none-any"]
-    paths = [str(cache.fetch(best_wheel(index_files(n, v, None), tags)))
+    paths = [str(cache.fetch(best_wheel(index_files(n, v, None, ["linux-x86_64"], "3.11"), tags)))
              for n, v in (("mlx", "0.32.3"), ("mlx-cpu", "0.32.3"), ("six", "1.17.0"))]
     OLD_WHEELS.chmod(0o755)
     cache.artifacts.chmod(0o755)

@@ -17,6 +17,8 @@ import pytest
 
 from simlib import BIN, MLX_FLEET, Sim, mlx_fleet
 
+from mlx_fleet.sim.cluster import environment_vars
+
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,8 +42,7 @@ all:
         ansible_python_interpreter: /usr/bin/python3
         ansible_ssh_common_args: -F {dir}/ssh_config
         ansible_control_path_dir: {dir}/cp
-        mlx_env_python_interpreter: /usr/bin/python3
-        # auto: what mlx.distributed_config would choose
+{env}        # auto: what mlx.distributed_config would choose
         mlx_fleet_backend: auto
         mlx_fleet_cables:
           - studio-1:2 -- studio-2:2
@@ -59,7 +60,9 @@ def cluster():
     folder = sim.dir / "mine"
     folder.mkdir()
     inventory = folder / "hosts.yml"
-    inventory.write_text(INVENTORY.format(dir=sim.dir))
+    # What the sim's Macs can install (Linux wheels, their own Python, the sim's lock), as sim up writes it.
+    env = "".join(f"        {key}: {json.dumps(value)}\n" for key, value in environment_vars().items())
+    inventory.write_text(INVENTORY.format(dir=sim.dir, env=env))
     mlx_fleet("converge", "-i", str(inventory), timeout=900)
     added = sim.cli("add", "studio-4", "--model", "studio-m3-ultra").stdout
     yield sim, inventory, re.search(r"host key: (SHA256:\S+)", added).group(1)
