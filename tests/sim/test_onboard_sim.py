@@ -49,6 +49,8 @@ all:
           - studio-1:3 -- studio-3:2   # the short cable
           - studio-2:3 -- studio-3:3
 """
+# What the sim's Macs can install (Linux wheels, their own Python, the sim's lock), as sim up writes it.
+SIM_ENV = "".join(f"        {key}: {json.dumps(value)}\n" for key, value in environment_vars().items())
 OLD = ("studio-1", "studio-2", "studio-3")
 # The old cables' ports as the Macs' own tools show them.
 OLD_PORTS = 'for s in "Thunderbolt 2" "Thunderbolt 3"; do networksetup -getinfo "$s"; done'
@@ -61,8 +63,7 @@ def cluster():
     folder.mkdir()
     inventory = folder / "hosts.yml"
     # What the sim's Macs can install (Linux wheels, their own Python, the sim's lock), as sim up writes it.
-    env = "".join(f"        {key}: {json.dumps(value)}\n" for key, value in environment_vars().items())
-    inventory.write_text(INVENTORY.format(dir=sim.dir, env=env))
+    inventory.write_text(INVENTORY.format(dir=sim.dir, env=SIM_ENV))
     mlx_fleet("converge", "-i", str(inventory), timeout=900)
     added = sim.cli("add", "studio-4", "--model", "studio-m3-ultra").stdout
     yield sim, inventory, re.search(r"host key: (SHA256:\S+)", added).group(1)
@@ -158,7 +159,7 @@ def test_a_fourth_studio_joins_the_mesh(cluster):
 
     # The inventory: the Mac and its cables added, everything else as it was.
     added = "".join(f"          - {peer}:{theirs} -- studio-4:{mine}\n" for mine, peer, theirs in steps)
-    assert inventory.read_text() == INVENTORY.format(dir=sim.dir).replace(
+    assert inventory.read_text() == INVENTORY.format(dir=sim.dir, env=SIM_ENV).replace(
         "      vars:\n", "        studio-4:\n          mlx_fleet_model: studio-m3-ultra\n"
                       "          mlx_fleet_location: Rack A, shelf 4\n      vars:\n") + added
 
@@ -172,7 +173,7 @@ def test_a_fourth_studio_joins_the_mesh(cluster):
     events = [e for e in _job_events(run) if e["event"] == "runner_on_ok" and e["res"].get("changed")]
     on_macs = {(e["host"], e["task_action"]) for e in events if e["host"] in OLD
                and e["task_action"] not in ("mlx_fleet.cluster.fabric", "mlx_fleet.cluster.rdma_readiness")}
-    assert {action for _, action in on_macs} == {"mlx_fleet.cluster.thunderbolt_network", "ansible.builtin.copy"}
+    assert {action for _, action in on_macs} == {"mlx_fleet.cluster.thunderbolt_network", "mlx_fleet.cluster.hostfiles"}
     new_port = {peer: theirs for _, peer, theirs in steps}
     for event in events:
         if event["host"] in OLD and event["task_action"] == "mlx_fleet.cluster.thunderbolt_network":
