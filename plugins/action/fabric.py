@@ -27,6 +27,7 @@ ARGS = {
     "write": {"type": "bool", "default": True},
     "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},
     "plan": {"type": "dict"},
+    "network_var": {"type": "str"},
 }
 class ActionModule(ClusterAction):
     ARGS = ARGS
@@ -82,6 +83,10 @@ class ActionModule(ClusterAction):
                        hostfile.RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
             changed=False,
         )
+        # The Macs whose copies differ, by what each reported in its network step (every Mac without one).
+        reported = {n: (hostvars[n].get(args["network_var"]) or {}).get("hostfiles") if args["network_var"] else None
+                    for n in names}
+        result["write_on"] = hostfile.macs_to_write(result["hostfiles"], reported)
         if args["bridge"] is not None:
             # The network step comes next: it must not cut the connection any Mac is managed over.
             for host in (n for n in names if management_interface(macos[n]) is None):

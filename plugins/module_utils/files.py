@@ -13,6 +13,15 @@ from ansible.module_utils.common.text.converters import to_bytes
 
 __metaclass__ = type
 
+# mlx.launch's hostfiles, by these names in one folder on every Mac (the mlx_fabric role's).
+HOSTFILE = "hostfile.json"
+RING_HOSTFILE = "hostfile-ring.json"
+
+
+def digests(module, folder, names):
+    """{name: sha256 of the file in folder, None when there is none}."""
+    return dict((name, module.sha256(os.path.join(folder, name))) for name in names)
+
 
 def read_text(path):
     """The file's text, None when there is none."""

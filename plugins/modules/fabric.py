@@ -53,6 +53,13 @@ options:
       - The result of the O(write=false) run the network step was configured from (its RV(cables) and
         RV(network)); the files are not written when the cables found now differ from it.
     type: dict
+  network_var:
+    description:
+      - The name of the variable each Mac registered its M(mlx_fleet.cluster.thunderbolt_network) result in, with
+        that module's O(mlx_fleet.cluster.thunderbolt_network#module:hostfile_dir); RV(write_on) then leaves out
+        the Macs whose hostfiles are already the ones built.
+      - Without it, or for a Mac without that variable, RV(write_on) lists the Mac.
+    type: str
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
@@ -111,4 +118,10 @@ hostfiles:
     null when the fabric has errors), as M(mlx_fleet.cluster.hostfiles) takes them.
   returned: always
   type: dict
+write_on:
+  description: The Macs whose hostfiles differ from RV(hostfiles) (see O(network_var)).
+  returned: always
+  type: list
+  elements: str
+  sample: [studio-3]
 """

@@ -69,10 +69,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import read_text, write_atomically
-
-HOSTFILE = "hostfile.json"
-RING_HOSTFILE = "hostfile-ring.json"
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import (
+    HOSTFILE, RING_HOSTFILE, read_text, write_atomically)
 
 
 def plan(wanted, current):

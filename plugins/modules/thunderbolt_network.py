@@ -81,6 +81,18 @@ options:
     description: Where the module records what it changed, for I(state=absent).
     type: path
     default: /Library/Application Support/mlx-fleet/thunderbolt-network.json
+  read_ports:
+    description:
+      - Also read the Thunderbolt ports as M(mlx_fleet.cluster.thunderbolt_facts) does and return the fact
+        C(mlx_fleet_thunderbolt), read again after the changes (a cable moved while the ports were configured
+        shows there), in the same call.
+    type: bool
+    default: false
+  hostfile_dir:
+    description:
+      - Also return RV(hostfiles), the sha256 of the hostfiles in this folder, so the caller writes them only
+        on the Macs whose copies differ (the M(mlx_fleet.cluster.fabric) role does).
+    type: path
 notes:
   - Supports check mode (nothing is written, the record included; RV(commands) lists what would
     run) and diff mode (before and after per service).
@@ -131,6 +143,20 @@ record:
   description: The record file's path.
   returned: always
   type: str
+hostfiles:
+  description: Per hostfile name, the sha256 of the file in O(hostfile_dir) on the Mac, null when absent.
+  returned: when O(hostfile_dir) is given
+  type: dict
+  sample: {"hostfile.json": "6742ef4107e0c1d6...", "hostfile-ring.json": null}
+ansible_facts:
+  description: The Thunderbolt ports after the run.
+  returned: when O(read_ports=true)
+  type: dict
+  contains:
+    mlx_fleet_thunderbolt:
+      description: As M(mlx_fleet.cluster.thunderbolt_facts) returns it (docs/fabric.md).
+      type: dict
+      returned: when O(read_ports=true)
 """
 
 import ipaddress
@@ -141,8 +167,10 @@ import shlex
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     output_of, parse_or_fail, run_concurrently, run_reads)
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE, digests
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
 
 BRIDGE_DEVICE = "bridge0"
@@ -497,6 +525,8 @@ ARGUMENT_SPEC = dict(
     bridge=dict(type="str", default="disabled", choices=["disabled", "enabled", "unchanged"]),
     state=dict(type="str", default="present", choices=["present", "absent"]),
     record=dict(type="path", default="/Library/Application Support/mlx-fleet/thunderbolt-network.json"),
+    read_ports=dict(type="bool", default=False),
+    hostfile_dir=dict(type="path"),
 )
 
 
@@ -504,7 +534,9 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     networksetup = module.get_bin_path("networksetup", required=True)
-    reads = run_reads(module, ("hardware_ports", "service_order"))
+    # The ports' own reads go with the first round: with nothing to change, they are the state after.
+    port_reads = node_facts.THUNDERBOLT_READS if params["read_ports"] else ()
+    reads = run_reads(module, ("hardware_ports", "service_order") + port_reads)
     hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, reads, "hardware_ports"))
     services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
     record = load_record(module, params["record"])
@@ -526,9 +558,13 @@ def main():
             module.warn(warning)
 
     result = dict(changed=bool(commands), commands=commands, services=results, bridge=bridge, record=params["record"])
+    if params["hostfile_dir"]:
+        result["hostfiles"] = digests(module, params["hostfile_dir"], (HOSTFILE, RING_HOSTFILE))
     if module._diff:
         result["diff"] = diffs
     if module.check_mode or not commands:
+        if port_reads:
+            result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, reads)}
         module.exit_json(**result)
 
     # Record first: a run that fails half-way still knows what it may have created.
@@ -542,6 +578,8 @@ def main():
                 " ".join(shlex.quote(a) for a in args), rc, (err or out).strip(), hint), **result)
     if params["state"] == "absent" and new_record != record:
         save_record(module, params["record"], new_record)
+    if port_reads:
+        result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, run_reads(module, port_reads))}
     module.exit_json(**result)
 
 

@@ -7,15 +7,14 @@ newline), so for the same cables the file is byte for byte the one MLX writes.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, json_text
-
-HOSTFILE = "hostfile.json"
-RING_HOSTFILE = "hostfile-ring.json"
 
 
 def _rdma_entry(devices: list[str], count: int) -> str | list[str]:
@@ -90,3 +89,11 @@ def text(data: dict) -> str:
 def write(path: str | Path, data: dict) -> bool:
     """Check the hostfile and write it atomically, as MLX formats it; True when it changed."""
     return atomic_write_json(path, data, check_hostfile, final_newline=False)
+
+
+def macs_to_write(texts: dict[str, str | None], on_macs: dict[str, dict | None]) -> list[str]:
+    """The Macs whose hostfiles differ from texts ({name: text, None for absent}), judged by the sha256
+    of each file each Mac reported ({name: sha256 or None}); a Mac that reported nothing is written."""
+    wanted = {name: text and hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in texts.items()}
+    return [mac for mac, found in on_macs.items()
+            if found is None or any(found.get(name) != digest for name, digest in wanted.items())]

@@ -29,7 +29,7 @@ def hostfile_cmd(inventory: Path, out: Path) -> subprocess.CompletedProcess:
 
 def converge(inventory: Path, out: Path) -> subprocess.CompletedProcess:
     return run([str(BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"mlx_fleet_output_dir={out}",
-                str(REPO / "playbooks/preflight.yml"), str(REPO / "playbooks/fabric.yml")])
+                str(REPO / "playbooks/fabric.yml")])
 
 
 def recap_changed(output: str) -> dict[str, int]:

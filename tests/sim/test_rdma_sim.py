@@ -97,7 +97,7 @@ def test_recovery_checklist_then_all_four_ready(make_sim, tmp_path):
     for node in ("mini-3", "mini-4"):
         sim.cli("recovery", node, "--", "rdma_ctl", "enable")
         sim.cli("reboot", node)
-    after = playbook(inventory, "playbooks/preflight.yml", "playbooks/rdma.yml", "playbooks/fabric.yml")
+    after = playbook(inventory, "playbooks/preflight.yml", "playbooks/rdma.yml", "playbooks/thunderbolt.yml")
     assert after.returncode == 0, after.stdout + after.stderr
     lines = readiness_lines(after.stdout)
     assert [line.split(":")[1].strip() for line in lines[:4]] == ["ready"] * 4

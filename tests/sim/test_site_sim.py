@@ -36,11 +36,11 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 def test_site_check_converge_and_no_change(make_sim, tmp_path):
     sim = make_sim(nodes=3, topology="mesh", rdma="all")
     out = tmp_path / "out"
-    before = {n: sim.ssh(n, STATE).stdout for n in sim.nodes}
+    before = {n: sim.ssh(n, STATE, own_config=True).stdout for n in sim.nodes}
 
     checked, _ = site(sim, out, "--check", "--diff")
     assert checked.returncode == 0, checked.stdout[-4000:]
-    assert {n: sim.ssh(n, STATE).stdout for n in sim.nodes} == before, "--check changed a Mac"
+    assert {n: sim.ssh(n, STATE, own_config=True).stdout for n in sim.nodes} == before, "--check changed a Mac"
     assert not (out / "hostfile.json").exists()
 
     fresh, fresh_s = site(sim, out)
@@ -49,7 +49,19 @@ def test_site_check_converge_and_no_change(make_sim, tmp_path):
     assert again.returncode == 0, again.stdout[-4000:]
     summary = recap(again.stdout)
     assert {host: counts["changed"] for host, counts in summary.items()} == dict.fromkeys(summary, 0), again.stdout
+    # A converged Mac's hostfiles are not sent again: the network step hashed them.
+    push = again.stdout.split("Put the hostfiles on every Mac whose copies differ", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"^skipping: \[(\S+)\]$", push, re.M)) == sorted(sim.nodes), push
     diffed, _ = site(sim, out, "--check", "--diff")
     assert diffed.returncode == 0 and {c["changed"] for c in recap(diffed.stdout).values()} == {0}, diffed.stdout
+
+    # A hostfile edited by hand on one Mac is put back there, and only there.
+    sim.cli("exec", sim.nodes[1], "--", "sh", "-c", "echo '{}' > /opt/mlx-fleet/hostfile.json")
+    repaired, _ = site(sim, out)
+    assert repaired.returncode == 0, repaired.stdout[-4000:]
+    assert {h: c["changed"] for h, c in recap(repaired.stdout).items() if h in sim.nodes} == {
+        n: int(n == sim.nodes[1]) for n in sim.nodes}, repaired.stdout
+    assert sim.cli("exec", sim.nodes[1], "--", "cat", "/opt/mlx-fleet/hostfile.json").stdout == (
+        out / "hostfile.json").read_text()
     print(f"\nsite.yml on 3 Macs: fresh converge {fresh_s:.1f}s, no-op re-run {again_s:.1f}s, "
           f"tasks per host in the no-op run: { {h: c['ok'] + c['skipped'] for h, c in summary.items()} }")

@@ -35,7 +35,7 @@ def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
 def converged(sim: Sim) -> Sim:
     """The fabric configured: the Thunderbolt addresses on the Macs, the hostfiles in DIR/.mlx-fleet."""
     done = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"),
-                str(REPO / "playbooks/preflight.yml"), str(REPO / "playbooks/fabric.yml")], 300)
+                str(REPO / "playbooks/fabric.yml")], 300)
     assert done.returncode == 0, done.stdout
     return sim
 

@@ -4,6 +4,7 @@ checked against what mlx.distributed_config's own code writes for the same cable
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import uuid
@@ -580,3 +581,16 @@ def test_dot_draws_problems_in_red():
     assert '"mini-1" -- "mini-2"' in ok and "80 Gb/s" in ok and "red" not in ok
     wrong = next(line for line in lines if "TB2 en3" in line and "TB3 en4" in line)
     assert "40 Gb/s" in wrong and "wrong port" in wrong and "color=red" in wrong
+
+
+def test_hostfiles_are_written_only_where_the_macs_copies_differ():
+    texts = {"hostfile.json": '{"backend": "jaccl"}', "hostfile-ring.json": None}
+    same = hashlib.sha256(b'{"backend": "jaccl"}').hexdigest()
+    reported = {
+        "studio-1": {"hostfile.json": same, "hostfile-ring.json": None},       # already the built ones
+        "studio-2": {"hostfile.json": same, "hostfile-ring.json": "stale"},    # a ring hostfile to remove
+        "studio-3": {"hostfile.json": "edited by hand", "hostfile-ring.json": None},
+        "studio-4": {"hostfile.json": None, "hostfile-ring.json": None},       # never written
+        "studio-5": None,                                                     # reported nothing
+    }
+    assert hostfile.macs_to_write(texts, reported) == ["studio-2", "studio-3", "studio-4", "studio-5"]

@@ -6,12 +6,14 @@ adapter on en1. What the module decides is tested in test_thunderbolt_network.py
 main() runs, writes and returns.
 """
 
+import hashlib
 import json
 import os
 import stat
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS as READ_ARGV
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
 from module_runner import Commands, fixture, run_module
 
@@ -144,3 +146,58 @@ def test_arguments_are_checked(tmp_path, record, args, message):
     result = run(commands, tmp_path, record=record, **args)
     assert result["failed"] and result["msg"] == message
     assert commands.calls == []
+
+
+# read_ports: the Thunderbolt reads of thunderbolt_facts, from real captures (the M5 Max's buses and
+# TN3205's bridge0, RDMA devices); macOS takes bridge0 down when its service is disabled.
+BRIDGE_UP = fixture("ifconfig-bridge0__apple-tn3205__1.txt")
+PORT_READS = {
+    READ_ARGV["thunderbolt"]: (0, fixture("system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"), ""),
+    READ_ARGV["ibv_devices"]: (0, fixture("ibv_devices__apple-tn3205__3.txt"), ""),
+    READ_ARGV["ibv_devinfo"]: (0, fixture("ibv_devinfo__apple-tn3205__1.txt"), ""),
+    READ_ARGV["rdma_ctl"]: (0, "enabled\n", ""),
+}
+
+
+def test_read_ports_returns_the_ports_as_they_are_after_the_writes(tmp_path, record):
+    commands = mac(writes=FRESH_WRITES)
+    commands.answers.update(PORT_READS)
+    bridge_down = BRIDGE_UP.replace("status: active", "status: inactive")
+    commands.answers[READ_ARGV["ifconfig"]] = [(0, BRIDGE_UP, ""), (0, bridge_down, "")]
+    result = run(commands, tmp_path, ports=[TB1], record=record, read_ports=True)
+    assert not result.get("failed"), result["msg"]
+    assert commands.writes("networksetup", READS) == FRESH_WRITES
+    # Read before the writes (with the plan's reads) and again after them; the fact is the second read.
+    assert commands.calls.count(READ_ARGV["thunderbolt"]) == 2
+    last_read = max(i for i, call in enumerate(commands.calls) if call == READ_ARGV["thunderbolt"])
+    assert commands.calls.index(FRESH_WRITES[-1]) < last_read
+    tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
+    assert tb["bridge"]["active"] is False
+    assert [p["receptacle"] for p in tb["ports"]] == [1, 2, 3]
+
+
+def test_read_ports_on_a_converged_mac_is_one_round_of_reads(tmp_path, record):
+    commands = mac(order=CONVERGED_ORDER)
+    commands.answers.update(PORT_READS)
+    commands.answers[READ_ARGV["ifconfig"]] = (0, BRIDGE_UP, "")
+    result = run(commands, tmp_path, ports=[TB1], record=record, read_ports=True)
+    assert result["changed"] is False
+    assert commands.calls.count(READ_ARGV["thunderbolt"]) == 1
+    assert commands.calls.count(READ_ARGV["hardware_ports"]) == 1
+    assert result["ansible_facts"]["mlx_fleet_thunderbolt"]["rdma_devices"] == ["rdma_en2", "rdma_en3", "rdma_en4"]
+
+
+def test_without_read_ports_no_port_is_read(tmp_path, record):
+    commands = mac(order=CONVERGED_ORDER)
+    result = run(commands, tmp_path, ports=[TB1], record=record)
+    assert "ansible_facts" not in result and "hostfiles" not in result
+    assert READ_ARGV["thunderbolt"] not in commands.calls
+
+
+def test_hostfile_dir_reports_each_hostfiles_sha256_or_none(tmp_path, record):
+    folder = tmp_path / "opt-mlx-fleet"
+    folder.mkdir()
+    (folder / "hostfile.json").write_text('{"backend": "jaccl"}')
+    result = run(mac(order=CONVERGED_ORDER), tmp_path, ports=[TB1], record=record, hostfile_dir=str(folder))
+    assert result["hostfiles"] == {"hostfile.json": hashlib.sha256(b'{"backend": "jaccl"}').hexdigest(),
+                                   "hostfile-ring.json": None}

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Compare every Mac with the declared state and with the others; write audit.json and audit.html
+(logic: plugin_utils.audit, plugin_utils.audit_report, plugin_utils.run_record)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import sha256_file
+
+ARGS = {
+    "group": {"type": "str", "default": "mlx_cluster"},
+    "output_dir": {"type": "path"},
+    "inventory": {"type": "str"},
+}
+FACTS = ("mlx_fleet_macos", "mlx_fleet_thunderbolt", "mlx_fleet_node")
+
+
+def controller_state(output_dir: Path, lock_file: str) -> dict:
+    """What the controller keeps: hostfiles, address ledger, RDMA ledger, the lock."""
+    try:
+        lock = (load_lock(lock_file)[0], None)
+    except LockError as exc:
+        lock = (None, str(exc))
+    try:
+        state = {"addresses": read_addresses(output_dir / ADDRESSES_FILE),
+                 "rdma_ledger": rdma.read_ledger(output_dir / rdma.LEDGER_FILE)}
+    except ValueError as exc:
+        raise AnsibleActionFail(str(exc)) from None
+    state["hostfiles"] = {name: sha256_file(str(output_dir / name)) if (output_dir / name).is_file() else None
+                          for name in HOSTFILES}
+    state["lock"] = lock
+    return state
+
+
+class ActionModule(ClusterAction):
+    ARGS = ARGS
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.arguments()
+        names, hostvars = self.cluster(task_vars, args["group"])
+        read = [n for n in names if "mlx_fleet_node" in hostvars[n] and "mlx_fleet_declared" in hostvars[n]]
+        if not read:
+            raise AnsibleActionFail(f"no Mac of {args['group']} could be read: see the errors above")
+        observed = {n: {fact: hostvars[n][fact] for fact in FACTS} for n in read}
+        declared = {n: hostvars[n]["mlx_fleet_declared"] for n in read}
+        first = declared[read[0]]
+        output_dir = Path(args["output_dir"] or first["output_dir"])
+        inventory = args["inventory"] or hostvars[read[0]].get("inventory_file") or "INVENTORY"
+        controller = controller_state(output_dir, first["lock_file"])
+        audit = run_audit(names, observed, declared, controller, inventory=inventory)
+        generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        report, json_path, html_path = audit_report.write(output_dir, audit, generated=generated, inventory=inventory)
+        hostfile = output_dir / HOSTFILE
+        result.update(
+            changed=False,  # a report on the controller; no Mac changed
+            report=report,
+            json=str(json_path),
+            html=str(html_path),
+            record=record_facts(audit.macs, observed, {n: d["model"] for n, d in declared.items() if d.get("model")},
+                                hostfile.read_text() if hostfile.is_file() else None),
+            msg="\n".join(audit_report.summary_lines(report)),
+        )
+        return result

@@ -1,0 +1,113 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Join every Mac's Thunderbolt facts into the fabric and write the hostfiles (logic: plugin_utils.fabric)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
+
+ARGS = {
+    "group": {"type": "str", "default": "mlx_cluster"},
+    "output_dir": {"type": "path", "required": True},
+    "write": {"type": "bool", "default": True},
+    "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},
+    "plan": {"type": "dict"},
+    "network_var": {"type": "str"},
+}
+class ActionModule(ClusterAction):
+    ARGS = ARGS
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.arguments()
+        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
+        if len(names) < 2:
+            result.update(changed=False, skipped=True, msg="one Mac: there is no Thunderbolt fabric to build")
+            return result
+        if self._task.check_mode:
+            return self._fabric(result, args, names, hostvars, task_vars, write=False)
+        # Read the previous outputs and write the new ones (the picture at least) with no other run in between.
+        try:
+            with run_lock(args["output_dir"], f"ansible-playbook task '{self._task.get_name()}'"):
+                return self._fabric(result, args, names, hostvars, task_vars, write=True)
+        except LockBusy as exc:
+            raise AnsibleActionFail(f"hostfiles not rewritten: {exc}") from None
+
+    def _fabric(self, result, args, names, hostvars, task_vars, *, write: bool):
+        first = hostvars[names[0]]
+        output_dir = Path(args["output_dir"])
+        macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
+        twins = same_macs(macos)
+        if twins:
+            raise AnsibleActionFail("\n".join(twins.values()))
+        built = fab.build_fabric(
+            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
+            models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
+            cables=first.get("mlx_fleet_cables"),
+            backend=first.get("mlx_fleet_backend", "auto"),
+            ip_pool=first.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL),
+            previous=read_addresses(output_dir / ADDRESSES_FILE),
+            management_ips={n: macos[n].get("management_address") for n in names},
+            envs=list(first.get("mlx_fleet_envs", [])),
+        )
+        for warning in built.warnings:
+            self._display.warning(warning)
+        network = {host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
+                           "prefix": p.prefix, "peer": p.peer_address} for p in ports]
+                   for host, ports in built.network.items()}
+        result.update(
+            backend=built.backend, reason=built.reason, warnings=built.warnings, errors=built.errors,
+            cables={str(link): link.speed_gbps for link in built.links},
+            findings=[dataclasses.asdict(f) for f in built.findings],
+            addresses=built.addresses,
+            # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
+            network=network,
+            hostfile=str(output_dir / hostfile.HOSTFILE),
+            # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
+            hostfiles={hostfile.HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
+                       hostfile.RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
+            changed=False,
+        )
+        # The Macs whose copies differ, by what each reported in its network step (every Mac without one).
+        reported = {n: (hostvars[n].get(args["network_var"]) or {}).get("hostfiles") if args["network_var"] else None
+                    for n in names}
+        result["write_on"] = hostfile.macs_to_write(result["hostfiles"], reported)
+        if args["bridge"] is not None:
+            # The network step comes next: it must not cut the connection any Mac is managed over.
+            for host in (n for n in names if management_interface(macos[n]) is None):
+                self._display.warning(f"{host}: no management_interface in its mlx_fleet_macos facts, so the "
+                                      "fabric cannot check it keeps the Mac reachable")
+            lockouts = lockout_problems(macos, {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
+                                        network, args["bridge"])
+            if lockouts:
+                raise AnsibleActionFail("\n".join(lockouts), result=dict(result, lockouts=lockouts))
+        notes = []
+        if write:
+            if args["write"]:
+                stop = refusal(names, task_vars.get("ansible_play_hosts"), args["plan"], result["cables"], network)
+                if stop:
+                    raise AnsibleActionFail(stop, result=result)
+            with staged(output_dir) as stage:
+                written = fab.write_outputs(stage, built, hostfiles=args["write"])
+            notes, result["changed"] = written.skipped, written.changed
+            if built.errors:  # only the picture was written: fabric.svg, or fabric.dot without Graphviz
+                notes.append(f"the picture, faults in red: {output_dir / written.paths[-1].name}")
+        if built.errors:
+            raise AnsibleActionFail("\n".join(built.errors + notes), result=result)
+        result["msg"] = built.reason + "".join(f"; {n}" for n in notes)
+        return result

@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Controller-side inventory validation; the checks themselves live in plugin_utils.inventory."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail, AnsibleError
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory
+
+CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
+                "mlx_fleet_envs") + VERSION_VARS
+HOST_VARS = ("ansible_host", "mlx_fleet_model", "mlx_fleet_location", "macos_node_local_host_name",
+             "macos_node_wired_limit_label", "macos_node_wired_limit_fraction", "macos_node_wired_limit_mb")
+
+
+def _known(variables, names: tuple[str, ...]) -> dict:
+    """The variables among names that are set and can be resolved on the controller now
+    (one built from a Mac's facts cannot, and is judged where it is used)."""
+    known = {}
+    for name in names:
+        try:
+            if name in variables:
+                known[name] = variables[name]
+        except AnsibleError:
+            continue
+    return known
+
+
+class ActionModule(ClusterAction):
+    ARGS = {"group": {"type": "str", "default": "mlx_cluster"}}
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        group = self.arguments()["group"]
+        names, hostvars = self.cluster(task_vars, group)
+        hosts = {name: _known(hostvars[name], HOST_VARS) for name in names}
+        # Cluster-wide settings are group variables: every host sees the same value.
+        group_vars = _known(hostvars[names[0]], CLUSTER_VARS) if names else {}
+        problems = check_inventory(hosts, group_vars, controller_networks())
+        if problems:
+            raise AnsibleActionFail("inventory: " + "\ninventory: ".join(problems), result={"problems": problems})
+        result.update(changed=False, hosts=len(hosts), msg=f"inventory of {len(hosts)} Macs in {group} is consistent")
+        return result

@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Controller side of mlx_env: check the lock, plan every node, download once; see plugin_utils.envplan."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import plan_run
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
+
+ARGS = {
+    "lock_file": {"type": "path", "required": True},
+    "declaration": {"type": "dict", "required": True},
+    "python_interpreter": {"type": "str", "default": ""},
+    "store": {"type": "str", "required": True},
+    "cache_dir": {"type": "path", "required": True},
+    "python_mirror": {"type": "str", "default": ""},
+    "state_var": {"type": "str", "default": "mlx_env_state"},
+}
+
+
+class ActionModule(ClusterAction):
+    ARGS = ARGS
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.arguments()
+        hostvars = task_vars["hostvars"]
+        facts = {}
+        for host in task_vars.get("ansible_play_hosts", []):
+            state = hostvars[host].get(args["state_var"])
+            if not state or state.get("failed") or state.get("skipped"):
+                continue
+            facts[host] = state
+        try:
+            plan = plan_run(args["lock_file"], args["declaration"], args["python_interpreter"], args["store"],
+                            args["cache_dir"], facts, python_mirror=args["python_mirror"],
+                            bundles=not self._task.check_mode)
+        except LockError as exc:
+            raise AnsibleActionFail(f"mlx_env: {exc}") from None
+        result.update(plan)
+        # Only the controller's cache changes here; nodes change in later tasks.
+        result["changed"] = plan["downloads"] > 0
+        result["msg"] = (f"{len(facts)} nodes planned; {plan['artifacts']} artifacts needed, "
+                         f"{plan['downloads']} downloaded, {plan['cache_hits']} from the cache")
+        return result

@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Read a whole Mac with the node_state module, where the inventory and the roles' defaults say to look,
+and set beside its facts what the inventory declares for that Mac (plugin_utils.declared)."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible.template import trust_as_template
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import declared_state, node_paths
+
+
+def _trusted(value):
+    """The roles' own values (read from their YAML files) as Ansible trusts its roles' values."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    return value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("env_path", "hostfile_dir", "hostfiles", "wired_limit_label", "verify_files"))
+
+    def _template(self, value, variables, role):
+        if role:
+            variables = dict(variables, role_path=str(ROLES / role))
+        return self._templar.copy_with_new_env(available_variables=variables).template(value)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        module_args = dict(node_paths(task_vars, self._template, _trusted), **self._task.args)
+        result.update(self._execute_module(module_name="mlx_fleet.cluster.node_state", module_args=module_args,
+                                           task_vars=task_vars))
+        if result.get("failed") or result.get("skipped"):
+            return result
+        facts = result["ansible_facts"]
+        # A fractional wired limit is a fraction of the memory this very read found.
+        facts["mlx_fleet_declared"] = declared_state(dict(task_vars, **facts), self._template, _trusted)
+        return result

@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""A new Mac joining the cluster: checked, the cables to add, the visit sheet
+(logic: plugin_utils.onboarding; the sheet: plugin_utils.visit_sheet)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import onboarding, visit_sheet
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+
+ARGS = {
+    "group": {"type": "str", "default": "mlx_cluster"},
+    "host": {"type": "str", "required": True},
+    "output_dir": {"type": "path", "required": True},
+    "inventory": {"type": "str", "required": True},
+    "afterwards": {"type": "list", "elements": "str", "default": []},
+}
+
+
+class ActionModule(ClusterAction):
+    ARGS = ARGS
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.arguments()
+        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
+        new = args["host"]
+        if new not in names:
+            raise AnsibleActionFail(f"{new} is not a host of {args['group']}")
+        first = hostvars[next((n for n in names if n != new), new)]
+        macos = {n: hostvars[n]["mlx_fleet_macos"] for n in names}
+        thunderbolt = {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}
+        judged = onboarding.assess(
+            new, macos, thunderbolt,
+            models={n: hostvars[n]["mlx_fleet_model"] for n in names if hostvars[n].get("mlx_fleet_model")},
+            cables=first.get("mlx_fleet_cables"), backend=first.get("mlx_fleet_backend", "auto"))
+        if judged.errors:
+            raise AnsibleActionFail("\n".join(judged.errors), result={"errors": judged.errors})
+
+        inventory = args["inventory"]
+        afterwards = list(args["afterwards"])
+        if judged.needs_recovery:
+            afterwards += [f"mlx-fleet checklist -i {inventory}", f"mlx-fleet converge -i {inventory}"]
+        sheet = visit_sheet.Sheet(
+            host=new, macos=macos[new], model=MODELS.get(judged.model),
+            location=hostvars[new].get("mlx_fleet_location"), advice=judged.advice,
+            needs_recovery=judged.needs_recovery, notes=judged.notes,
+            models={n: MODELS.get(onboarding.model_key(hostvars[n].get("mlx_fleet_model"), macos[n])) for n in names},
+            locations={n: str(hostvars[n]["mlx_fleet_location"]) for n in names if hostvars[n].get("mlx_fleet_location")},
+            devices={Port(n, p["receptacle"]): p["device"] for n in names for p in thunderbolt[n]["ports"]
+                     if p.get("device")},
+            afterwards=afterwards)
+        if self._task.check_mode:
+            html, text = visit_sheet.paths(args["output_dir"], new)
+        else:
+            html, text = visit_sheet.write(args["output_dir"], sheet, inventory=inventory,
+                                           generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        for note in judged.notes:
+            self._display.warning(note)
+        result.update(
+            changed=False, model=judged.model, serial_number=judged.serial_number, backend=judged.advice.backend,
+            topology=judged.advice.topology, headline=judged.advice.headline(), summary=judged.advice.summary(),
+            steps=judged.advice.steps(), add=judged.add, unplug=judged.unplug, seen=judged.seen, seen_steps=judged.seen_steps,
+            needs_recovery=judged.needs_recovery, rdma=judged.rdma, notes=judged.notes,
+            sheet={"html": str(html), "text": str(text)}, msg=judged.advice.summary())
+        return result

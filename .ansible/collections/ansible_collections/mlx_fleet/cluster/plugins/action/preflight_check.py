@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Judge a Mac's mlx_fleet_macos facts on the controller; the rules live in plugin_utils.preflight."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
+
+HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "macos_node_wired_limit_mb")
+
+
+class ActionModule(ClusterAction):
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        facts = task_vars.get("mlx_fleet_macos")
+        if facts is None:
+            raise AnsibleActionFail("no mlx_fleet_macos facts: run mlx_fleet.cluster.macos_facts first")
+        host = task_vars["inventory_hostname"]
+        become_password = bool(self._play_context.become_pass or task_vars.get("ansible_become_password")
+                               or task_vars.get("ansible_become_pass"))
+        host_vars = {k: task_vars[k] for k in HOST_VARS if k in task_vars}
+        problems = check_node(host, facts, host_vars, become_password=become_password)
+        # Every Mac of the play has been read by now (macos_facts ran on all of them first).
+        hostvars = task_vars["hostvars"]
+        read = {h: hostvars[h]["mlx_fleet_macos"] for h in task_vars["ansible_play_hosts_all"]
+                if "mlx_fleet_macos" in hostvars[h]}
+        problems += [line for hosts, line in same_macs(read).items() if host in hosts]
+        if problems:
+            raise AnsibleActionFail("\n".join(problems), result={"problems": problems})
+        result.update(changed=False, msg=f"{host}: {facts['model_name']} ({facts['chip']}), macOS "
+                                         f"{facts['product_version']} ({facts['build_version']}), sudo {facts['sudo']}")
+        return result

@@ -1,0 +1,32 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Options several of the collection's modules and action plugins share."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    # Controller-side plugins that judge every Mac of the cluster group.
+    DOCUMENTATION = r"""
+options:
+  group:
+    description: The inventory group holding the cluster's Macs; its order is the rank order.
+    type: str
+    default: mlx_cluster
+"""
+
+    # The node-side halves of the mlx_env role.
+    MLX_ENV = r"""
+options:
+  path:
+    description: The venv's absolute path, the same on every Mac.
+    type: path
+    required: true
+  store:
+    description: Where the pushed wheels, uv and Python builds live on the Mac.
+    type: path
+    required: true
+"""

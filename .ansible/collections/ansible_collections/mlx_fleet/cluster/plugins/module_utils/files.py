@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+"""Files the modules write on a Mac: replaced atomically, never seen half-written.
+
+Stdlib and AnsibleModule only, Python 3.9 compatible: it runs on the Mac.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import tempfile
+
+from ansible.module_utils.common.text.converters import to_bytes
+
+__metaclass__ = type
+
+# mlx.launch's hostfiles, by these names in one folder on every Mac (the mlx_fabric role's).
+HOSTFILE = "hostfile.json"
+RING_HOSTFILE = "hostfile-ring.json"
+
+
+def digests(module, folder, names):
+    """{name: sha256 of the file in folder, None when there is none}."""
+    return dict((name, module.sha256(os.path.join(folder, name))) for name in names)
+
+
+def read_text(path):
+    """The file's text, None when there is none."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "surrogateescape")
+    except (IOError, OSError):
+        return None
+
+
+def write_atomically(module, path, content, mode=0o644):
+    """Replace path with content: a temporary file beside it, synced to disk, moved over it with
+    module.atomic_move, then the folder synced, so a reader or a power cut sees the old file or the
+    complete new one. The folder must exist."""
+    folder = os.path.dirname(path)
+    fd, temp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(to_bytes(content, errors="surrogate_or_strict"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        module.atomic_move(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+    os.chmod(path, mode)  # atomic_move keeps an existing file's mode, or gives a new one the umask's
+    folder_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(folder_fd)
+    finally:
+        os.close(folder_fd)

@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+"""Every read-only macOS command whose output mlx-fleet reads, in one place.
+
+Modules run them through ``run_reads`` and ``mlx-fleet capture`` records exactly this
+list from a real Mac, so a capture always holds what the toolkit would have read, and
+a replayed node (``mlx-fleet sim up --replay``) can answer every one of them.
+Stdlib only, Python 3.9 compatible: it runs on the Mac's /usr/bin/python3.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from concurrent.futures import ThreadPoolExecutor
+
+__metaclass__ = type
+
+# sysctl names read in one call; an unknown name only fails its own line.
+SYSCTL_NAMES = (
+    "hw.model", "hw.memsize", "hw.ncpu", "hw.optional.arm64", "kern.osversion",
+    "kern.osproductversion", "machdep.cpu.brand_string", "iogpu.wired_limit_mb",
+)
+# The wired-limit LaunchDaemon's label (macos_node_wired_limit_label's default); a read of another
+# label passes its own argv to run_reads.
+WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
+
+READS = {
+    "sw_vers": ("sw_vers",),
+    "sysctl": ("sysctl",) + SYSCTL_NAMES,
+    "hardware": ("system_profiler", "SPHardwareDataType", "-json"),
+    "thunderbolt": ("system_profiler", "SPThunderboltDataType", "-json"),
+    "groups": ("id", "-Gn"),
+    "sudo": ("sudo", "-n", "true"),
+    "hardware_ports": ("networksetup", "-listallhardwareports"),
+    "service_order": ("networksetup", "-listnetworkserviceorder"),
+    "ifconfig": ("ifconfig",),
+    "pmset": ("pmset", "-g", "custom"),
+    "computer_name": ("scutil", "--get", "ComputerName"),
+    "local_host_name": ("scutil", "--get", "LocalHostName"),
+    "host_name": ("scutil", "--get", "HostName"),
+    "xcode_select": ("xcode-select", "-p"),
+    "ibv_devices": ("ibv_devices",),
+    "ibv_devinfo": ("ibv_devinfo",),
+    "rdma_ctl": ("rdma_ctl", "status"),
+    "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
+}
+
+
+def capture_name(name):
+    """File name a capture stores a read's output under."""
+    return name + ".txt"
+
+
+def run_concurrently(module, argvs):
+    """Run read-only commands all at once; [(rc, stdout, stderr)] in their order. A program not
+    on PATH gives rc 127 rather than failing the module, so callers can name the missing tool.
+
+    system_profiler takes a second or two on a Mac: the slowest command sets the time, not their sum.
+    """
+    def run(argv):
+        path = module.get_bin_path(argv[0])
+        if path is None:
+            return 127, "", "{0}: command not found".format(argv[0])
+        return module.run_command([path] + list(argv[1:]), environ_update={"LC_ALL": "C"})
+
+    with ThreadPoolExecutor(max_workers=max(len(argvs), 1)) as pool:
+        return list(pool.map(run, argvs))
+
+
+def run_reads(module, names, argvs=None):
+    """Run the named reads, all at once; returns {name: (rc, stdout, stderr)}.
+
+    argvs: {name: argv} for reads whose argument the inventory chooses (the same tool and form as
+    READS[name], e.g. another launchd label)."""
+    names = list(dict.fromkeys(names))
+    return dict(zip(names, run_concurrently(module, [(argvs or {}).get(name) or READS[name] for name in names])))
+
+
+def output_of(module, results, name):
+    """A read's stdout; a failed read fails the module naming the command."""
+    rc, out, err = results[name]
+    if rc != 0:
+        module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(READS[name]), rc, (err or out).strip()))
+    return out
+
+
+def parse_or_fail(module, parser, text, *args):
+    """Parse an output; a format the parser does not know fails the module naming the command."""
+    try:
+        return parser(text, *args)
+    except ValueError as exc:
+        module.fail_json(msg="unexpected output: {0}".format(exc))

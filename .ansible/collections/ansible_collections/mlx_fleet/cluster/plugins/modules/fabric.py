@@ -1,0 +1,127 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fabric
+short_description: Build the Thunderbolt fabric from every Mac's ports and write the mlx.launch hostfiles
+description:
+  - Joins the C(mlx_fleet_thunderbolt) facts of every host in O(group) into the cabling graph, checks it
+    against the cable plan (C(mlx_fleet_cables)), decides the backend (C(mlx_fleet_backend)), warns where a
+    user would get hurt later, and gives each cable a stable /30 from C(mlx_fleet_ip_pool). See docs/fabric.md.
+  - Writes the picture, C(fabric.dot) and C(fabric.svg), into O(output_dir) on every run, faults in red; a failed
+    run names it. The picture reports what was read, so rewriting it is not a change.
+  - With O(write), also writes C(hostfile.json), C(hostfile-ring.json) (when a ring exists) and
+    C(fabric-addresses.json), published together with the picture as one set; the hostfiles only when the
+    fabric has no errors, every host of the group is still in the play (none failed or stopped answering earlier
+    in the run) and, given O(plan), the cables are still the ones the network step configured. Otherwise the
+    last good hostfiles stay in place. Every file is replaced only when its content changes.
+  - Writing holds the output folder's run lock (C(run.lock)); a second run waits for it (30 s, or
+    E(MLX_FLEET_LOCK_WAIT) seconds) and then fails naming the run that holds it.
+  - Given O(bridge), fails before any Mac is touched when the network plan would turn off, re-address or bridge
+    the interface a Mac is managed over (C(management_interface) in C(mlx_fleet_macos)).
+  - Fails with one line per problem (missing cables with the ports to connect, wrong ports with the move,
+    slow links, topologies the backend needs).
+  - Runs on the controller only (an action plugin); use it with C(run_once).
+version_added: "0.1.0"
+author: mlx-fleet contributors (!UNKNOWN)
+options:
+  output_dir:
+    description: Controller folder for the hostfiles, the address ledger and the pictures.
+    type: path
+    required: true
+  write:
+    description: Write the hostfiles and the address ledger, not only the picture (nothing is written in check
+      mode either way).
+    type: bool
+    default: true
+  bridge:
+    description:
+      - What M(mlx_fleet.cluster.thunderbolt_network) will do to the Thunderbolt Bridge with the returned
+        RV(network); given, the plan is checked to keep every Mac's management interface untouched.
+      - Leave it out when the network is not configured in this run.
+    type: str
+    choices: [disabled, enabled, unchanged]
+  plan:
+    description:
+      - The result of the O(write=false) run the network step was configured from (its RV(cables) and
+        RV(network)); the files are not written when the cables found now differ from it.
+    type: dict
+  network_var:
+    description:
+      - The name of the variable each Mac registered its M(mlx_fleet.cluster.thunderbolt_network) result in, with
+        that module's O(mlx_fleet.cluster.thunderbolt_network#module:hostfile_dir); RV(write_on) then leaves out
+        the Macs whose hostfiles are already the ones built.
+      - Without it, or for a Mac without that variable, RV(write_on) lists the Mac.
+    type: str
+extends_documentation_fragment:
+  - mlx_fleet.cluster.options
+  - mlx_fleet.cluster.attributes.controller
+"""
+
+EXAMPLES = r"""
+- name: Build the fabric and write the hostfiles
+  mlx_fleet.cluster.fabric:
+    output_dir: "{{ inventory_dir }}/.mlx-fleet"
+  run_once: true
+"""
+
+RETURN = r"""
+backend:
+  description: The backend the hostfile is for (null when none can run).
+  returned: always
+  type: str
+reason:
+  description: Why that backend; with C(auto), what it chose and why.
+  returned: always
+  type: str
+cables:
+  description: Cables found, C(host:port -- host:port) to speed in Gb/s.
+  returned: always
+  type: dict
+addresses:
+  description: Each cable's /30.
+  returned: always
+  type: dict
+network:
+  description: Per host, the ports to configure, as M(mlx_fleet.cluster.thunderbolt_network) takes them
+    (device, hardware_port, address, prefix, peer).
+  returned: always
+  type: dict
+findings:
+  description: The cable plan compared with the cables found.
+  returned: always
+  type: list
+  elements: dict
+warnings:
+  description: Things that will hurt later.
+  returned: always
+  type: list
+  elements: str
+errors:
+  description: Why no hostfile could be written.
+  returned: always
+  type: list
+  elements: str
+hostfile:
+  description: Path of the hostfile on the controller.
+  returned: always
+  type: str
+hostfiles:
+  description: The texts of C(hostfile.json) and C(hostfile-ring.json) (null when there is no ring, or both
+    null when the fabric has errors), as M(mlx_fleet.cluster.hostfiles) takes them.
+  returned: always
+  type: dict
+write_on:
+  description: The Macs whose hostfiles differ from RV(hostfiles) (see O(network_var)).
+  returned: always
+  type: list
+  elements: str
+  sample: [studio-3]
+"""

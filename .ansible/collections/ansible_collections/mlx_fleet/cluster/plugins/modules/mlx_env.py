@@ -1,0 +1,443 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: mlx_env
+short_description: Make a node's MLX venv exactly the locked set, offline, and prove it works
+description:
+  - Applies this node's plan from M(mlx_fleet.cluster.mlx_env_plan) (O(plan)). When the plan says
+    the node already is the locked environment, the action plugin returns at once and nothing
+    runs on the node.
+  - Otherwise the action plugin sends the node's bundle (one tar of the artifacts it lacks) and the
+    module checks the bundle's sha256 and every file in it against the lock before using it, then
+    puts the wheels in the store, extracts uv from its wheel, and extracts a uv-managed CPython
+    build into the store (a build that is missing, unfinished or altered is replaced).
+  - Before using them it re-checks the sha256 of the store's uv and the files of the Python build.
+  - Makes the venv at O(path) from the planned interpreter if it is missing or made from another
+    one, then installs offline with the store's uv
+    (C(uv pip sync --offline --no-index --require-hashes)); a package not in the plan is removed.
+  - Only a folder mlx-fleet made (it holds a marker file) or an empty one is ever cleared.
+  - Then proves the environment; the venv's Python imports C(mlx.core), runs a tiny computation,
+    reports versions and device, and its architecture must match C(uname -m) (a Rosetta Python on a
+    Mac fails here).
+  - Writes the fingerprint (lock hash plus the installed set) in the venv and returns it as the fact
+    C(mlx_env_fingerprint).
+version_added: "0.1.0"
+author: mlx-fleet contributors (!UNKNOWN)
+options:
+  plan:
+    description: This node's entry in the RV(mlx_fleet.cluster.mlx_env_plan#module:hosts) of the plan.
+    type: dict
+    required: true
+    suboptions:
+      interpreter:
+        description: The base interpreter the venv must be made from.
+        type: path
+        required: true
+      python_build:
+        description: The uv-managed build O(plan.interpreter) belongs to (key, filename, sha256), or null.
+        type: dict
+      requirements:
+        description: The locked distributions this node needs (name, version, filename, sha256).
+        type: list
+        elements: dict
+        required: true
+      uv:
+        description: The sha256 the store's uv must have, and the uv wheel (filename, sha256) when it is in the bundle.
+        type: dict
+      bundle:
+        description: The bundle (src, sha256, members); the action plugin replaces src with its path on the node.
+        type: dict
+      push:
+        description: The names of the files in the bundle.
+        type: list
+        elements: str
+        default: []
+      matches:
+        description: Whether the node already is the locked environment.
+        type: bool
+        default: false
+      fingerprint:
+        description: The node's fingerprint when it matches.
+        type: dict
+      changes:
+        description: The package changes the controller expects (shown in check mode).
+        type: list
+        elements: str
+        default: []
+  lock_hash:
+    description: sha256 of the lock file, recorded in the fingerprint.
+    type: str
+    required: true
+extends_documentation_fragment:
+  - mlx_fleet.cluster.options.mlx_env
+  - mlx_fleet.cluster.attributes.changes
+"""
+
+EXAMPLES = r"""
+- name: Install the locked set offline and prove MLX runs
+  mlx_fleet.cluster.mlx_env:
+    path: /opt/mlx-fleet/venv
+    store: /opt/mlx-fleet/store
+    plan: "{{ mlx_env_plan.hosts[inventory_hostname] }}"
+    lock_hash: "{{ mlx_env_plan.lock_hash }}"
+"""
+
+RETURN = r"""
+changes:
+  description: Distributions that were (or in check mode would be) installed, replaced or removed.
+  returned: always
+  type: list
+  elements: str
+  sample: ["mlx 0.32.3 -> 0.32.4"]
+actions:
+  description: What was done, in order (unpack_bundle, install_uv, extract_python, create_venv, sync, write_fingerprint).
+  returned: always
+  type: list
+  elements: str
+proof:
+  description: The venv's own report (computation result, device, versions); null in check mode before the venv exists.
+  returned: always
+  type: dict
+ansible_facts:
+  description: The fingerprint.
+  returned: always
+  type: dict
+  contains:
+    mlx_env_fingerprint:
+      description: lock_hash, python, machine, installed (name to version) and their digest.
+      type: dict
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+import zipfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
+    STORE_MARKER, VENV_MARKER, build_marker, build_state, fingerprint, fingerprint_path, folder_state, path_problems,
+    pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
+
+UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"}
+PLAN_SPEC = dict(
+    interpreter=dict(type="path", required=True),
+    python_build=dict(type="dict"),
+    requirements=dict(type="list", elements="dict", required=True),
+    uv=dict(type="dict"),
+    bundle=dict(type="dict"),
+    push=dict(type="list", elements="str", default=[]),
+    matches=dict(type="bool", default=False),
+    fingerprint=dict(type="dict"),
+    changes=dict(type="list", elements="str", default=[]),
+)
+
+
+def _listing(python_label, installed):
+    lines = ["python: %s" % python_label] if python_label else []
+    lines += ["%s==%s" % (k, v) for k, v in sorted(installed.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _run(module, argv, what, environ=None):
+    rc, out, err = module.run_command(argv, environ_update=dict(UV_ENV, **(environ or {})))
+    if rc != 0:
+        module.fail_json(msg="mlx_env: %s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-2000:]), cmd=argv)
+    return out
+
+
+def _claim(module, folder, marker, clear=False):
+    """Mark FOLDER as made by mlx-fleet (it is ours already, or empty), emptying it first when
+    CLEAR; a folder mlx-fleet did not make is never written to or cleared."""
+    state = folder_state(folder, marker)
+    if state == "foreign":
+        module.fail_json(msg="mlx_env: %s exists and was not made by mlx-fleet (it is not empty and has no %s); "
+                             "move it away or choose another folder" % (folder, marker))
+    if state == "missing":
+        module.fail_json(msg="mlx_env: %s does not exist; the role creates it before this task" % folder)
+    if clear and state == "ours":
+        for name in os.listdir(folder):
+            full = os.path.join(folder, name)
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+    if clear or state == "empty":
+        with open(os.path.join(folder, marker), "w") as handle:
+            handle.write("Made by mlx-fleet (roles/mlx_env): it may clear this folder.\n")
+
+
+class _HashingReader(object):
+    """A file read once, front to back, whose sha256 is known at the end."""
+
+    def __init__(self, handle):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def read(self, size=-1):
+        block = self.handle.read(size)
+        self.digest.update(block)
+        return block
+
+
+def _unpack(module, bundle, expected, staging):
+    """Check BUNDLE's sha256 and each member's against EXPECTED (name -> sha256), in one read;
+    the files, in STAGING, by name."""
+    files = {}
+    with open(bundle["src"], "rb") as raw:
+        whole = _HashingReader(raw)
+        with tarfile.open(fileobj=whole, mode="r|") as tar:
+            for member in tar:
+                want = expected.get(member.name)
+                if want is None or not member.isfile():
+                    module.fail_json(msg="mlx_env: the bundle holds %s, which the plan does not list" % member.name)
+                dest = os.path.join(staging, "%d" % len(files))
+                part = _HashingReader(tar.extractfile(member))
+                with open(dest, "wb") as out:
+                    shutil.copyfileobj(part, out, 1 << 20)
+                if part.digest.hexdigest() != want:
+                    module.fail_json(msg="mlx_env: %s in the bundle does not have its locked sha256 %s"
+                                         % (member.name, want))
+                files[member.name] = dest
+        while whole.read(1 << 20):
+            pass
+    if whole.digest.hexdigest() != bundle["sha256"]:
+        module.fail_json(msg="mlx_env: the bundle %s arrived with another sha256 than the controller sent; run again"
+                             % bundle["src"])
+    missing = sorted(set(expected) - set(files))
+    if missing:
+        module.fail_json(msg="mlx_env: the bundle lacks %s" % ", ".join(missing))
+    return files
+
+
+def _install_uv(module, wheel, uv_path, want):
+    with zipfile.ZipFile(wheel) as zf:
+        member = next((n for n in zf.namelist() if n.endswith(".data/scripts/uv")), None)
+        if member is None:
+            module.fail_json(msg="mlx_env: the uv wheel holds no uv binary")
+        handle, tmp = tempfile.mkstemp(dir=os.path.dirname(uv_path), prefix=".uv-")
+        with os.fdopen(handle, "wb") as out, zf.open(member) as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+    os.chmod(tmp, 0o755)
+    if sha256_file(tmp) != want:
+        os.unlink(tmp)
+        module.fail_json(msg="mlx_env: the uv in its wheel does not have the sha256 the controller computed")
+    os.rename(tmp, uv_path)
+
+
+def _check_uv(module, uv_path, want):
+    """The store's uv is used only with the sha256 the controller computed from the locked wheel."""
+    if not (os.path.isfile(uv_path) and sha256_file(uv_path) == want):
+        module.fail_json(msg="mlx_env: %s is missing or is not the locked uv; run the play again" % uv_path)
+
+
+def _remove_leftovers(store):
+    """What an interrupted run left in the store (called only once the store is known to be ours)."""
+    layout = store_paths(store)
+    leftovers = [os.path.join(layout["incoming"], n) for n in os.listdir(layout["incoming"])]
+    leftovers += [os.path.join(layout["pythons"], n) for n in os.listdir(layout["pythons"]) if n.startswith(".partial-")]
+    for old in leftovers:
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old)
+        else:
+            os.unlink(old)
+
+
+def _extract_python(module, store, build, archive):
+    """Extract BUILD's verified ARCHIVE beside its place, then swap it in and mark it complete."""
+    pythons = store_paths(store)["pythons"]
+    partial = tempfile.mkdtemp(dir=pythons, prefix=".partial-")
+    _run(module, [module.get_bin_path("tar", required=True), "-xzf", archive, "-C", partial],
+         "extracting %s" % build["filename"])
+    if not os.access(os.path.join(partial, "python", "bin", "python3"), os.X_OK):
+        shutil.rmtree(partial)
+        module.fail_json(msg="mlx_env: %s has no python/bin/python3" % build["filename"])
+    marker = build_marker(store, build["key"])
+    if os.path.exists(marker):
+        os.unlink(marker)
+    dest = os.path.join(pythons, build["key"])
+    if os.path.lexists(dest):
+        if os.path.isdir(dest) and not os.path.islink(dest):
+            shutil.rmtree(dest)
+        else:
+            os.unlink(dest)
+    os.rename(partial, dest)
+    with open(marker + ".tmp", "w") as handle:
+        json.dump({"sha256": build["sha256"], "tree": tree_digest(dest)}, handle)
+    os.rename(marker + ".tmp", marker)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            store=dict(type="path", required=True),
+            plan=dict(type="dict", required=True, options=PLAN_SPEC),
+            lock_hash=dict(type="str", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    p, plan = module.params, module.params["plan"]
+    problems = path_problems(p["path"], p["store"])
+    if problems:
+        module.fail_json(msg="mlx_env: " + "; ".join(problems))
+    path, store, interpreter = os.path.normpath(p["path"]), os.path.normpath(p["store"]), plan["interpreter"]
+    layout = store_paths(store)
+    build, uv = plan["python_build"], plan["uv"] or {}
+    check = module.check_mode
+    actions, changes = [], list(plan["changes"])
+    venv_python = os.path.join(path, "bin", "python")
+
+    staging = None
+    if not check:
+        for folder, marker in ((store, STORE_MARKER), (path, VENV_MARKER)):
+            _claim(module, folder, marker)
+        for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
+            if not os.path.isdir(sub):
+                os.makedirs(sub)
+        _remove_leftovers(store)
+        staging = tempfile.mkdtemp(dir=layout["incoming"])
+    try:
+        # 1. What arrived: the bundle, every file checked against the lock.
+        files = {}
+        if plan["bundle"]:
+            actions.append("unpack_bundle")
+            if not check:
+                expected = {"wheels/%s" % r["filename"]: r["sha256"] for r in plan["requirements"]}
+                if uv.get("wheel"):
+                    expected["uv/%s" % uv["wheel"]["filename"]] = uv["wheel"]["sha256"]
+                if build:
+                    expected["python/%s" % build["filename"]] = build["sha256"]
+                files = _unpack(module, plan["bundle"], dict((n, expected.get(n)) for n in plan["push"]), staging)
+                for name, tmp in files.items():
+                    if name.startswith("wheels/"):
+                        os.rename(tmp, os.path.join(layout["wheels"], name.split("/", 1)[1]))
+
+        # 2. uv and the Python build, re-checked before use.
+        if uv.get("wheel"):
+            actions.append("install_uv")
+            if not check:
+                _install_uv(module, files["uv/%s" % uv["wheel"]["filename"]], layout["uv"], uv["sha256"])
+        if build:
+            state = build_state(store, build["key"]) if not check else None
+            if check:
+                if not os.access(interpreter, os.X_OK):
+                    actions.append("extract_python")
+            elif not state or state["sha256"] != build["sha256"] or not state["intact"]:
+                archive = files.get("python/%s" % build["filename"])
+                if archive is None:
+                    module.fail_json(msg="mlx_env: the Python build %s is missing or altered in %s and the controller "
+                                         "did not send it; run the play again" % (build["key"], layout["pythons"]))
+                actions.append("extract_python")
+                _extract_python(module, store, build, archive)
+
+        # 3. The venv: made from the right interpreter, holding exactly the locked set.
+        target = None
+        if os.access(interpreter, os.X_OK):
+            target, error = run_probe(module, interpreter)
+            if target is None:
+                module.fail_json(msg="mlx_env: %s does not run: %s" % (interpreter, error))
+        current, installed = None, {}
+        if os.access(venv_python, os.X_OK):
+            current, dummy = run_probe(module, venv_python, "installed")
+            if current is not None:
+                installed = current.get("installed", {})
+        home = pyvenv_home(path)
+        right_base = (current is not None and target is not None and current["version"] == target["version"]
+                      and current["base_prefix"] == target["prefix"])
+        if not right_base:
+            actions.append("create_venv")
+        if check and (not right_base or changes):
+            actions.append("sync")
+        before = dict(installed)
+        desired = dict((r["name"], str(r["version"])) for r in plan["requirements"])
+        before_label = "%s (%s)" % (home, ".".join(map(str, current["version"]))) if current else ""
+        after_label = "%s (%s)" % (os.path.dirname(interpreter), ".".join(map(str, target["version"]))) \
+            if target else os.path.dirname(interpreter)
+        diff = {"before_header": path, "after_header": path,
+                "before": _listing(before_label, installed) if current else "",
+                "after": _listing(after_label, desired)}
+
+        if not check:
+            _check_uv(module, layout["uv"], uv.get("sha256"))
+            if not right_base:
+                _claim(module, path, VENV_MARKER, clear=True)
+                _run(module, [layout["uv"], "venv", "--allow-existing", "--python", interpreter, path], "uv venv")
+            handle, reqfile = tempfile.mkstemp(prefix="mlx-env-", suffix=".txt")
+            try:
+                with os.fdopen(handle, "w") as req:
+                    for r in plan["requirements"]:
+                        req.write("%s==%s --hash=sha256:%s\n" % (r["name"], r["version"], r["sha256"]))
+                # uv's cache lives (and goes) with the staging folder: the venv keeps uv's
+                # platform link mode (a clone on APFS, a hard link on Linux), no second copy.
+                _run(module, [layout["uv"], "pip", "sync", "--python", venv_python, "--offline", "--no-index",
+                              "--find-links", layout["wheels"], "--require-hashes", reqfile],
+                     "uv pip sync", {"UV_CACHE_DIR": os.path.join(staging, "uv-cache")})
+            finally:
+                os.unlink(reqfile)
+            current, error = run_probe(module, venv_python, "installed", "prove")
+            if current is None:
+                module.fail_json(msg="mlx_env: the venv's Python does not run: %s" % error)
+            installed = current.get("installed", {})
+            if sorted(installed) != sorted(desired):
+                module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
+                                 installed=installed, desired=desired)
+            changes = ["%s %s -> %s" % (n, before.get(n) or "(none)", installed.get(n) or "(removed)")
+                       for n in sorted(set(before) | set(installed)) if before.get(n) != installed.get(n)]
+            if changes:
+                actions.append("sync")
+    finally:
+        if staging:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    # 4. Proof: import mlx.core, compute, versions, device, architecture.
+    rc, machine, err = module.run_command([module.get_bin_path("uname", required=True), "-m"])
+    machine = machine.strip()
+    proof = None
+    if not check:
+        proof = dict(current["proof"], machine=current["machine"], uname_machine=machine)
+        if not proof.get("ok"):
+            module.fail_json(msg="mlx_env: %s cannot use MLX: %s" % (venv_python, proof.get("error", proof)), proof=proof)
+        if current["machine"] != machine:
+            module.fail_json(msg="mlx_env: %s runs as %s but the node is %s (a Rosetta or foreign Python); "
+                                 "use a native %s interpreter" % (venv_python, current["machine"], machine, machine),
+                             proof=proof)
+
+    # 5. The fingerprint, in the venv.
+    version = ".".join(map(str, (current or target or {}).get("version", [])))
+    fact = fingerprint(p["lock_hash"], desired if check else installed, version, machine)
+    fp_path = fingerprint_path(path)
+    try:
+        with open(fp_path) as handle:
+            on_disk = json.load(handle)
+    except (IOError, OSError, ValueError):
+        on_disk = None
+    if on_disk != fact:
+        actions.append("write_fingerprint")
+        if not check:
+            module.atomic_move(_write_tmp(module, fact), fp_path)
+            module.set_mode_if_different(fp_path, "0644", False)
+
+    module.exit_json(changed=bool(actions), actions=actions, changes=changes, proof=proof, diff=diff,
+                     ansible_facts={"mlx_env_fingerprint": fact})
+
+
+def _write_tmp(module, fact):
+    handle, tmp = tempfile.mkstemp(dir=module.tmpdir)
+    with os.fdopen(handle, "w") as out:
+        json.dump(fact, out, indent=1, sort_keys=True)
+        out.write("\n")
+    return tmp
+
+
+if __name__ == "__main__":
+    main()

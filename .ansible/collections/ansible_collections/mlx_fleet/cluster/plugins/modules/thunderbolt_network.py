@@ -1,0 +1,587 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: thunderbolt_network
+short_description: Give a Mac's cabled Thunderbolt ports persistent point-to-point IPv4 through networksetup
+description:
+  - Configures the Mac's network services (configd preferences, through C(networksetup)), so the
+    configuration survives a reboot; it never uses C(ifconfig) or C(route) alone.
+  - With I(state=present) the Thunderbolt Bridge service is disabled (which also takes C(bridge0)
+    down), and for every listed port a network service for its hardware port exists (created as
+    C(networksetup -createnetworkservice "Thunderbolt N" "Thunderbolt N") when missing), is enabled,
+    and has the manual IPv4 address and mask given, without a router. Ports not listed, and their
+    services, are left alone.
+  - The route to the peer is the connected subnet route macOS installs from the service's address
+    and mask (the peer must be inside that subnet, a /30 or /31 per cable); no additional route is
+    set. An additional route on a managed service that covers the peer would steer it away from the
+    cable, so it is removed; other additional routes are kept.
+  - Everything is read first (C(networksetup -listallhardwareports), C(-listnetworkserviceorder),
+    and C(-getinfo) and C(-getadditionalroutes) of each service concerned); only what differs is
+    written.
+  - What the module changes is recorded in I(record) (written only when something changes); it lists the
+    services it created, the previous configuration of services that existed before, and the
+    Thunderbolt Bridge's previous state. I(state=absent) uses it to put the network back as it
+    was, then deletes it.
+  - Writing needs root (C(become=true)); reading does not.
+version_added: "0.1.0"
+author: mlx-fleet contributors (!UNKNOWN)
+options:
+  ports:
+    description:
+      - The cabled Thunderbolt ports of this Mac and their addresses (one entry per cable end,
+        from the fabric plan).
+      - With I(state=absent), limits the restore to these ports' services (all recorded services
+        when empty).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      device:
+        description: The port's BSD interface (C(en2)), as C(networksetup -listallhardwareports) shows it.
+        type: str
+        required: true
+      hardware_port:
+        description: The port's hardware port name (C(Thunderbolt 2)); the service gets this name.
+        type: str
+        required: true
+      address:
+        description: This end's IPv4 address.
+        type: str
+        required: true
+      prefix:
+        description: The cable network's prefix length.
+        type: int
+        default: 30
+      peer:
+        description: The other end's IPv4 address; it must be inside I(address)/I(prefix).
+        type: str
+        required: true
+  bridge:
+    description:
+      - The Thunderbolt Bridge service with I(state=present); C(unchanged) leaves it alone.
+      - With I(state=absent) the bridge is put back as recorded, and left as it is when nothing was
+        recorded (the module never changed it); C(enabled) turns it on, C(unchanged) leaves it.
+    type: str
+    choices: [disabled, enabled, unchanged]
+    default: disabled
+  state:
+    description: C(present) configures the ports; C(absent) puts back what the module changed.
+    type: str
+    choices: [present, absent]
+    default: present
+  record:
+    description: Where the module records what it changed, for I(state=absent).
+    type: path
+    default: /Library/Application Support/mlx-fleet/thunderbolt-network.json
+  read_ports:
+    description:
+      - Also read the Thunderbolt ports as M(mlx_fleet.cluster.thunderbolt_facts) does and return the fact
+        C(mlx_fleet_thunderbolt), read again after the changes (a cable moved while the ports were configured
+        shows there), in the same call.
+    type: bool
+    default: false
+  hostfile_dir:
+    description:
+      - Also return RV(hostfiles), the sha256 of the hostfiles in this folder, so the caller writes them only
+        on the Macs whose copies differ (the M(mlx_fleet.cluster.fabric) role does).
+    type: path
+notes:
+  - Supports check mode (nothing is written, the record included; RV(commands) lists what would
+    run) and diff mode (before and after per service).
+  - macOS applies a service's configuration while it is enabled and after every boot.
+requirements:
+  - macOS with C(networksetup) on the PATH
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
+"""
+
+EXAMPLES = r"""
+- name: Address both ends of a cable studio-1:2 -- studio-2:2 (on studio-1)
+  mlx_fleet.cluster.thunderbolt_network:
+    ports:
+      - {device: en3, hardware_port: Thunderbolt 2, address: 192.168.77.1, peer: 192.168.77.2}
+  become: true
+
+- name: Put the node's network back as it was
+  mlx_fleet.cluster.thunderbolt_network:
+    state: absent
+  become: true
+"""
+
+RETURN = r"""
+commands:
+  description: The networksetup calls that were (or in check mode would be) run, in order, each
+    as a list of arguments after C(networksetup).
+  returned: always
+  type: list
+  elements: list
+  sample: [["-setnetworkserviceenabled", "Thunderbolt Bridge", "off"],
+           ["-createnetworkservice", "Thunderbolt 2", "Thunderbolt 2"]]
+services:
+  description: Per service concerned, its state after the run (as it is or would be).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"service": "Thunderbolt 2", "hardware_port": "Thunderbolt 2", "device": "en3",
+            "created": true, "enabled": true, "ipv4": {"method": "Manual", "address": "192.168.77.1",
+            "mask": "255.255.255.252", "router": null}, "routes": []}]
+bridge:
+  description: The Thunderbolt Bridge service (null when this Mac has none) and whether it is enabled
+    after the run.
+  returned: always
+  type: dict
+  sample: {"service": "Thunderbolt Bridge", "enabled": false}
+record:
+  description: The record file's path.
+  returned: always
+  type: str
+hostfiles:
+  description: Per hostfile name, the sha256 of the file in O(hostfile_dir) on the Mac, null when absent.
+  returned: when O(hostfile_dir) is given
+  type: dict
+  sample: {"hostfile.json": "6742ef4107e0c1d6...", "hostfile-ring.json": null}
+ansible_facts:
+  description: The Thunderbolt ports after the run.
+  returned: when O(read_ports=true)
+  type: dict
+  contains:
+    mlx_fleet_thunderbolt:
+      description: As M(mlx_fleet.cluster.thunderbolt_facts) returns it (docs/fabric.md).
+      type: dict
+      returned: when O(read_ports=true)
+"""
+
+import ipaddress
+import json
+import os
+import shlex
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    output_of, parse_or_fail, run_concurrently, run_reads)
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE, digests
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
+
+BRIDGE_DEVICE = "bridge0"
+RECORD_VERSION = 1
+# Restoring a previous IPv4 method; other methods are reported, not restored.
+RESTORE_METHOD = {"DHCP": ["-setdhcp"], "BOOTP": ["-setbootp"], "Off": ["-setv4off"]}
+
+
+class PlanError(ValueError):
+    """A request this Mac cannot satisfy; the message names the port and the fix."""
+
+
+# --- pure logic: what must change -----------------------------------------------------------------
+
+def mask_of(prefix):
+    return str(ipaddress.IPv4Network("0.0.0.0/{0}".format(prefix)).netmask)
+
+
+def check_ports(ports, hardware_ports):
+    """Validate the requested ports against this Mac's hardware ports; returns them normalised."""
+    by_name = dict((p["hardware_port"], p["device"]) for p in hardware_ports)
+    by_device = dict((p["device"], p["hardware_port"]) for p in hardware_ports)
+    thunderbolt = ", ".join("Thunderbolt {0} = {1}".format(n, d)
+                            for n, d in sorted(parsers.thunderbolt_interfaces(hardware_ports).items()))
+    seen_ports, seen_devices, seen_addresses = set(), set(), set()
+    checked = []
+    for port in ports:
+        name, device = port["hardware_port"], port["device"]
+        label = "{0} ({1})".format(name, device)
+        # The device's own hardware port first: "en0" sent as "Thunderbolt 1" is still Ethernet.
+        other = next((p for p in (by_device.get(device), name) if p and not parsers.is_thunderbolt_port(p)), None)
+        if other:
+            raise PlanError("{0} ({1}): not a Thunderbolt port; thunderbolt_network configures only Thunderbolt "
+                            "ports (this Mac's: {2}); fix the cable plan (mlx_fleet_cables) so it names them"
+                            .format(device, other, thunderbolt or "none"))
+        if name not in by_name:
+            raise PlanError("{0}: this Mac has no hardware port '{1}' (its Thunderbolt ports: {2}); fix the "
+                            "cable plan (mlx_fleet_cables) or the host's model so it names a port this Mac has"
+                            .format(label, name, thunderbolt or "none"))
+        if by_name[name] != device:
+            raise PlanError("{0}: on this Mac {1} is {2}, not {3} (networksetup -listallhardwareports); "
+                            "use device {2}".format(label, name, by_name[name], device))
+        prefix = port.get("prefix")
+        prefix = 30 if prefix is None else prefix
+        if not 8 <= prefix <= 31:
+            raise PlanError("{0}: prefix {1} is not a point-to-point network; use 30 (or 31)".format(label, prefix))
+        try:
+            address = ipaddress.IPv4Address(port["address"])
+            peer = ipaddress.IPv4Address(port["peer"])
+        except ValueError as exc:
+            raise PlanError("{0}: {1}; give IPv4 addresses such as 192.168.77.1".format(label, exc))
+        network = ipaddress.IPv4Network("{0}/{1}".format(address, prefix), strict=False)
+        usable = list(network) if prefix == 31 else list(network.hosts())
+        for what, value in (("address", address), ("peer", peer)):
+            if value not in usable:
+                raise PlanError("{0}: {1} {2} is not a host address of {3}; give both ends of the cable "
+                                "host addresses of the same /{4}".format(label, what, value, network, prefix))
+        if address == peer:
+            raise PlanError("{0}: address and peer are both {1}; each end of the cable needs its own".format(
+                label, address))
+        for seen, value in ((seen_ports, name), (seen_devices, device), (seen_addresses, str(address))):
+            if value in seen:
+                raise PlanError("{0}: {1} is listed twice; list each port once".format(label, value))
+            seen.add(value)
+        checked.append({"hardware_port": name, "device": device, "address": str(address), "prefix": prefix,
+                        "mask": mask_of(prefix), "peer": str(peer)})
+    return checked
+
+
+def service_for(port, services):
+    """The service of a port's hardware port: the one named like it, else the first in order."""
+    mine = [s for s in services if s.get("hardware_port") == port["hardware_port"]]
+    named = [s for s in mine if s["name"] == port["hardware_port"]]
+    return (named or mine or [None])[0]
+
+
+def ipv4_of(info):
+    """A parsed `networksetup -getinfo` -> {method, address, mask, router}; only Manual keeps the values.
+
+    method is None when the output names no method (IPv4 off, as far as is known).
+    """
+    method = info.get("configuration")
+    if method == "Manual":
+        return {"method": "Manual", "address": info.get("ip_address"), "mask": info.get("subnet_mask"),
+                "router": info.get("router")}
+    return {"method": method, "address": None, "mask": None, "router": None}
+
+
+def snapshot(service, info, routes):
+    """A service's restorable configuration."""
+    return {"enabled": bool(service["enabled"]), "ipv4": ipv4_of(info), "routes": [list(r) for r in routes]}
+
+
+def _covers(route, peer):
+    try:
+        network = ipaddress.IPv4Network("{0}/{1}".format(route[0], route[1]), strict=False)
+    except ValueError:
+        return False
+    return ipaddress.IPv4Address(peer) in network
+
+
+def _route_args(routes):
+    flat = []
+    for route in routes:
+        flat += list(route)
+    return flat
+
+
+def restorable(ipv4):
+    """Whether networksetup can set this IPv4 configuration again."""
+    return ipv4["method"] == "Manual" or ipv4["method"] in RESTORE_METHOD
+
+
+def _config_commands(name, current, wanted):
+    """networksetup calls that turn configuration `current` into `wanted` (both snapshots)."""
+    commands = []
+    if current["ipv4"] != wanted["ipv4"]:
+        ipv4 = wanted["ipv4"]
+        if ipv4["method"] == "Manual":
+            commands.append(["-setmanual", name, ipv4["address"], ipv4["mask"]] + (
+                [ipv4["router"]] if ipv4.get("router") else []))
+        elif ipv4["method"] in RESTORE_METHOD:
+            commands.append(RESTORE_METHOD[ipv4["method"]] + [name])
+    if current["routes"] != wanted["routes"]:
+        commands.append(["-setadditionalroutes", name] + _route_args(wanted["routes"]))
+    if current["enabled"] != wanted["enabled"]:
+        commands.append(["-setnetworkserviceenabled", name, "on" if wanted["enabled"] else "off"])
+    return commands
+
+
+def empty_record():
+    return {"version": RECORD_VERSION, "created": {}, "previous": {}, "bridge": None}
+
+
+def _bridge_service(services):
+    return next((s for s in services if s.get("device") == BRIDGE_DEVICE), None)
+
+
+def plan_present(ports, bridge, services, configs, record):
+    """What state=present must change.
+
+    ports: check_ports() output; services: parsed -listnetworkserviceorder; configs:
+    {service name: snapshot()} of the ports' existing services; record: the record so far.
+    Returns (commands, new record, [per-service result], bridge result, [diff]).
+    """
+    record = json.loads(json.dumps(record))
+    commands, results, diffs = [], [], []
+
+    bridge_service = _bridge_service(services)
+    bridge_result = {"service": None, "enabled": None}
+    if bridge_service is not None:
+        enabled = bridge_service["enabled"]
+        if bridge != "unchanged" and enabled != (bridge == "enabled"):
+            commands.append(["-setnetworkserviceenabled", bridge_service["name"], "on" if bridge == "enabled" else "off"])
+            if record["bridge"] is None:
+                record["bridge"] = {"service": bridge_service["name"], "enabled": enabled}
+            diffs.append(_diff(bridge_service["name"], {"enabled": enabled}, {"enabled": not enabled}))
+            enabled = not enabled
+        bridge_result = {"service": bridge_service["name"], "enabled": enabled}
+
+    names = set(s["name"] for s in services)
+    for port in ports:
+        service = service_for(port, services)
+        name = service["name"] if service else port["hardware_port"]
+        if service is None and name in names:
+            raise PlanError("{0} ({1}): a network service named '{2}' exists for another hardware port; rename or "
+                            "remove it (networksetup -renamenetworkservice / -removenetworkservice)".format(
+                                port["hardware_port"], port["device"], name))
+        current = configs.get(name) if service else None
+        created = service is None
+        base = current or {"enabled": True, "ipv4": {"method": "DHCP", "address": None, "mask": None, "router": None},
+                           "routes": []}
+        # No additional route to the peer: the service's address and mask make macOS install the
+        # connected subnet route (address/prefix on this port), which is the route to the peer,
+        # persistent and re-made at every boot. A host route to the peer with a gateway would point
+        # it at a next hop (networksetup takes dest/mask/gateway tuples and configd installs them
+        # with RTF_GATEWAY), and no next hop exists on a point-to-point cable. What is removed is
+        # an additional route on this service that covers the peer and would steer it elsewhere.
+        wanted = {
+            "enabled": True,
+            "ipv4": {"method": "Manual", "address": port["address"], "mask": port["mask"], "router": None},
+            "routes": [r for r in base["routes"] if not _covers(r, port["peer"])],
+        }
+        steps = _config_commands(name, base, wanted)
+        if created:
+            commands.append(["-createnetworkservice", name, port["hardware_port"]])
+            record["created"][name] = {"hardware_port": port["hardware_port"], "device": port["device"]}
+        elif steps and name not in record["created"] and name not in record["previous"]:
+            record["previous"][name] = dict(current, hardware_port=port["hardware_port"], device=port["device"])
+        commands += steps
+        results.append(dict(wanted, service=name, hardware_port=port["hardware_port"], device=port["device"],
+                            created=created, changed=created or bool(steps)))
+        if created or steps:
+            diffs.append(_diff(name, current, wanted))
+    return commands, record, results, bridge_result, diffs
+
+
+def plan_absent(ports, bridge, services, configs, record):
+    """What state=absent must change to put back what the record says was changed.
+
+    ports: the (hardware port names) to restore, empty for all; configs: {name: snapshot()} of
+    the recorded pre-existing services. Returns the same tuple as plan_present.
+    """
+    record = json.loads(json.dumps(record))
+    commands, results, diffs = [], [], []
+    wanted_ports = set(p["hardware_port"] for p in ports)
+    existing = dict((s["name"], s) for s in services)
+
+    def concerned(entry):
+        return not wanted_ports or entry.get("hardware_port") in wanted_ports
+
+    for name in sorted(record["created"]):
+        entry = record["created"][name]
+        if not concerned(entry):
+            continue
+        if name in existing:
+            commands.append(["-removenetworkservice", name])
+            diffs.append(_diff(name, configs.get(name) or {"enabled": existing[name]["enabled"]}, None))
+        results.append({"service": name, "hardware_port": entry["hardware_port"], "device": entry.get("device"),
+                        "removed": name in existing, "changed": name in existing})
+        del record["created"][name]
+    for name in sorted(record["previous"]):
+        entry = record["previous"][name]
+        if not concerned(entry):
+            continue
+        wanted = {"enabled": entry["enabled"], "ipv4": entry["ipv4"], "routes": entry["routes"]}
+        steps, warning = [], None
+        if name in existing and name in configs:
+            steps = _config_commands(name, configs[name], wanted)
+            commands += steps
+            if steps:
+                diffs.append(_diff(name, configs[name], wanted))
+            if not restorable(wanted["ipv4"]) and configs[name]["ipv4"] != wanted["ipv4"]:
+                warning = ("{0} ({1}): its IPv4 configuration before mlx-fleet ({2}) cannot be put back with "
+                           "networksetup, so it stays {3}; set it in System Settings > Network".format(
+                               name, entry.get("device"), wanted["ipv4"]["method"] or "no method named by "
+                               "networksetup -getinfo", ipv4_text(configs[name]["ipv4"])))
+        results.append(dict(wanted, service=name, hardware_port=entry["hardware_port"], device=entry.get("device"),
+                            restored=bool(steps), changed=bool(steps), warning=warning))
+        del record["previous"][name]
+
+    bridge_service = _bridge_service(services)
+    bridge_result = {"service": bridge_service["name"] if bridge_service else None,
+                     "enabled": bridge_service["enabled"] if bridge_service else None}
+    if bridge_service is not None and bridge != "unchanged" and not record["created"] and not record["previous"]:
+        # As recorded; with nothing recorded mlx-fleet never changed it, so it stays as it is.
+        target = bridge_service["enabled"]
+        if bridge == "enabled":
+            target = True
+        elif record["bridge"] is not None:
+            target = record["bridge"]["enabled"]
+        if bridge_service["enabled"] != target:
+            commands.append(["-setnetworkserviceenabled", bridge_service["name"], "on" if target else "off"])
+            diffs.append(_diff(bridge_service["name"], {"enabled": bridge_service["enabled"]}, {"enabled": target}))
+        bridge_result["enabled"] = target
+        record["bridge"] = None
+    return commands, record, results, bridge_result, diffs
+
+
+def is_empty(record):
+    return not record["created"] and not record["previous"] and record["bridge"] is None
+
+
+def ipv4_text(ipv4):
+    text = ipv4["method"] or "unknown"
+    if ipv4["method"] == "Manual":
+        text += " {0} mask {1} router {2}".format(ipv4["address"], ipv4["mask"], ipv4["router"] or "none")
+    return text
+
+
+def render(config):
+    """Text of a service's configuration for --diff."""
+    if config is None:
+        return "service: absent\n"
+    lines = ["enabled: {0}".format("yes" if config["enabled"] else "no")]
+    if config.get("ipv4"):
+        lines.append("ipv4: " + ipv4_text(config["ipv4"]))
+    if "routes" in config:
+        lines.append("additional routes: " + (", ".join(" ".join(r) for r in config["routes"]) or "none"))
+    return "\n".join(lines) + "\n"
+
+
+def _diff(name, before, after):
+    return {"before_header": "{0} (before)".format(name), "after_header": "{0} (after)".format(name),
+            "before": render(before), "after": render(after)}
+
+
+# --- the Mac: reads, record, writes ---------------------------------------------------------------
+
+def _networksetup(module, path, args):
+    return module.run_command([path] + list(args), environ_update={"LC_ALL": "C"})
+
+
+def read_configs(module, services, names):
+    """{name: snapshot} of the named existing services: -getinfo and -getadditionalroutes each."""
+    configs = {}
+    by_name = dict((s["name"], s) for s in services)
+    names = [name for name in dict.fromkeys(names) if name in by_name]
+    calls = [(option, name) for name in names for option in ("-getinfo", "-getadditionalroutes")]
+    outputs = dict(zip(calls, run_concurrently(module, [("networksetup", option, name) for option, name in calls])))
+    for name in names:
+        texts = []
+        for option in ("-getinfo", "-getadditionalroutes"):
+            rc, out, err = outputs[option, name]
+            if rc != 0:
+                module.fail_json(msg="networksetup {0} {1} failed (exit {2}): {3}".format(
+                    option, shlex.quote(name), rc, (err or out).strip()))
+            texts.append(out)
+        try:
+            info = parsers.parse_network_service_info(texts[0])
+            routes = parsers.parse_additional_routes(texts[1])
+        except ValueError as exc:
+            module.fail_json(msg="unexpected output: {0}".format(exc))
+        configs[name] = snapshot(by_name[name], info, routes)
+    return configs
+
+
+def load_record(module, path):
+    if not os.path.exists(path):
+        return empty_record()
+    try:
+        with open(path) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as exc:
+        module.fail_json(msg="{0}: cannot read the record ({1}); move it aside to start afresh".format(
+            path, to_native(exc)))
+    if record.get("version") != RECORD_VERSION:
+        module.fail_json(msg="{0}: record version {1} is not {2}".format(path, record.get("version"), RECORD_VERSION))
+    return dict(empty_record(), **record)
+
+
+def save_record(module, path, record):
+    """Atomically replace the record (removed when it holds nothing)."""
+    if not is_empty(record):
+        write_json(module, path, record)
+    elif os.path.exists(path):
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            module.fail_json(msg="{0}: cannot remove the record ({1}); writing needs root (become: true)".format(
+                path, to_native(exc)))
+
+
+ARGUMENT_SPEC = dict(
+    ports=dict(type="list", elements="dict", default=[], options=dict(
+        device=dict(type="str", required=True),
+        hardware_port=dict(type="str", required=True),
+        address=dict(type="str", required=True),
+        prefix=dict(type="int", default=30),
+        peer=dict(type="str", required=True),
+    )),
+    bridge=dict(type="str", default="disabled", choices=["disabled", "enabled", "unchanged"]),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    record=dict(type="path", default="/Library/Application Support/mlx-fleet/thunderbolt-network.json"),
+    read_ports=dict(type="bool", default=False),
+    hostfile_dir=dict(type="path"),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    networksetup = module.get_bin_path("networksetup", required=True)
+    # The ports' own reads go with the first round: with nothing to change, they are the state after.
+    port_reads = node_facts.THUNDERBOLT_READS if params["read_ports"] else ()
+    reads = run_reads(module, ("hardware_ports", "service_order") + port_reads)
+    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, reads, "hardware_ports"))
+    services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
+    record = load_record(module, params["record"])
+
+    try:
+        if params["state"] == "present":
+            ports = check_ports(params["ports"], hardware_ports)
+            names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
+            configs = read_configs(module, services, names)
+            plan = plan_present(ports, params["bridge"], services, configs, record)
+        else:
+            configs = read_configs(module, services, sorted(record["previous"]) + sorted(record["created"]))
+            plan = plan_absent(params["ports"], params["bridge"], services, configs, record)
+    except PlanError as exc:
+        module.fail_json(msg=to_native(exc))
+    commands, new_record, results, bridge, diffs = plan
+    for warning in (r.get("warning") for r in results):
+        if warning:
+            module.warn(warning)
+
+    result = dict(changed=bool(commands), commands=commands, services=results, bridge=bridge, record=params["record"])
+    if params["hostfile_dir"]:
+        result["hostfiles"] = digests(module, params["hostfile_dir"], (HOSTFILE, RING_HOSTFILE))
+    if module._diff:
+        result["diff"] = diffs
+    if module.check_mode or not commands:
+        if port_reads:
+            result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, reads)}
+        module.exit_json(**result)
+
+    # Record first: a run that fails half-way still knows what it may have created.
+    if new_record != record and params["state"] == "present":
+        save_record(module, params["record"], new_record)
+    for args in commands:
+        rc, out, err = _networksetup(module, networksetup, args)
+        if rc != 0:
+            hint = "; writing needs root (become: true)" if "admin privileges" in (err or out) else ""
+            module.fail_json(msg="networksetup {0} failed (exit {1}): {2}{3}".format(
+                " ".join(shlex.quote(a) for a in args), rc, (err or out).strip(), hint), **result)
+    if params["state"] == "absent" and new_record != record:
+        save_record(module, params["record"], new_record)
+    if port_reads:
+        result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, run_reads(module, port_reads))}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

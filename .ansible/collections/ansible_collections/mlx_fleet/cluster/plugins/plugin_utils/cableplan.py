@@ -1,0 +1,144 @@
+"""The cable plan: which Thunderbolt port of which Mac is cabled to which.
+
+One format serves the inventory (what the user intends) and `mlx-fleet sim up
+--topology FILE` (what the simulator builds), so a declared cluster can be
+rehearsed as written. A cable is written ``host:port -- host:port`` where port
+is the Thunderbolt receptacle number that macOS names ``Thunderbolt N``
+(``tb3`` and ``Thunderbolt 3`` are accepted too).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+
+class CablePlanError(ValueError):
+    """A cable plan that cannot be right; the message is one line for the user."""
+
+
+@dataclass(frozen=True, order=True)
+class Port:
+    host: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.number}"
+
+
+@dataclass(frozen=True)
+class Cable:
+    a: Port
+    b: Port
+
+    def __str__(self) -> str:
+        return f"{self.a} -- {self.b}"
+
+    @property
+    def key(self) -> tuple[Port, Port]:
+        """Orientation-free identity: the same cable whichever end is written first."""
+        return (self.a, self.b) if self.a <= self.b else (self.b, self.a)
+
+
+# Any host name is read as written (checked against the inventory's hosts afterwards), so a
+# misspelt or non-ASCII name is reported as an unknown host, not as a malformed cable.
+_PORT_RE = re.compile(r"^\s*([^\s:]+)\s*:\s*(?:tb|thunderbolt\s*)?(\d+)\s*$", re.I)
+
+
+def parse_port(text: str) -> Port:
+    match = _PORT_RE.match(str(text))
+    if not match:
+        raise CablePlanError(f"cable end {text!r} is not host:port (port = Thunderbolt receptacle number)")
+    number = int(match.group(2))
+    if number < 1:
+        raise CablePlanError(f"cable end {text!r}: Thunderbolt ports are numbered from 1")
+    return Port(match.group(1), number)
+
+
+def parse_cable(text: str) -> Cable:
+    ends = str(text).split("--")
+    if len(ends) != 2:
+        raise CablePlanError(f"cable {text!r} is not 'host:port -- host:port'")
+    a, b = (parse_port(end.strip()) for end in ends)
+    if a.host == b.host:
+        raise CablePlanError(f"cable {text!r} connects {a.host} to itself")
+    return Cable(a, b)
+
+
+def parse_cables(entries, port_counts: dict[str, int] | None = None) -> list[Cable]:
+    """Parse cable strings and check them against the hosts and their port counts.
+
+    ``port_counts`` maps each known host to its number of Thunderbolt ports; when
+    given, a cable naming an unknown host or a port the model does not have is an
+    error. A port used by two cables is always an error.
+    """
+    cables: list[Cable] = []
+    used: dict[Port, Cable] = {}
+    for entry in entries or []:
+        cable = parse_cable(entry)
+        for end in (cable.a, cable.b):
+            if port_counts is not None:
+                if end.host not in port_counts:
+                    raise CablePlanError(f"cable {cable}: unknown host {end.host!r}")
+                if end.number > port_counts[end.host]:
+                    raise CablePlanError(
+                        f"cable {cable}: {end.host} has Thunderbolt ports 1-{port_counts[end.host]}, not {end.number}"
+                    )
+            if end in used:
+                raise CablePlanError(f"cable {cable}: port {end} is already used by cable {used[end]}")
+            used[end] = cable
+        cables.append(cable)
+    return cables
+
+
+@dataclass
+class PlanFile:
+    """A cluster as a plan file declares it: hosts with their attributes, and cables."""
+
+    nodes: dict[str, dict]
+    cables: list[str]
+
+
+def load_plan_file(path: str | Path) -> PlanFile:
+    """A plan file (``nodes:`` and ``cables:``), or the cluster an Ansible YAML inventory declares.
+
+    An inventory (a file, or a folder with hosts.yml) contributes the hosts of group
+    ``mlx_cluster`` with their ``mlx_fleet_model``, and ``mlx_fleet_cables`` from the group's
+    vars or from group_vars/mlx_cluster(.yml or folder) beside it.
+    """
+    path = Path(path)
+    inventory = path / "hosts.yml" if path.is_dir() else path
+    data = _read_yaml(inventory)
+    if isinstance(data, dict) and "all" in data:
+        return _plan_from_inventory(data, inventory.parent, path)
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not data["nodes"]:
+        raise CablePlanError(f"cable plan {path}: needs a 'nodes:' mapping of host names")
+    nodes = {str(name): dict(attrs or {}) for name, attrs in data["nodes"].items()}
+    cables = data.get("cables") or []
+    if not isinstance(cables, list):
+        raise CablePlanError(f"cable plan {path}: 'cables:' must be a list of 'host:port -- host:port'")
+    return PlanFile(nodes, [str(c) for c in cables])
+
+
+def _read_yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise CablePlanError(f"cannot read cable plan {path}: {exc}") from exc
+
+
+def _plan_from_inventory(data: dict, folder: Path, source: Path, group: str = "mlx_cluster") -> PlanFile:
+    cluster = ((data.get("all") or {}).get("children") or {}).get(group) or {}
+    hosts = cluster.get("hosts") or {}
+    if not hosts:
+        raise CablePlanError(f"inventory {source}: no hosts in group {group}")
+    group_vars = dict(cluster.get("vars") or {})
+    for candidate in (folder / "group_vars" / f"{group}.yml", *sorted((folder / "group_vars" / group).glob("*.yml"))):
+        if candidate.is_file():
+            group_vars.update(_read_yaml(candidate) or {})
+    nodes = {str(name): {"model": hv["mlx_fleet_model"]} if (hv or {}).get("mlx_fleet_model") else {}
+             for name, hv in hosts.items()}
+    return PlanFile(nodes, [str(c) for c in group_vars.get("mlx_fleet_cables") or []])

@@ -1,0 +1,107 @@
+"""The printed Recovery checklist: one sheet per Mac that needs a person to enable RDMA.
+
+Templates live in docs/recovery/ (checklist.html.j2 for a printer, one A4/Letter page per Mac;
+checklist.txt.j2, the same content for a terminal or a label printer); this module renders them
+with Jinja2 (HTML autoescaped) and writes them atomically next to the hostfile, with the RDMA
+ledger (plugin_utils.rdma).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
+
+HTML_FILE = "recovery-checklist.html"
+TEXT_FILE = "recovery-checklist.txt"
+_STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
+
+
+def printable(value):
+    """value with every non-printable character of its strings (newline, carriage return, form feed,
+    terminal escapes, line separators) written as its escape (\\n, \\x1b): the checklist's lines come
+    from its templates only, never from a value an inventory or a Mac supplied."""
+    if isinstance(value, str):
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    if isinstance(value, dict):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(item) for item in value]
+    return value
+
+
+def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,
+            addresses: dict | None = None) -> dict:
+    pages = []
+    for host in assessment.hosts(rdma.NEEDS_RECOVERY):
+        page = assessment.nodes[host].to_dict()
+        page["address"] = (addresses or {}).get(host)
+        pages.append(page)
+    return printable({
+        "pages": pages,
+        "inventory": inventory,
+        "output_dir": output_dir,
+        "generated": generated,
+        "summary": assessment.summary,
+        "command": f"mlx-fleet checklist -i {inventory}",
+        "converge": f"ansible-playbook -i {inventory} site.yml",
+    })
+
+
+def render(ctx: dict) -> tuple[str, str]:
+    """(html, text) for a context from ``context``."""
+    env = template_environment()
+    return env.get_template("checklist.html.j2").render(ctx), env.get_template("checklist.txt.j2").render(ctx)
+
+
+@dataclass
+class Written:
+    html: Path
+    text: Path
+    ledger: Path
+    changed: bool  # the checklist's content or the ledger's record (not just its times) changed
+    regressions: list[str]
+
+
+def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str, generated: str,
+          addresses: dict | None = None, write_files: bool = True) -> Written:
+    """Render the checklist and update the ledger in directory (atomically; nothing when not write_files).
+
+    A checklist whose sheets read the same as the ones on disk, but for the time they were made,
+    is left alone, so a re-run over an unchanged cluster changes nothing but the ledger's times.
+    """
+    directory = Path(directory)
+    html_path, text_path, ledger_path = directory / HTML_FILE, directory / TEXT_FILE, directory / rdma.LEDGER_FILE
+    ledger = rdma.read_ledger(ledger_path)
+    regressions = rdma.note_regressions(assessment, ledger)
+    new_ledger, ledger_changed = rdma.update_ledger(ledger, assessment)
+
+    def rendered(stamp: str) -> tuple[str, str]:
+        return render(context(assessment, inventory=inventory, output_dir=str(directory), generated=stamp,
+                              addresses=addresses))
+
+    old = {p: p.read_text() if p.exists() else None for p in (html_path, text_path)}
+    previous = _STAMP.search(old[text_path] or "")
+    html, text = rendered(generated)
+    changed = ledger_changed
+    if previous:
+        html_then, text_then = rendered(previous.group(1))
+        if (html_then, text_then) == (old[html_path], old[text_path]):
+            html, text = html_then, text_then  # the same sheets: keep them as they are
+        else:
+            changed = True
+    else:
+        changed = True
+    if write_files:
+        with staged(directory) as stage:  # published together with the hostfiles' generation
+            for path, content in ((html_path, html), (text_path, text)):
+                if old[path] != content:
+                    atomic_write_text(stage / path.name, content)
+            if new_ledger != ledger:
+                atomic_write_json(stage / ledger_path.name, new_ledger)
+    return Written(html_path, text_path, ledger_path, changed, regressions)

@@ -1,0 +1,132 @@
+"""The Thunderbolt fabric, judged on the controller (docs/fabric.md section 2).
+
+From every Mac's ``mlx_fleet_thunderbolt`` fact: the cables (fabric_discovery), checked against
+the cable plan (fabric_plan); the backend (fabric_backend); a stable /30 per cable and each Mac's
+port addresses (fabric_addresses); the hostfiles mlx.launch reads (hostfile), equal to what
+``mlx.distributed_config`` writes for the same cables; and a picture of it all, faults in red
+(fabric_picture). Pure Python: action plugins are thin wrappers around it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
+    fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, PortConfig
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding, Link, discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE, RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
+
+
+@dataclass
+class Fabric:
+    hosts: list[str]  # inventory (rank) order
+    links: list[Link]  # sorted by cable
+    findings: list[Finding]  # the cable plan against the cables found
+    backend: str | None  # None when no backend can run on these cables
+    reason: str  # why this backend (or why none): always said, auto never silent
+    errors: list[str]
+    warnings: list[str]
+    ip_pool: str
+    addresses: dict[str, str]  # cable "a:1 -- b:2" -> its /30, what fabric-addresses.json keeps
+    network: dict[str, list[PortConfig]]  # per host, by port number
+    hostfile: dict | None  # None when there are errors
+    ring_hostfile: dict | None  # None when there are errors or no ring
+    dot: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None = None, backend: str = "auto",
+                 ip_pool: str = DEFAULT_IP_POOL, previous: dict[str, str] | None = None,
+                 management_ips: dict | None = None, envs: list[str] | None = None) -> Fabric:
+    """Judge the fabric from ``{host: mlx_fleet_thunderbolt}`` in inventory order.
+
+    models: host -> mlx_fleet_model key; cables: mlx_fleet_cables (None: no plan); previous:
+    the cables map of fabric-addresses.json; management_ips: host -> the en0/en1 address
+    jaccl hostfiles list (as mlx.distributed_config does); envs: NAME=value strings.
+    """
+    hosts = list(facts)
+    models = models or {}
+    pool = str(ipaddress.IPv4Network(ip_pool))  # inventory_check has vetted it; garbage raises ValueError
+    links, seen = discover(hosts, facts)
+
+    plan: list[Cable] = []
+    findings: list[Finding] = []
+    plan_errors: list[Finding] = []
+    if cables is not None:
+        try:
+            plan = fabric_plan.read_plan(cables, hosts, facts, models)
+        except CablePlanError as exc:
+            plan_errors.append(Finding("plan", "", str(exc), True))
+        else:
+            findings = fabric_plan.compare(plan, links, models)
+
+    choice = fabric_backend.choose(backend, hosts, facts, links, plan=plan, models=models)
+    cautions = fabric_backend.warnings(
+        choice.backend or (backend if backend in fabric_backend.RDMA_BACKENDS else None),
+        hosts, facts, models, links, choice.ring)
+
+    address_errors: list[Finding] = []
+    try:
+        addresses = fabric_addresses.assign_addresses([str(link) for link in links], pool, previous)
+        network = fabric_addresses.port_configs(hosts, links, addresses)
+    except ValueError as exc:
+        address_errors.append(Finding("addresses", "", str(exc), True))
+        addresses, network = {}, {}
+
+    everything = seen + plan_errors + findings + choice.findings + cautions + address_errors
+    errors = [f.message for f in everything if f.fault]
+    hostfile_data = ring_hostfile = None
+    if not errors:
+        hostfile_data = hostfile.render(choice.backend, hosts, choice.pairs, choice.ring, addresses,
+                                        management_ips or {}, envs or [])
+        if choice.ring:
+            ring_hostfile = hostfile.render("ring", hosts, choice.pairs, choice.ring, addresses, {}, envs or [])
+    return Fabric(hosts, links, findings, choice.backend, choice.reason, errors,
+                  [f.message for f in seen + cautions], pool, addresses, network, hostfile_data, ring_hostfile,
+                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything))
+
+
+@dataclass
+class Written:
+    paths: list[Path]
+    skipped: list[str]  # one line per file left alone, and why
+    changed: bool  # a hostfile or the address ledger changed (the picture is a report of what was read)
+
+
+def write_outputs(directory: str | Path, fabric: Fabric, *, hostfiles: bool = True) -> Written:
+    """The picture always (a broken fabric is when it is needed most); hostfile.json,
+    hostfile-ring.json and fabric-addresses.json only when hostfiles and the fabric has no errors,
+    so a failed run leaves the last good ones in place."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written, skipped = fabric_picture.write(directory, fabric.dot)
+    if not hostfiles:
+        return Written(written, skipped, False)
+    if fabric.errors:
+        skipped.append(f"{HOSTFILE}, {RING_HOSTFILE}, {ADDRESSES_FILE}: left as they were "
+                       f"({len(fabric.errors)} error{'s' if len(fabric.errors) != 1 else ''})")
+        return Written(written, skipped, False)
+    # Check both hostfiles before replacing either, so the files on disk stay one set.
+    hostfile.check_hostfile(fabric.hostfile)
+    if fabric.ring_hostfile:
+        hostfile.check_hostfile(fabric.ring_hostfile)
+    changed = atomic_write_json(directory / ADDRESSES_FILE, {"pool": fabric.ip_pool, "cables": fabric.addresses})
+    written.append(directory / ADDRESSES_FILE)
+    if fabric.ring_hostfile:
+        changed = hostfile.write(directory / RING_HOSTFILE, fabric.ring_hostfile) or changed
+        written.append(directory / RING_HOSTFILE)
+    elif (directory / RING_HOSTFILE).exists():
+        (directory / RING_HOSTFILE).unlink()
+        changed = True
+    changed = hostfile.write(directory / HOSTFILE, fabric.hostfile) or changed
+    written.append(directory / HOSTFILE)
+    return Written(written, skipped, changed)

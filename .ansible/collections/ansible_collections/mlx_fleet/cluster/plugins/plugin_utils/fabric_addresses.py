@@ -1,0 +1,91 @@
+"""A stable /30 per cable and each Mac's port addresses (docs/fabric.md section 2, Addresses)."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
+
+PREFIX = 30  # one /30 per cable: network, the two ends, broadcast
+ADDRESSES_FILE = "fabric-addresses.json"
+
+
+@dataclass(frozen=True)
+class PortConfig:
+    """What thunderbolt_network sets on one cabled port of a Mac."""
+
+    port: int
+    hardware_port: str
+    device: str
+    address: str
+    prefix: int
+    peer_host: str
+    peer_port: int
+    peer_address: str
+
+
+def preferred_slot(cable: str, slots: int) -> int:
+    """A cable's own /30 slot in the pool: sha256 of its 'host:port -- host:port' text."""
+    return int(hashlib.sha256(cable.encode()).hexdigest(), 16) % slots
+
+
+def assign_addresses(cables: list[str], pool: str, previous: dict[str, str] | None = None) -> dict[str, str]:
+    """cable -> its /30 (docs/fabric.md): previous assignments inside the pool are kept, a new
+    cable takes its preferred slot or probes forward to the next free one. Cables not listed
+    release their slot. Raises ValueError when the pool has too few /30 networks."""
+    network = ipaddress.IPv4Network(pool)
+    slots = network.num_addresses // 4
+    if slots < len(cables):
+        raise ValueError(f"mlx_fleet_ip_pool {network} holds {slots} /{PREFIX} networks for {len(cables)} "
+                         "cables; use a larger pool")
+    base = int(network.network_address)
+    taken: dict[int, str] = {}
+    for cable in sorted(cables):
+        try:
+            kept = ipaddress.ip_network((previous or {}).get(cable, ""))
+        except ValueError:
+            continue
+        slot = (int(kept.network_address) - base) // 4
+        if kept.version == 4 and kept.prefixlen == PREFIX and kept.subnet_of(network) and slot not in taken:
+            taken[slot] = cable
+    for cable in sorted(set(cables) - set(taken.values())):
+        slot = preferred_slot(cable, slots)
+        while slot in taken:
+            slot = (slot + 1) % slots
+        taken[slot] = cable
+    return {cable: str(ipaddress.ip_network((base + 4 * slot, PREFIX))) for slot, cable in sorted(
+        taken.items(), key=lambda item: item[1])}
+
+
+def ends(network: str) -> tuple[str, str]:
+    """The lower end's address and the other end's."""
+    net = ipaddress.ip_network(network)
+    return str(net.network_address + 1), str(net.network_address + 2)
+
+
+def port_configs(hosts: list[str], links: list[Link], addresses: dict[str, str]) -> dict[str, list[PortConfig]]:
+    """Per host, by port number, what each of its cabled ports gets."""
+    network: dict[str, list[PortConfig]] = {host: [] for host in hosts}
+    for link in links:
+        addr_a, addr_b = ends(addresses[str(link)])
+        for end, addr, peer, peer_addr in ((link.a, addr_a, link.b, addr_b), (link.b, addr_b, link.a, addr_a)):
+            network[end.host].append(PortConfig(end.port, f"Thunderbolt {end.port}", end.device, addr, PREFIX,
+                                                peer.host, peer.port, peer_addr))
+    for configs in network.values():
+        configs.sort(key=lambda c: c.port)
+    return network
+
+
+def read_addresses(path: str | Path) -> dict[str, str]:
+    """The cables map of a fabric-addresses.json; empty when there is none yet."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        return dict(json.loads(path.read_text())["cables"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from exc

@@ -1,0 +1,252 @@
+"""Which backend the cables allow, as mlx.distributed_config decides it, and the warnings that depend on it.
+
+``jaccl`` needs a full mesh with RDMA on every host, ``jaccl-ring`` a ring with RDMA, ``ring`` a
+ring; ``auto`` picks in that order and always says why. A required topology that is not there is
+one error per missing pair, naming the ports to connect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
+    FULL_SPEED_GBPS, Finding, Link, gbps, model_of, port_name)
+
+HOSTFILE_BACKENDS = ("jaccl", "jaccl-ring", "ring")  # what a hostfile can name
+BACKENDS = HOSTFILE_BACKENDS + ("auto",)  # what mlx_fleet_backend can be
+RDMA_BACKENDS = ("jaccl", "jaccl-ring")
+# Beyond this many hosts the cheapest-ring search (exponential) gives way to inventory order.
+RING_SEARCH_LIMIT = 12
+# Steps the search for a ring through every host may take before it gives up (a fraction of a second).
+RING_SEARCH_STEPS = 20_000
+
+Pairs = dict[tuple[int, int], list[Link]]
+
+
+def pair_links(hosts: list[str], links: list[Link]) -> Pairs:
+    """(i, j) -> the cables between ranks i and j, both ways round.
+
+    Ordered as mlx.distributed_config numbers them: by the lower rank's device name (it walks
+    each host's ports sorted by interface name), so multi-cable rdma lists match its own.
+    """
+    rank = {host: i for i, host in enumerate(hosts)}
+    pairs: Pairs = {}
+    for link in links:
+        i, j = sorted((rank[link.a.host], rank[link.b.host]))
+        pairs.setdefault((i, j), []).append(link)
+    for (i, j), found in list(pairs.items()):
+        found.sort(key=lambda link: link.end(hosts[i]).device)
+        pairs[j, i] = found
+    return pairs
+
+
+def _find_ring(n: int, pairs: Pairs) -> list[int] | None:
+    """The ring mlx.distributed_config picks: the first ring through every host that a
+    depth-first search from rank 0, trying lower ranks first, closes. The search gives up
+    (no ring) after RING_SEARCH_STEPS steps, so a large cabling never stalls the run."""
+    if n < 2:
+        return None
+    neighbours = [[j for j in range(n) if (i, j) in pairs] for i in range(n)]
+    if n > 2 and any(len(found) < 2 for found in neighbours):
+        return None  # a host cabled to fewer than two others is on no ring
+    path, seen, steps = [0], {0}, [RING_SEARCH_STEPS]
+
+    def search() -> bool:
+        steps[0] -= 1
+        if steps[0] < 0:
+            return False
+        node = path[-1]
+        for j in neighbours[node]:
+            if j == 0 and len(path) == n:
+                return True
+            if j not in seen:
+                path.append(j)
+                seen.add(j)
+                if search():
+                    return True
+                seen.remove(path.pop())
+        return False
+
+    return path if search() else None
+
+
+def _cheapest_ring(n: int, pairs: Pairs) -> list[int]:
+    """The ring through every host that needs the fewest new cables (ties: lower ranks first)."""
+    if n > RING_SEARCH_LIMIT:
+        return list(range(n))
+
+    def cost(i: int, j: int) -> int:
+        return 0 if (i, j) in pairs else 1
+
+    best: dict[tuple[int, int], tuple[int, tuple[int, ...]]] = {(1, 0): (0, (0,))}
+    for mask in range(1, 1 << n, 2):
+        for last in range(n):
+            entry = best.get((mask, last))
+            if entry is None:
+                continue
+            for j in range(n):
+                if not mask >> j & 1:
+                    candidate = (entry[0] + cost(last, j), entry[1] + (j,))
+                    key = (mask | 1 << j, j)
+                    if key not in best or candidate < best[key]:
+                        best[key] = candidate
+    full = (1 << n) - 1
+    return list(min((c + cost(last, 0), p) for (mask, last), (c, p) in best.items() if mask == full)[1])
+
+
+def _ring_gaps(ring: list[int], pairs: Pairs) -> list[tuple[int, int]]:
+    gaps = []
+    for i, node in enumerate(ring):
+        pair = tuple(sorted((node, ring[(i + 1) % len(ring)])))
+        if pair not in pairs and pair not in gaps:
+            gaps.append(pair)
+    return gaps
+
+
+class _PortPicker:
+    """Free ports to name in 'connect X to Y', each named once."""
+
+    def __init__(self, facts: dict, links: list[Link], plan: list[Cable], models: dict, rdma: bool):
+        self.facts, self.plan, self.models, self.rdma = facts, plan, models, rdma
+        self.taken = {(e.host, e.port) for link in links for e in (link.a, link.b)}
+
+    def _free(self, host: str) -> int | None:
+        model = model_of(self.models, host)
+        broken = model.rdma_broken_ports if model and self.rdma else ()
+        free = [p for p in self.facts[host]["ports"] if (host, p["receptacle"]) not in self.taken]
+        # Empty ports first, ports RDMA cannot use last.
+        free.sort(key=lambda p: (p["connected"], p["receptacle"] in broken, p["receptacle"]))
+        return free[0]["receptacle"] if free else None
+
+    def connect(self, a: str, b: str) -> str:
+        planned = next((c for c in self.plan if {c.a.host, c.b.host} == {a, b}
+                        and (c.a.host, c.a.number) not in self.taken
+                        and (c.b.host, c.b.number) not in self.taken), None)
+        texts = []
+        for host in (a, b):
+            number = (planned.a if planned.a.host == host else planned.b).number if planned else self._free(host)
+            if number is None:
+                texts.append(f"{host} (no free Thunderbolt port: free one first)")
+            else:
+                self.taken.add((host, number))
+                texts.append(port_name(host, number))
+        return f"connect {texts[0]} to {texts[1]}"
+
+
+@dataclass
+class Choice:
+    backend: str | None  # None when no backend can run on these cables
+    reason: str  # why this backend (or why none): always said, auto never silent
+    ring: list[int] | None  # ranks round the ring mlx.distributed_config would pick, None without one
+    pairs: Pairs
+    findings: list[Finding] = field(default_factory=list)  # the errors when backend is None
+
+
+def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, plan: list[Cable] | None = None,
+           models: dict | None = None) -> Choice:
+    """The backend for these cables. plan and models only make the 'connect X to Y' advice better:
+    a planned cable's ports first, and never a port where the model's RDMA does not come up."""
+    n = len(hosts)
+    models = models or {}
+    pairs = pair_links(hosts, links)
+    ring = _find_ring(n, pairs)
+    mesh_gaps = [(i, j) for i in range(n) for j in range(i + 1, n) if (i, j) not in pairs]
+    no_rdma = [h for h in hosts if not facts[h].get("rdma_devices")]
+    ring_text = " -> ".join(hosts[i] for i in ring) if ring else ""
+
+    def gaps(prefix: str, missing: list[tuple[int, int]], rdma: bool) -> list[Finding]:
+        picker = _PortPicker(facts, links, plan or [], models, rdma)
+        return [Finding("not cabled", "", f"{prefix}: {hosts[i]} and {hosts[j]} are not cabled; "
+                        f"{picker.connect(hosts[i], hosts[j])}", True, gap=(hosts[i], hosts[j]), note="needed")
+                for i, j in missing]
+
+    def rdma_errors(backend: str) -> list[Finding]:
+        return [Finding("no rdma", "", f"{backend} needs RDMA on every host: {h} has no RDMA device (rdma_ctl "
+                        f"status: {'enabled' if facts[h].get('rdma_enabled') else 'disabled'}); enable it from "
+                        "macOS Recovery with 'rdma_ctl enable'", True, hosts=(h,)) for h in no_rdma]
+
+    def refused(message: str) -> Choice:
+        return Choice(None, "no backend", None, pairs, [Finding("backend", "", message, True)])
+
+    if requested not in BACKENDS:
+        return refused(f"mlx_fleet_backend: {requested!r} is not one of {', '.join(BACKENDS)}")
+    if n < 2:
+        return refused(f"a Thunderbolt fabric needs at least 2 hosts, the inventory has {n}")
+    if requested == "jaccl":
+        errors = gaps("jaccl needs a full mesh", mesh_gaps, True) + rdma_errors("jaccl")
+    elif requested in ("jaccl-ring", "ring"):
+        errors = [] if ring else gaps(f"{requested} needs a ring through all {n} hosts",
+                                      _ring_gaps(_cheapest_ring(n, pairs), pairs), requested != "ring")
+        if requested == "jaccl-ring":
+            errors += rdma_errors("jaccl-ring")
+    if requested != "auto":
+        return (Choice(None, f"{requested} was requested but cannot run here (see the errors)", None, pairs, errors)
+                if errors else Choice(requested, f"{requested} as requested (mlx_fleet_backend)", ring, pairs))
+    # auto, as mlx.distributed_config decides: mesh + RDMA, ring + RDMA, ring.
+    rdma_text = f"{', '.join(no_rdma)} {'has' if len(no_rdma) == 1 else 'have'} no RDMA"
+    if not mesh_gaps and not no_rdma:
+        return Choice("jaccl", "auto chose jaccl: the cables form a full mesh and every host has RDMA", ring, pairs)
+    if ring and not no_rdma:
+        i, j = mesh_gaps[0]
+        return Choice("jaccl-ring", f"auto chose jaccl-ring: the cables form a ring ({ring_text}) but not a full "
+                      f"mesh ({hosts[i]} and {hosts[j]} are not cabled), and every host has RDMA", ring, pairs)
+    if ring:
+        return Choice("ring", f"auto chose ring: the cables form a ring ({ring_text}) but {rdma_text}", ring, pairs)
+    return Choice(None, f"auto found no backend: the cables form neither a full mesh nor a ring through all {n} "
+                  "hosts", None, pairs,
+                  gaps(f"auto: no ring through all {n} hosts", _ring_gaps(_cheapest_ring(n, pairs), pairs), False))
+
+
+# --- warnings that depend on the backend ----------------------------------------------------------
+
+
+def _has_loop(hosts: list[str], links: list[Link]) -> bool:
+    parent = {host: host for host in hosts}
+
+    def root(host: str) -> str:
+        while parent[host] != host:
+            host = parent[host]
+        return host
+
+    for link in links:
+        a, b = root(link.a.host), root(link.b.host)
+        if a == b:
+            return True
+        parent[a] = b
+    return False
+
+
+def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, links: list[Link],
+             ring: list[int] | None) -> list[Finding]:
+    """What will hurt on these cables with this backend: RDMA on a port where it never comes up,
+    Thunderbolt 4 under JACCL, an active Thunderbolt Bridge across a loop."""
+    found = []
+    if backend in RDMA_BACKENDS:
+        rank = {host: i for i, host in enumerate(hosts)}
+        used = links
+        if backend == "jaccl-ring" and ring:
+            ring_pairs = {frozenset((node, ring[k - 1])) for k, node in enumerate(ring)}
+            used = [link for link in links if frozenset((rank[link.a.host], rank[link.b.host])) in ring_pairs]
+        for link in used:
+            for end in (link.a, link.b):
+                model = model_of(models, end.host)
+                if model and end.port in model.rdma_broken_ports:
+                    found.append(Finding(
+                        "rdma port", str(link), f"{end.host}: Thunderbolt {end.port} ({end.device}) is the "
+                        f"{model.model_name} port beside Ethernet, where RDMA never comes up; move the cable {link} "
+                        "to another port", False, link=str(link), note=f"no RDMA on {port_name(end.host, end.port)}"))
+            if link.speed_gbps < FULL_SPEED_GBPS:
+                found.append(Finding(
+                    "thunderbolt 4", str(link), f"{link}: {gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} "
+                    "link; JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet "
+                    "fail to run it", False, link=str(link), note="Thunderbolt 4 for JACCL"))
+    if _has_loop(hosts, links):
+        for host in hosts:
+            bridge = facts[host].get("bridge") or {}
+            if bridge.get("active"):
+                found.append(Finding(
+                    "bridge", "", f"{host}: the Thunderbolt Bridge ({bridge.get('device', 'bridge0')}) is active "
+                    "while the cables form a loop; it floods frames around the loop and breaks RDMA setup: turn "
+                    "the Thunderbolt Bridge service off (thunderbolt_network does)", False, hosts=(host,)))
+    return found

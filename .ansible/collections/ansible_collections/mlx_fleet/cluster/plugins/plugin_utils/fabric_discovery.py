@@ -1,0 +1,106 @@
+"""The cabling graph: which Thunderbolt port of which Mac is cabled to which (docs/fabric.md section 2).
+
+From every Mac's ``mlx_fleet_thunderbolt`` fact: the direct cables between Macs of the inventory,
+and what else the ports see (a Mac behind a dock, a Mac outside the inventory). Also the
+``Finding`` every fabric check reports: one line for the user, and where the picture draws it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
+
+FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a cable: a Mac's Thunderbolt port and its network device."""
+
+    host: str
+    port: int
+    device: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """A direct Mac-to-Mac cable found on the ports; ``a`` is the lower end (cableplan.Port order)."""
+
+    a: End
+    b: End
+    speed_gbps: float
+
+    @property
+    def cable(self) -> Cable:
+        return Cable(Port(self.a.host, self.a.port), Port(self.b.host, self.b.port))
+
+    def __str__(self) -> str:
+        return str(self.cable)
+
+    def end(self, host: str) -> End:
+        return self.a if self.a.host == host else self.b
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something a fabric check found. ``cable`` is the plan's cable for missing and wrong port, the
+    cable found for extra and slow; ``fault`` findings are errors (no hostfile is written), the
+    others warnings or notes. The last four fields say where the picture draws it in red."""
+
+    kind: str  # the plan: "missing" | "extra" | "wrong port" | "slow"; else what the check is about
+    cable: str
+    message: str
+    fault: bool
+    link: str = ""  # a cable found: drawn red, with the note
+    gap: tuple[str, ...] = ()  # two Macs without a direct cable: an edge with the note, dotted for a dock
+    hosts: tuple[str, ...] = ()  # Macs drawn red
+    note: str = ""
+
+
+def gbps(speed: float) -> str:
+    return f"{speed:g} Gb/s"
+
+
+def port_name(host: str, port: int) -> str:
+    return f"{host} Thunderbolt {port}"
+
+
+def model_of(models: dict, host: str) -> Model | None:
+    """The host's model from its mlx_fleet_model key, None when not declared or unknown."""
+    return MODELS.get(models.get(host))
+
+
+def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
+    """The direct cables between the hosts (sorted by cable), and warnings about what else the ports see."""
+    owner = {port["domain_uuid"]: (host, port) for host in hosts for port in facts[host]["ports"]}
+    links: dict[tuple[Port, Port], Link] = {}
+    found = []
+    for host in hosts:
+        for port in facts[host]["ports"]:
+            for peer in port.get("peers", []):
+                peer_host, peer_port = owner.get(peer["domain_uuid"], (None, None))
+                if peer_host == host:
+                    continue
+                if not peer["direct"]:
+                    dock = next((d["name"] for d in port.get("devices", []) if d.get("depth") == 1), None)
+                    reached = peer_host or f"a {peer.get('name') or 'Mac'} outside the inventory"
+                    found.append(Finding(
+                        "dock", "", f"{host}: Thunderbolt {port['receptacle']} reaches {reached} through a dock "
+                        f"or hub ({dock or 'unnamed'}), not a direct cable; cable them directly: only a direct "
+                        "cable carries RDMA and fabric addresses", False,
+                        gap=tuple(sorted((host, peer_host))) if peer_host else (), note=f"via {dock or 'a dock'}"))
+                elif peer_host is None:
+                    found.append(Finding(
+                        "outside", "", f"{host}: Thunderbolt {port['receptacle']} is cabled to a "
+                        f"{peer.get('name') or 'Mac'} ({peer.get('model')}) outside the inventory; it is not part "
+                        "of the fabric", False))
+                else:
+                    ends = sorted([End(host, port["receptacle"], port["device"]),
+                                   End(peer_host, peer_port["receptacle"], peer_port["device"])],
+                                  key=lambda e: Port(e.host, e.port))
+                    speed = min(port["speed_gbps"], peer_port["speed_gbps"])
+                    key = (Port(ends[0].host, ends[0].port), Port(ends[1].host, ends[1].port))
+                    links.setdefault(key, Link(ends[0], ends[1], speed))
+    return [links[key] for key in sorted(links)], found

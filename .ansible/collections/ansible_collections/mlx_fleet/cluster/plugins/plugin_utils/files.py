@@ -1,0 +1,70 @@
+"""The controller's files (hostfiles, address ledger, pictures, checklist, RDMA ledger), written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+
+def sync_folder(folder: Path) -> None:
+    """Make a rename in folder durable: without it, a power cut can bring back the old entry."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_text(path: str | Path, text: str, check: Callable[[str], None] | None = None,
+                      mode: int = 0o644) -> bool:
+    """Replace path with text, unless it holds exactly that already; True when it was written.
+
+    A temporary file beside path is written and synced, check (raising) sees what it reads back,
+    then it is renamed over path and the folder synced: a reader, or the disk after a power cut,
+    sees the old file or the complete new one, never a part.
+    """
+    path = Path(path)
+    try:
+        if path.read_text() == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or unreadable: write it
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if check:
+            check(Path(temp).read_text())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    sync_folder(path.parent)
+    return True
+
+
+def json_text(data, final_newline: bool = True) -> str:
+    """JSON as mlx-fleet writes it: indent 4 (as MLX writes hostfiles)."""
+    return json.dumps(data, indent=4) + ("\n" if final_newline else "")
+
+
+def atomic_write_json(path: str | Path, data, validate: Callable[[object], None] | None = None, *,
+                      final_newline: bool = True) -> bool:
+    """Write data as JSON (indent 4) to path atomically (atomic_write_text); validate (raising
+    ValueError) sees what was read back. True when it was written."""
+    path = Path(path)
+
+    def check(text: str) -> None:
+        back = json.loads(text)
+        if back != data:
+            raise ValueError(f"{path}: the written file does not read back as the data")
+        if validate:
+            validate(back)
+
+    return atomic_write_text(path, json_text(data, final_newline), check)

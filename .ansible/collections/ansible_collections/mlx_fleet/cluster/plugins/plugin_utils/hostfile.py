@@ -1,0 +1,99 @@
+"""The hostfiles mlx.launch reads, as mlx.distributed_config writes them (docs/fabric.md section 4).
+
+``{"backend", "envs", "hosts": [{"ssh", "ips", "rdma"}]}``: ranks in inventory order for jaccl,
+round the ring for the ring backends; written like MLX writes it (``json.dump``, indent 4, no final
+newline), so for the same cables the file is byte for byte the one MLX writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, json_text
+
+
+def _rdma_entry(devices: list[str], count: int) -> str | list[str]:
+    names = [f"rdma_{device}" for device in devices[:count]]
+    return names[0] if count == 1 else names
+
+
+def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None, addresses: dict[str, str],
+           management_ips: dict, envs: list[str]) -> dict:
+    """The hostfile for backend. management_ips: host -> the address jaccl hostfiles list (as
+    mlx.distributed_config does); a ring hostfile lists each host's cable addresses instead."""
+    n = len(hosts)
+
+    def devices(i: int, j: int) -> list[str]:
+        return [link.end(hosts[i]).device for link in pairs[i, j]]
+
+    def management(host: str) -> list[str]:
+        return [management_ips[host]] if management_ips.get(host) else []
+
+    if backend == "jaccl":
+        count = min((len(pairs[i, j]) for i in range(n) for j in range(n) if i != j), default=1)
+        entries = [{"ssh": hosts[i], "ips": management(hosts[i]),
+                    "rdma": [None if i == j else _rdma_entry(devices(i, j), count) for j in range(n)]}
+                   for i in range(n)]
+    else:
+        # Ring backends: ranks follow the ring, as the ring backend's neighbours are rank +-1.
+        count = min(len(pairs[node, ring[k - 1]]) for k, node in enumerate(ring))
+        entries = []
+        for k, node in enumerate(ring):
+            left, right = ring[k - 1], ring[(k + 1) % n]
+            if backend == "jaccl-ring":
+                rdma = [_rdma_entry(devices(node, other), count) if other in (left, right) else None
+                        for other in ring]
+                entries.append({"ssh": hosts[node], "ips": management(hosts[node]), "rdma": rdma})
+            else:
+                host = hosts[node]
+                ips = [ends(addresses[str(link)])[0 if link.a.host == host else 1]
+                       for link in pairs[node, left][:count]]
+                entries.append({"ssh": host, "ips": ips, "rdma": []})
+    return {"backend": backend, "envs": list(envs), "hosts": entries}
+
+
+def check_hostfile(data: dict) -> None:
+    """Raise ValueError unless data is a hostfile mlx.launch can read."""
+    if not isinstance(data, dict) or data.get("backend") not in HOSTFILE_BACKENDS:
+        raise ValueError(f"hostfile: backend must be {', '.join(HOSTFILE_BACKENDS[:-1])} or {HOSTFILE_BACKENDS[-1]}")
+    if not isinstance(data.get("envs"), list) or not all(isinstance(e, str) and "=" in e for e in data["envs"]):
+        raise ValueError("hostfile: envs must be a list of NAME=value")
+    hosts = data.get("hosts")
+    if not isinstance(hosts, list) or not hosts:
+        raise ValueError("hostfile: no hosts")
+    for rank, host in enumerate(hosts):
+        if not isinstance(host.get("ssh"), str) or not isinstance(host.get("ips"), list):
+            raise ValueError(f"hostfile: rank {rank} needs ssh and ips")
+        for ip in host["ips"]:
+            ipaddress.ip_address(ip)
+        rdma = host.get("rdma")
+        if data["backend"] == "ring":
+            if rdma != []:
+                raise ValueError(f"hostfile: rank {rank}: a ring hostfile has no rdma devices")
+            if not host["ips"]:
+                raise ValueError(f"hostfile: rank {rank}: a ring hostfile needs the host's addresses")
+        elif not isinstance(rdma, list) or len(rdma) != len(hosts) or rdma[rank] is not None:
+            raise ValueError(f"hostfile: rank {rank}: rdma must list one entry per rank, null for itself")
+
+
+def text(data: dict) -> str:
+    """The file's text, exactly as mlx.distributed_config writes it."""
+    return json_text(data, final_newline=False)
+
+
+def write(path: str | Path, data: dict) -> bool:
+    """Check the hostfile and write it atomically, as MLX formats it; True when it changed."""
+    return atomic_write_json(path, data, check_hostfile, final_newline=False)
+
+
+def macs_to_write(texts: dict[str, str | None], on_macs: dict[str, dict | None]) -> list[str]:
+    """The Macs whose hostfiles differ from texts ({name: text, None for absent}), judged by the sha256
+    of each file each Mac reported ({name: sha256 or None}); a Mac that reported nothing is written."""
+    wanted = {name: text and hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in texts.items()}
+    return [mac for mac, found in on_macs.items()
+            if found is None or any(found.get(name) != digest for name, digest in wanted.items())]

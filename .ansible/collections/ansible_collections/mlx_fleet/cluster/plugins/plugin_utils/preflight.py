@@ -1,0 +1,59 @@
+"""Whether a Mac, as macos_facts read it, can join the cluster: judged on the controller."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import defaultdict
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+
+DEFAULT_MIN_MACOS = "26.2"
+# What a wired GPU limit must leave to macOS itself.
+MACOS_RESERVE_MB = 8192
+
+
+def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool) -> list[str]:
+    """One line per problem: the host, what is wrong, and the exact fix."""
+    problems = []
+    if not facts.get("apple_silicon"):
+        problems.append(f"{host}: {facts.get('model_name')} ({facts.get('model_identifier')}) is not Apple Silicon; "
+                        "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
+    minimum = str(host_vars.get("mlx_fleet_min_macos", DEFAULT_MIN_MACOS))
+    if version_tuple(facts["product_version"]) < version_tuple(minimum):
+        problems.append(f"{host}: macOS {facts['product_version']} ({facts['build_version']}) is older than "
+                        f"mlx_fleet_min_macos {minimum}; update it in System Settings > General > Software Update")
+    declared = host_vars.get("mlx_fleet_model")
+    if declared in MODELS and MODELS[declared].model_id != facts.get("model_identifier"):
+        problems.append(f"{host}: the inventory says {declared} ({MODELS[declared].model_id}) but the Mac is a "
+                        f"{facts.get('model_name')} ({facts.get('model_identifier')}); fix mlx_fleet_model")
+    user = facts.get("user")
+    if facts.get("sudo") == "none":
+        problems.append(f"{host}: {user} is not an administrator, so it cannot sudo; connect as an admin account "
+                        "(ansible_user) or tick 'Allow this user to administer this computer' in Users & Groups")
+    elif facts.get("sudo") == "password" and not become_password:
+        problems.append(f"{host}: sudo asks {user} for a password; run with --ask-become-pass (-K) "
+                        "or set ansible_become_password in a vault")
+    limit = int(host_vars.get("macos_node_wired_limit_mb") or 0)
+    memory = facts.get("memory_mb")
+    if limit > 0 and memory and memory - limit < MACOS_RESERVE_MB:
+        problems.append(f"{host}: macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
+                        f"{memory} MB; keep at least {MACOS_RESERVE_MB} MB for macOS: use at most "
+                        f"{max(memory - MACOS_RESERVE_MB, 0)}")
+    pool = ipaddress.ip_network(str(host_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)))
+    address = facts.get("management_address")
+    if address and ipaddress.ip_address(address) in pool:
+        problems.append(overlap_message(host, address, str(pool)))
+    return problems
+
+
+def same_macs(read: dict[str, dict]) -> dict[tuple[str, ...], str]:
+    """Hosts that are one Mac reached under several names (one serial number), in inventory order,
+    each group with its line. read: host -> its mlx_fleet_macos."""
+    by_serial: dict[str, list[str]] = defaultdict(list)
+    for host, facts in read.items():
+        if facts.get("serial_number"):
+            by_serial[facts["serial_number"]].append(host)
+    return {tuple(hosts): f"{' and '.join(hosts)}: the same Mac (serial number {serial}) is listed "
+                          f"{'twice' if len(hosts) == 2 else f'{len(hosts)} times'}; keep one of them in mlx_cluster"
+            for serial, hosts in by_serial.items() if len(hosts) > 1}

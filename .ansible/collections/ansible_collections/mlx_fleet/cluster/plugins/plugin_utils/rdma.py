@@ -1,0 +1,390 @@
+"""RDMA readiness per Mac, judged on the controller (docs/recovery/README.md).
+
+From each Mac's ``mlx_fleet_macos`` and ``mlx_fleet_thunderbolt`` facts, its model and the cables
+the fabric found: which Macs are ready, which need a person to run the Recovery step, which cannot
+do RDMA at all (and must not be sent to Recovery), and which have RDMA on but not working. The
+cabling questions (which ports are cables, which backend the cables allow) are answered by
+``plugin_utils.fabric_discovery`` and ``fabric_backend``, here as everywhere. Pure Python: the
+action plugin is a thin wrapper.
+
+Nothing here, or anywhere in mlx-fleet, switches RDMA on: only a person at the Mac can, in macOS
+Recovery. The toolkit says who needs that visit and checks afterwards that it worked.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
+
+READY = "ready"
+NEEDS_RECOVERY = "needs_recovery"
+NOT_CAPABLE = "not_capable"
+ENABLED_NOT_WORKING = "enabled_not_working"
+STATUSES = (READY, NEEDS_RECOVERY, NOT_CAPABLE, ENABLED_NOT_WORKING)
+
+RDMA_MIN_MACOS = "26.2"  # the first macOS with RDMA over Thunderbolt (rdma_ctl)
+ACTIVE = "PORT_ACTIVE"
+LEDGER_FILE = "rdma-ledger.json"
+LEDGER_FORMAT = "mlx-fleet-rdma-ledger/1"
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class PortState:
+    """One cabled Thunderbolt port as RDMA sees it."""
+
+    receptacle: int
+    device: str | None
+    rdma_device: str | None
+    rdma_state: str | None
+    peer: str | None  # the inventory host at the other end, None when unknown
+    outcome: str  # "active" | "waiting" (peer not enabled yet) | "peer not capable" | "down" | "broken port" | "no device"
+
+    @property
+    def name(self) -> str:
+        return f"Thunderbolt {self.receptacle}"
+
+
+@dataclass
+class Readiness:
+    host: str
+    status: str  # one of STATUSES
+    message: str  # one line
+    model: str | None  # plugin_utils.models key, when known
+    model_name: str
+    model_identifier: str
+    chip: str
+    serial_number: str
+    product_version: str
+    build_version: str
+    location: str | None = None
+    reason: str | None = None  # not_capable: "thunderbolt 4" | "macos" | "no rdma_ctl"
+    ports: list[PortState] = field(default_factory=list)
+    regression: str | None = None  # set from the ledger: RDMA switched off since last seen ready
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# --- one Mac --------------------------------------------------------------------------------------
+
+
+def _model_of(model_key: str | None, macos: dict) -> Model | None:
+    if model_key in MODELS:
+        return MODELS[model_key]
+    return next((m for m in MODELS.values() if m.model_id == macos.get("model_identifier")), None)
+
+
+def _tb_generation(model: Model | None, thunderbolt: dict) -> int | None:
+    if model:
+        return model.tb_generation
+    # An unknown model: an idle port reports its rating (80 Gb/s and up is Thunderbolt 5).
+    rated = [p.get("speed_gbps") or 0 for p in thunderbolt.get("ports", []) if p.get("speed_is_max")]
+    return (5 if max(rated) >= 80 else 4) if rated else None
+
+
+def _cabled_ports(host: str, thunderbolt: dict, cabled: dict[int, str | None] | None) -> dict[int, str | None]:
+    """receptacle -> peer host: the fabric's cables when given, else every port with a Mac directly on it."""
+    if cabled is not None:
+        return dict(cabled)
+    return {p["receptacle"]: None for p in thunderbolt.get("ports", [])
+            if any(peer.get("direct") for peer in p.get("peers", []))}
+
+
+def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | None = None,
+                  location: str | None = None, cabled: dict[int, str | None] | None = None,
+                  peer_status: dict[str, str] | None = None) -> Readiness:
+    """Classify one Mac.
+
+    cabled: receptacle -> the inventory host on its other end (``cables_by_host`` from the fabric);
+    without it, every port with a Mac directly attached counts, peers unknown. peer_status: host ->
+    its own first-pass status (READY, NEEDS_RECOVERY, ...), so that a port down only because the
+    Mac at the other end has RDMA off is waiting for that Mac, not a fault of this one.
+    """
+    found = _model_of(model, macos)
+    info = dict(
+        host=host, model=found.key if found else model,
+        model_name=macos.get("model_name") or (found.model_name if found else "Mac"),
+        model_identifier=macos.get("model_identifier", ""), chip=macos.get("chip", ""),
+        serial_number=macos.get("serial_number", ""), product_version=str(macos.get("product_version", "")),
+        build_version=macos.get("build_version", ""), location=location,
+    )
+    macos_text = f"macOS {info['product_version']} ({info['build_version']})"
+    what = f"{info['model_name']} ({found.key if found else info['model_identifier'] or 'model unknown'})"
+
+    # Not capable: never send anyone to Recovery for these.
+    tb4 = _tb_generation(found, thunderbolt) == 4
+    old = version_tuple(info["product_version"]) < version_tuple(RDMA_MIN_MACOS)
+    old_text = f"{macos_text} is older than {RDMA_MIN_MACOS}, the first macOS with RDMA over Thunderbolt"
+    ring = "use the ring backend for it (a Recovery visit cannot help)"
+    if tb4:
+        text = (f"{what} has Thunderbolt 4 ports, and RDMA over Thunderbolt needs Thunderbolt 5"
+                + (f" (and {macos_text} is older than {RDMA_MIN_MACOS})" if old else "") + f"; {ring}")
+        reason = "thunderbolt 4"
+    elif old:
+        text, reason = f"{old_text}; update macOS, until then {ring}", "macos"
+    elif thunderbolt.get("rdma_enabled") is None:
+        text, reason = f"{macos_text} has no rdma_ctl; {ring}", "no rdma_ctl"
+    else:
+        text = reason = None
+    if reason:
+        return Readiness(status=NOT_CAPABLE, reason=reason, **info, message=f"{host}: not capable of RDMA: {text}")
+
+    if not thunderbolt.get("rdma_enabled"):
+        return Readiness(status=NEEDS_RECOVERY, **info, message=(
+            f"{host}: needs the Recovery step: rdma_ctl status says disabled on this {what}, {macos_text}; "
+            "a person at the Mac enables RDMA in macOS Recovery (see the checklist)"))
+
+    devices = thunderbolt.get("rdma_devices") or []
+    if not devices:
+        return Readiness(status=ENABLED_NOT_WORKING, **info, message=(
+            f"{host}: enabled but not working: rdma_ctl status says enabled but ibv_devices lists no RDMA "
+            "device; restart the Mac (RDMA comes up at boot), and if it stays empty do the Recovery step again"))
+
+    by_receptacle = {p["receptacle"]: p for p in thunderbolt.get("ports", [])}
+    peer_status = peer_status or {}
+    ports = []
+    for receptacle, peer in sorted(_cabled_ports(host, thunderbolt, cabled).items()):
+        port = by_receptacle.get(receptacle, {"receptacle": receptacle})
+        state = port.get("rdma_state")
+        if port.get("rdma_device") is None:
+            outcome = "no device"
+        elif state == ACTIVE:
+            outcome = "active"
+        elif found and receptacle in found.rdma_broken_ports:
+            outcome = "broken port"
+        elif peer_status.get(peer) == NEEDS_RECOVERY:
+            outcome = "waiting"
+        elif peer_status.get(peer) == NOT_CAPABLE:
+            outcome = "peer not capable"
+        else:
+            outcome = "down"
+        ports.append(PortState(receptacle, port.get("device"), port.get("rdma_device"), state, peer, outcome))
+
+    def named(p: PortState) -> str:
+        to = f", cabled to {p.peer}" if p.peer else ""
+        return f"{p.name} ({p.rdma_device or p.device}{to})"
+
+    problems = []
+    down = [p for p in ports if p.outcome == "down"]
+    if down:
+        ends = [host] + sorted({p.peer for p in down if p.peer})
+        peers = _join(sorted({p.peer for p in down if p.peer})) or "the Mac at the other end"
+        problems.append(
+            f"{_join([named(p) for p in down])} {'is' if len(down) == 1 else 'are'} "
+            f"{_join(sorted({p.rdma_state or 'not active' for p in down}))}; likely causes: the cable, the "
+            f"Thunderbolt Bridge still active, RDMA not enabled on {peers}; restarting both ends "
+            f"({_join(ends) if len(ends) > 1 else host + ' and its peer'}) is the known remedy")
+    for p in (p for p in ports if p.outcome == "broken port"):
+        problems.append(f"{named(p)} is {p.rdma_state or 'not active'}: it is the {info['model_name']} port "
+                        "beside Ethernet, where RDMA never comes up; move the cable to another port")
+    missing = [p for p in ports if p.outcome == "no device"]
+    if missing:
+        problems.append(f"{_join([named(p) for p in missing])} {'has' if len(missing) == 1 else 'have'} no RDMA "
+                        "device although RDMA is enabled; restart the Mac")
+    if problems:
+        return Readiness(status=ENABLED_NOT_WORKING, ports=ports, **info,
+                         message=f"{host}: enabled but not working: " + "; ".join(problems))
+
+    active = [p for p in ports if p.outcome == "active"]
+    waiting = [p for p in ports if p.outcome == "waiting"]
+    incapable = [p for p in ports if p.outcome == "peer not capable"]
+    parts = [f"{host}: ready: RDMA enabled, {_plural(len(devices), 'device')}"]
+    if active:
+        parts.append(f"{_join([p.name for p in active])} {ACTIVE}")
+    elif not ports:
+        parts.append("no Thunderbolt cable to another Mac yet")
+    if waiting:
+        parts.append(f"{_join([named(p) for p in waiting])} come{'s' if len(waiting) == 1 else ''} up once "
+                     f"{_join(sorted({p.peer for p in waiting}))} {'is' if len({p.peer for p in waiting}) == 1 else 'are'}"
+                     " enabled")
+    if incapable:
+        parts.append(f"{_join([named(p) for p in incapable])} cannot carry RDMA (the peer cannot do RDMA)")
+    return Readiness(status=READY, ports=ports, **info, message="; ".join(parts))
+
+
+# --- the cluster ----------------------------------------------------------------------------------
+
+
+def cables_by_host(links: list[Link]) -> dict[str, dict[int, str]]:
+    """host -> {receptacle: peer host} from the fabric's cables."""
+    out: dict[str, dict[int, str]] = {}
+    for link in links:
+        out.setdefault(link.a.host, {})[link.a.port] = link.b.host
+        out.setdefault(link.b.host, {})[link.b.port] = link.a.host
+    return out
+
+
+BACKEND_TEXT = {
+    "jaccl": "jaccl (full mesh)",
+    "jaccl-ring": "jaccl-ring (a ring, not a full mesh)",
+    "ring": "ring (no RDMA)",
+    None: "no backend (the cables form neither a full mesh nor a ring)",
+}
+
+
+@dataclass
+class Assessment:
+    nodes: dict[str, Readiness]  # inventory order
+    backend: str  # what the inventory asks for
+    current: str | None  # what auto chooses from the cables and RDMA as they are
+    projected: str | None  # what auto would choose once the Recovery checklist is done
+    summary: str
+
+    def hosts(self, status: str) -> list[str]:
+        return [h for h, r in self.nodes.items() if r.status == status]
+
+    @property
+    def blocking(self) -> str | None:
+        """With an RDMA backend (jaccl, jaccl-ring) asked for: why the run must stop, else None."""
+        if self.backend not in fabric_backend.RDMA_BACKENDS:
+            return None
+        parts = []
+        needs = self.hosts(NEEDS_RECOVERY)
+        if needs:
+            parts.append(f"{_join(needs)} {'needs' if len(needs) == 1 else 'need'} the Recovery step")
+        cannot = self.hosts(NOT_CAPABLE)
+        if cannot:
+            parts.append(f"{_join(cannot)} cannot do RDMA (use ring for {'it' if len(cannot) == 1 else 'them'})")
+        if not parts:
+            return None
+        return f"mlx_fleet_backend {self.backend} needs RDMA on every Mac: " + "; ".join(parts)
+
+
+def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
+           locations: dict | None = None, backend: str = "auto") -> Assessment:
+    """Classify every Mac (inventory order) and say what the cluster gains once the checklist is done."""
+    hosts = list(thunderbolt)
+    models = dict(models or {})
+    locations = locations or {}
+    links, _ = discover(hosts, thunderbolt)
+    cabled = cables_by_host(links)
+
+    def classify(peer_status=None):
+        return {h: classify_node(h, macos.get(h, {}), thunderbolt[h], model=models.get(h),
+                                 location=locations.get(h), cabled=cabled.get(h, {}) if len(hosts) >= 2 else None,
+                                 peer_status=peer_status) for h in hosts}
+
+    first = classify()
+    nodes = classify({h: r.status for h, r in first.items()})
+
+    # What the fabric makes of RDMA as it is, and once every Mac needing the step has it: Macs
+    # that cannot do RDMA count as having none, whatever devices they list.
+    def rdma_as(enabled_hosts: set[str]) -> dict:
+        out = {}
+        for h in hosts:
+            tb = dict(thunderbolt[h])
+            if h in enabled_hosts:
+                tb["rdma_enabled"] = True
+                tb["rdma_devices"] = tb.get("rdma_devices") or [
+                    f"rdma_{p['device']}" for p in tb.get("ports", []) if p.get("device")]
+            elif nodes[h].status == NOT_CAPABLE:
+                tb["rdma_devices"] = []
+            out[h] = tb
+        return out
+
+    needs = [h for h in hosts if nodes[h].status == NEEDS_RECOVERY]
+    cannot = [h for h in hosts if nodes[h].status == NOT_CAPABLE]
+    current = fabric_backend.choose("auto", hosts, rdma_as(set()), links).backend
+    projected = fabric_backend.choose("auto", hosts, rdma_as(set(needs)), links).backend
+    summary = _summary(hosts, needs, cannot, [h for h in hosts if nodes[h].status == ENABLED_NOT_WORKING],
+                       backend, current, projected)
+    return Assessment(nodes, backend, current, projected, summary)
+
+
+def _summary(hosts, needs, cannot, broken, backend, current, projected) -> str:
+    cannot_text = (f"; {_join(cannot)} cannot do RDMA, so ring is the way for "
+                   f"{'it' if len(cannot) == 1 else 'them'}" if cannot else "")
+    broken_text = (f"; {_join(broken)} {'has' if len(broken) == 1 else 'have'} RDMA enabled but not working "
+                   "(see above)" if broken else "")
+    if len(hosts) < 2:
+        ready = "ready for RDMA" if not needs and not cannot else "not ready for RDMA"
+        return f"{_join(hosts) or 'no Mac'}: {ready}; one Mac has no Thunderbolt fabric{cannot_text}{broken_text}"
+    if not needs:
+        if not cannot and not broken:
+            return f"all {len(hosts)} Macs are ready for RDMA; the cabling supports {BACKEND_TEXT[current]}"
+        return f"no Mac needs the Recovery step; the cabling supports {BACKEND_TEXT[current]}{cannot_text}{broken_text}"
+    who = f"once {_join(needs)} {'is' if len(needs) == 1 else 'are'} enabled from Recovery"
+    if projected == current:
+        gain = f"{who}, the cabling still supports only {BACKEND_TEXT[projected]}"
+    else:
+        gain = f"{who}, the cabling supports {BACKEND_TEXT[projected]}"
+    if backend == "auto":
+        until = f"; until then auto falls back to {BACKEND_TEXT[current]}" if projected != current else ""
+    elif backend in fabric_backend.RDMA_BACKENDS:
+        until = f"; until then {backend} cannot run"
+    else:
+        until = f"; mlx_fleet_backend is {backend}"
+    return gain + until + cannot_text + broken_text
+
+
+# --- the ledger -----------------------------------------------------------------------------------
+
+
+def read_ledger(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        return {"format": LEDGER_FORMAT, "nodes": {}}
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != LEDGER_FORMAT or not isinstance(data.get("nodes"), dict):
+            raise ValueError(f"format is not {LEDGER_FORMAT}")
+    except (ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: not an RDMA ledger ({exc}); remove it to start a new one") from exc
+    return data
+
+
+def note_regressions(assessment: Assessment, ledger: dict) -> list[str]:
+    """Mark the Macs that were ready before and have RDMA off now; one line each."""
+    lines = []
+    for host, node in assessment.nodes.items():
+        seen = ledger.get("nodes", {}).get(host)
+        if not seen or node.status != NEEDS_RECOVERY:
+            continue
+        was = f"macOS {seen['product_version']} ({seen['build_version']})"
+        now = f"macOS {node.product_version} ({node.build_version})"
+        if seen.get("build_version") != node.build_version:
+            node.regression = (f"{host}: RDMA is off again after a macOS update: last seen ready on {was} at "
+                               f"{seen['last_seen_ready']}, now {now} with RDMA disabled; the update switched it "
+                               "off: do the Recovery step again")
+        else:
+            node.regression = (f"{host}: RDMA is off again: last seen ready at {seen['last_seen_ready']} on the "
+                               f"same {now}; someone disabled it in Recovery or the NVRAM was reset: do the "
+                               "Recovery step again")
+        lines.append(node.regression)
+    return lines
+
+
+def update_ledger(ledger: dict, assessment: Assessment, now: datetime | None = None) -> tuple[dict, bool]:
+    """The ledger with every ready Mac's last sighting; and whether anything but the times changed
+    (a Mac newly ready, or ready on another macOS build)."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    nodes = {h: dict(v) for h, v in ledger.get("nodes", {}).items()}
+    changed = False
+    for host, node in assessment.nodes.items():
+        if node.status != READY:
+            continue
+        entry = {"last_seen_ready": stamp, "product_version": node.product_version,
+                 "build_version": node.build_version, "serial_number": node.serial_number}
+        old = nodes.get(host, {})
+        if {k: v for k, v in old.items() if k != "last_seen_ready"} != \
+                {k: v for k, v in entry.items() if k != "last_seen_ready"}:
+            changed = True
+        nodes[host] = entry
+    return {"format": LEDGER_FORMAT, "nodes": dict(sorted(nodes.items()))}, changed
