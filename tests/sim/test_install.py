@@ -20,7 +20,7 @@ pytestmark = pytest.mark.sim
 UV = str(BIN / "uv")
 # Local state a working tree accumulates; none of it belongs in an artifact.
 FORBIDDEN = (".sim/", ".mlx-fleet/", "build/", "__pycache__", ".pyc", "id_ed25519", "admin_password",
-             ".pytest_cache", ".venv/")
+             ".pytest_cache", ".venv/", ".ansible/")
 
 
 def _run(argv, **kw):
@@ -60,7 +60,8 @@ def dirty_tree(work):
     sim_dir.chmod(0o755)
     mlx_fleet("sim", "up", "--dir", str(sim_dir), "--nodes", "2")
     for clutter in ("build/lib/x.py", ".mlx-fleet/hostfile.json", "inventory/example/.mlx-fleet/hostfile.json",
-                    "plugins/plugin_utils/__pycache__/fabric.cpython-311.pyc", ".pytest_cache/v"):
+                    "plugins/plugin_utils/__pycache__/fabric.cpython-311.pyc", ".pytest_cache/v",
+                    ".ansible/collections/ansible_collections/mlx_fleet/cluster/galaxy.yml"):
         (tree / clutter).parent.mkdir(parents=True, exist_ok=True)
         (tree / clutter).write_text("local state\n")
     yield tree
