@@ -94,7 +94,7 @@ def best_wheel(files: list[dict], tags: list[str]) -> dict | None:
     rank = {t: i for i, t in enumerate(tags)}
     scored = []
     for f in files:
-        _, _, _, wtags = parse_wheel_filename(f["filename"])
+        dummy, dummy, dummy, wtags = parse_wheel_filename(f["filename"])
         best = min((rank[str(t)] for t in wtags if str(t) in rank), default=None)
         if best is not None:
             scored.append((best, f["filename"], f))
@@ -168,7 +168,7 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
             raise PlanError(f"the lock has no sha256 for {build['filename']}, so it is never pushed; "
                             "run mlx-fleet lock with this version of mlx-fleet")
         interpreter = _node_utils().managed_python(store, build["key"])
-        major, minor, _ = (int(x) for x in build["version"].split("."))
+        major, minor, dummy = (int(x) for x in build["version"].split("."))
         tags, markers = node_tags(info, (major, minor)), node_markers(info, build["version"])
         want_version = [int(x) for x in build["version"].split(".")]
         extracted = facts.get("managed_builds", {}).get(build["key"]) or {}
@@ -283,14 +283,14 @@ class Cache:
 
     def bundle(self, members: list[tuple[str, str, Path]]) -> dict:
         """One tar of MEMBERS (name in the tar, sha256, cached file), made once: {src, sha256, members}."""
-        listing = "".join(f"{name} {sha}\n" for name, sha, _ in sorted(members))
+        listing = "".join(f"{name} {sha}\n" for name, sha, dummy in sorted(members))
         dest = self.bundles / f"{hashlib.sha256(listing.encode()).hexdigest()[:32]}.tar"
         self.bundles.mkdir(parents=True, exist_ok=True)
         if not dest.exists():
             fd, tmp = tempfile.mkstemp(dir=self.bundles, prefix=".part-")
             try:
                 with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                    for name, _, src in sorted(members):
+                    for name, dummy, src in sorted(members):
                         info = tarfile.TarInfo(name)
                         info.size, info.mode, info.mtime = src.stat().st_size, 0o644, 0
                         with open(src, "rb") as handle:
@@ -385,7 +385,7 @@ def plan_run(lock_file: str, declaration: dict, python_interpreter: str, store: 
             "requirements": plan["requirements"], "matches": plan["matches"], "fingerprint": plan["fingerprint"],
             "changes": plan["changes"], "uv": uv,
             "bundle": cache.bundle(members) if members and bundles else None,
-            "push": [name for name, _, _ in members],
+            "push": [name for name, dummy, dummy in members],
         }
     return {
         "lock_hash": lock_hash,

@@ -167,7 +167,7 @@ def wheel_platforms(filename: str) -> set[str]:
     """The lock platforms a wheel runs on (all of them for a pure `any` wheel)."""
     if not filename.endswith(".whl"):
         return set()
-    _, _, _, tags = parse_wheel_filename(filename)
+    dummy, dummy, dummy, tags = parse_wheel_filename(filename)
     if any(t.platform == "any" for t in tags):
         return set(PLATFORMS)
     return {name for name, p in PLATFORMS.items() if any(p["wheel"].match(t.platform) for t in tags)}
@@ -183,7 +183,7 @@ def _python_tags(python_version: str, platform_tag: str) -> frozenset:
 
 def fits_python(filename: str, python_version: str) -> bool:
     """Whether a wheel installs into CPython PYTHON_VERSION (MAJOR.MINOR) on its platforms."""
-    _, _, _, tags = parse_wheel_filename(filename)
+    dummy, dummy, dummy, tags = parse_wheel_filename(filename)
     return any(t in _python_tags(python_version, t.platform) for t in tags)
 
 
@@ -221,7 +221,7 @@ def index_files(name: str, version: str, hashes: list[str] | None, platforms, py
         if not fname.endswith(".whl") or f.get("yanked"):
             continue
         try:
-            _, fversion, _, _ = parse_wheel_filename(fname)
+            dummy, fversion, dummy, dummy = parse_wheel_filename(fname)
         except ValueError:  # old, non-standard names: never a pinned wheel
             continue
         if (not _same_version(fversion, version) or not wheel_platforms(fname) & set(platforms)
