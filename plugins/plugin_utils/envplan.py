@@ -362,8 +362,8 @@ def plan_run(lock_file: str, declaration: dict, python_interpreter: str, store: 
             needed.append(dict(plan["push_build"], url=mirrored(plan["push_build"]["url"], python_mirror)))
     cache = Cache(cache_dir, opener)
     paths = cache.fetch_all(needed)
-    uv_sha = {name: uv_binary_sha256(paths[name]) for name in {p["uv_wheel"]["filename"] for p in plans.values()
-                                                                if p["uv_wheel"]}}
+    uv_wheels = {p["uv_wheel"]["filename"] for p in plans.values() if p["uv_wheel"]}
+    uv_sha = {name: uv_binary_sha256(paths[name]) for name in uv_wheels}
     if bundles:
         cache.prune_bundles()
 

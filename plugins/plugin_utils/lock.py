@@ -307,7 +307,7 @@ def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=_fetch_json, 
         cmd = [uv, "pip", "compile", "--universal", "--generate-hashes", "--only-binary", ":all:",
                "--python-version", decl["python_version"], "--no-header", "--no-annotate", "--quiet",
                "--index-url", index, str(src)]
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise LockError(f"uv pip compile failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}")
     platforms = decl["platforms"]
@@ -328,7 +328,7 @@ def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=_fetch_json, 
     uv_files = index_files("uv", decl["uv_version"], None, platforms, decl["python_version"], index, fetch)
     _require_wheels(f"uv=={decl['uv_version']}", uv_files, platforms, index)
     builds = python_builds(decl, index, fetch, download)
-    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.split()[1]
+    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True, check=False).stdout.split()[1]
     return {
         "format": LOCK_FORMAT,
         "generated_by": f"mlx-fleet lock: uv {uv_version} pip compile --universal --generate-hashes --only-binary :all:",
