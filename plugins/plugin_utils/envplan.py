@@ -17,7 +17,6 @@ import shutil
 import tarfile
 import tempfile
 import time
-import urllib.request
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +26,7 @@ from packaging.markers import Marker
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError, check_declaration, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError, check_declaration, load_lock, open_http
 
 # manylinux legacy aliases (PEP 599/571/513)
 _LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
@@ -239,8 +238,7 @@ class Cache:
         self.artifacts.mkdir(parents=True, exist_ok=True)
         self.bundles = self.root / "bundles"
         self.log = self.root / "downloads.log"
-        self.opener = opener or (lambda url: urllib.request.urlopen(
-            urllib.request.Request(url, headers={"User-Agent": "mlx-fleet"}), timeout=300))
+        self.opener = opener or (lambda url: open_http(url, {"User-Agent": "mlx-fleet"}, timeout=300))
         self.downloaded: list[str] = []
         self.hits: list[str] = []
 

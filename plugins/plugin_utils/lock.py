@@ -29,6 +29,7 @@ from io import BytesIO
 from pathlib import Path
 
 import yaml
+from ansible.module_utils.urls import open_url
 from packaging import tags as ptags
 from packaging.markers import Marker
 from packaging.requirements import Requirement
@@ -187,15 +188,20 @@ def fits_python(filename: str, python_version: str) -> bool:
     return any(t in _python_tags(python_version, t.platform) for t in tags)
 
 
+def open_http(url: str, headers: dict, timeout: float):
+    """A GET of URL (https://, http:// or file://) as plain urllib makes it: these headers only, the
+    environment's proxies, certificates checked, redirects followed; no ~/.netrc credentials, and
+    the bytes exactly as sent (no gzip decoding: the sha256 checked is of what the server gave)."""
+    return open_url(url, headers=headers, timeout=timeout, use_netrc=False, decompress=False)
+
+
 def _fetch_json(url: str, accept: str = "application/vnd.pypi.simple.v1+json") -> dict:
-    req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "mlx-fleet-lock"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
+    with open_http(url, {"Accept": accept, "User-Agent": "mlx-fleet-lock"}, timeout=60) as resp:
         return json.load(resp)
 
 
 def _download(url: str) -> bytes:
-    req = urllib.request.Request(url, headers={"User-Agent": "mlx-fleet-lock"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
+    with open_http(url, {"User-Agent": "mlx-fleet-lock"}, timeout=120) as resp:
         return resp.read()
 
 

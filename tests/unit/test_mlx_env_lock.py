@@ -239,3 +239,52 @@ def test_python_builds_refuse_a_tampered_uv_release_or_a_build_without_hash():
         lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
     with pytest.raises(LockError, match="knows no CPython 3.11 build for macos-arm64"):
         lock.python_builds(dict(DECL, python_version="3.11"), fetch=_sdist_index(body), download=lambda url: body)
+
+
+# ---------------------------------------------------------------- fetching (a server on this machine)
+
+def test_fetches_send_only_their_headers_and_keep_the_bytes_the_server_sent(tmp_path, monkeypatch):
+    """open_http is urllib's plain GET: redirects followed, no ~/.netrc credentials, and a
+    gzip Content-Encoding left as sent (the sha256 checked is of the server's bytes)."""
+    import gzip
+    import http.server
+    import threading
+
+    gzipped, seen = gzip.compress(b"x" * 1000), []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            seen.append({k: self.headers.get(k) for k in ("User-Agent", "Accept", "Authorization")})
+            if self.path == "/moved":
+                self.send_response(302)
+                self.send_header("Location", "/simple")
+                self.end_headers()
+                return
+            body = b'{"files": []}' if self.path == "/simple" else gzipped
+            self.send_response(200)
+            if self.path != "/simple":
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        assert lock._fetch_json(base + "/moved") == {"files": []}
+        assert lock._download(base + "/uv.tar.gz") == gzipped
+    finally:
+        server.shutdown()
+        server.server_close()
+    json_headers = {"User-Agent": "mlx-fleet-lock", "Accept": "application/vnd.pypi.simple.v1+json",
+                    "Authorization": None}
+    assert seen == [json_headers, json_headers, {"User-Agent": "mlx-fleet-lock", "Accept": None, "Authorization": None}]
