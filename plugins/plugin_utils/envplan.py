@@ -21,10 +21,13 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from packaging import tags as ptags
-from packaging.markers import Marker
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+try:
+    from packaging import tags as ptags
+    from packaging.markers import Marker
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+except ImportError:
+    pass  # lock.PACKAGING_MISSING: a plan starts by checking the declaration, which then fails with it
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError, check_declaration, load_lock, open_http
 

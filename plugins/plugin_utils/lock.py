@@ -30,11 +30,19 @@ from pathlib import Path
 
 import yaml
 from ansible.module_utils.urls import open_url
-from packaging import tags as ptags
-from packaging.markers import Marker
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+
+try:
+    from packaging import tags as ptags
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+except ImportError as exc:
+    # ansible-core requires packaging, so a controller has it; a plugin still imports without it (as
+    # ansible-core's own do) and says so when used: every use starts from normalize_declaration.
+    PACKAGING_MISSING = f"the Python package packaging cannot be imported ({exc}); it comes with ansible-core: reinstall it"
+else:
+    PACKAGING_MISSING = None
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
 
@@ -71,6 +79,8 @@ class LockError(Exception):
 
 def normalize_declaration(raw: dict) -> dict:
     """The declaration in a canonical form (strings, extra packages sorted), or LockError."""
+    if PACKAGING_MISSING:
+        raise LockError(PACKAGING_MISSING)
     decl = {}
     for key in DECLARATION_KEYS:
         value = raw.get(key, raw.get(f"mlx_env_{key}"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -68,6 +70,23 @@ def test_declaration_mismatch_says_run_mlx_fleet_lock(change, shown):
 def test_unreadable_lock():
     with pytest.raises(LockError, match="run mlx-fleet lock"):
         lock.load_lock("/nonexistent/mlx-env.lock.json")
+
+
+def test_without_packaging_the_plugins_import_and_a_plan_stops_with_one_line():
+    """packaging comes with ansible-core; were it missing, the action plugins still load and
+    the first use of the environment says what is wrong (not an import traceback)."""
+    script = (
+        "import sys; sys.modules['packaging'] = None\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.action import audit, mlx_env_plan, node_state\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, lock\n"
+        "try:\n"
+        "    envplan.check_declaration({'declaration': {}}, {})\n"
+        "except lock.LockError as exc:\n"
+        "    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout.startswith("the Python package packaging cannot be imported (")
+    assert run.stdout.endswith("it comes with ansible-core: reinstall it\n")
 
 
 # ---------------------------------------------------------------- the committed locks
