@@ -19,7 +19,7 @@ class ClusterAction(ActionBase):
         cls._VALID_ARGS = frozenset(cls.ARGS)
 
     def arguments(self) -> dict:
-        _, args = self.validate_argument_spec(argument_spec=self.ARGS)
+        dummy, args = self.validate_argument_spec(argument_spec=self.ARGS)
         return args
 
     @staticmethod

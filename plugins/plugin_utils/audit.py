@@ -241,7 +241,7 @@ def _node_settings(macs, observed, declared, checks):
         node, want = observed[host]["mlx_fleet_node"], declared[host]
         settings = normalize_power(want["power_settings"])
         try:
-            changes, unsupported, before, _ = plan_power(node["pmset"], settings)
+            changes, unsupported, before, dummy = plan_power(node["pmset"], settings)
         except ValueError as exc:
             checks.append(Check("pmset", "pmset", [host], "the power settings", str(exc), False, FIX_NODE))
             changes, unsupported, before = {}, list(settings), {}
@@ -387,8 +387,8 @@ def _cables(macs, observed, declared, controller, checks):
 
 def _cable_texts(finding) -> tuple[str, str]:
     """(what was found, the fix) from a fabric finding's message ("missing cable X: connect A to B", ...)."""
-    _, _, rest = finding.message.partition(": ")
-    what, _, fix = rest.partition("; ")
+    dummy, dummy, rest = finding.message.partition(": ")
+    what, dummy, fix = rest.partition("; ")
     if finding.kind == "missing":
         return "missing", rest
     return f"{finding.kind}: {what}", fix or what

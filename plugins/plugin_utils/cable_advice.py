@@ -235,6 +235,6 @@ def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -
             advice.impossible = (f"no two Macs joined by a path through the others have a free "
                                  f"{'RDMA-capable ' if rdma else ''}Thunderbolt port, even after moving one cable")
         return advice
-    _, _, advice.cables, advice.unplug, path = best
+    dummy, dummy, advice.cables, advice.unplug, path = best
     advice.ring = path + [new]
     return advice

@@ -46,7 +46,7 @@ def _resolver(host_vars: Mapping, template: Template, trust: Callable[[object], 
         for key, value in role_vars.items():
             layers[key] = (trust(value), role)  # role vars win over the inventory, as in a play
     variables = dict(host_vars)
-    variables.update((key, value) for key, (value, _) in layers.items())
+    variables.update((key, value) for key, (value, dummy) in layers.items())
 
     def get(name: str, default=None):
         if name not in variables:

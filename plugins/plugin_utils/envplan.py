@@ -17,17 +17,19 @@ import shutil
 import tarfile
 import tempfile
 import time
-import urllib.request
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from packaging import tags as ptags
-from packaging.markers import Marker
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+try:
+    from packaging import tags as ptags
+    from packaging.markers import Marker
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+except ImportError:
+    pass  # lock.PACKAGING_MISSING: a plan starts by checking the declaration, which then fails with it
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError, check_declaration, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError, check_declaration, load_lock, open_http
 
 # manylinux legacy aliases (PEP 599/571/513)
 _LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
@@ -94,7 +96,7 @@ def best_wheel(files: list[dict], tags: list[str]) -> dict | None:
     rank = {t: i for i, t in enumerate(tags)}
     scored = []
     for f in files:
-        _, _, _, wtags = parse_wheel_filename(f["filename"])
+        dummy, dummy, dummy, wtags = parse_wheel_filename(f["filename"])
         best = min((rank[str(t)] for t in wtags if str(t) in rank), default=None)
         if best is not None:
             scored.append((best, f["filename"], f))
@@ -168,7 +170,7 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
             raise PlanError(f"the lock has no sha256 for {build['filename']}, so it is never pushed; "
                             "run mlx-fleet lock with this version of mlx-fleet")
         interpreter = _node_utils().managed_python(store, build["key"])
-        major, minor, _ = (int(x) for x in build["version"].split("."))
+        major, minor, dummy = (int(x) for x in build["version"].split("."))
         tags, markers = node_tags(info, (major, minor)), node_markers(info, build["version"])
         want_version = [int(x) for x in build["version"].split(".")]
         extracted = facts.get("managed_builds", {}).get(build["key"]) or {}
@@ -239,8 +241,7 @@ class Cache:
         self.artifacts.mkdir(parents=True, exist_ok=True)
         self.bundles = self.root / "bundles"
         self.log = self.root / "downloads.log"
-        self.opener = opener or (lambda url: urllib.request.urlopen(
-            urllib.request.Request(url, headers={"User-Agent": "mlx-fleet"}), timeout=300))
+        self.opener = opener or (lambda url: open_http(url, {"User-Agent": "mlx-fleet"}, timeout=300))
         self.downloaded: list[str] = []
         self.hits: list[str] = []
 
@@ -283,14 +284,14 @@ class Cache:
 
     def bundle(self, members: list[tuple[str, str, Path]]) -> dict:
         """One tar of MEMBERS (name in the tar, sha256, cached file), made once: {src, sha256, members}."""
-        listing = "".join(f"{name} {sha}\n" for name, sha, _ in sorted(members))
+        listing = "".join(f"{name} {sha}\n" for name, sha, dummy in sorted(members))
         dest = self.bundles / f"{hashlib.sha256(listing.encode()).hexdigest()[:32]}.tar"
         self.bundles.mkdir(parents=True, exist_ok=True)
         if not dest.exists():
             fd, tmp = tempfile.mkstemp(dir=self.bundles, prefix=".part-")
             try:
                 with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                    for name, _, src in sorted(members):
+                    for name, dummy, src in sorted(members):
                         info = tarfile.TarInfo(name)
                         info.size, info.mode, info.mtime = src.stat().st_size, 0o644, 0
                         with open(src, "rb") as handle:
@@ -362,8 +363,8 @@ def plan_run(lock_file: str, declaration: dict, python_interpreter: str, store: 
             needed.append(dict(plan["push_build"], url=mirrored(plan["push_build"]["url"], python_mirror)))
     cache = Cache(cache_dir, opener)
     paths = cache.fetch_all(needed)
-    uv_sha = {name: uv_binary_sha256(paths[name]) for name in {p["uv_wheel"]["filename"] for p in plans.values()
-                                                                if p["uv_wheel"]}}
+    uv_wheels = {p["uv_wheel"]["filename"] for p in plans.values() if p["uv_wheel"]}
+    uv_sha = {name: uv_binary_sha256(paths[name]) for name in uv_wheels}
     if bundles:
         cache.prune_bundles()
 
@@ -385,7 +386,7 @@ def plan_run(lock_file: str, declaration: dict, python_interpreter: str, store: 
             "requirements": plan["requirements"], "matches": plan["matches"], "fingerprint": plan["fingerprint"],
             "changes": plan["changes"], "uv": uv,
             "bundle": cache.bundle(members) if members and bundles else None,
-            "push": [name for name, _, _ in members],
+            "push": [name for name, dummy, dummy in members],
         }
     return {
         "lock_hash": lock_hash,

@@ -274,7 +274,7 @@ def _unusable(pool: ipaddress.IPv4Network) -> str | None:
 def _suggestion(controller_networks) -> str:
     for text in SUGGESTED_POOLS:
         candidate = ipaddress.IPv4Network(text)
-        if not any(address.network.overlaps(candidate) for _, address in controller_networks):
+        if not any(address.network.overlaps(candidate) for dummy, address in controller_networks):
             return text
     return "a private /16 no network here uses"
 

@@ -29,11 +29,20 @@ from io import BytesIO
 from pathlib import Path
 
 import yaml
-from packaging import tags as ptags
-from packaging.markers import Marker
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from ansible.module_utils.urls import open_url
+
+try:
+    from packaging import tags as ptags
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import InvalidVersion, Version
+except ImportError as exc:
+    # ansible-core requires packaging, so a controller has it; a plugin still imports without it (as
+    # ansible-core's own do) and says so when used: every use starts from normalize_declaration.
+    PACKAGING_MISSING = f"the Python package packaging cannot be imported ({exc}); it comes with ansible-core: reinstall it"
+else:
+    PACKAGING_MISSING = None
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
 
@@ -70,6 +79,8 @@ class LockError(Exception):
 
 def normalize_declaration(raw: dict) -> dict:
     """The declaration in a canonical form (strings, extra packages sorted), or LockError."""
+    if PACKAGING_MISSING:
+        raise LockError(PACKAGING_MISSING)
     decl = {}
     for key in DECLARATION_KEYS:
         value = raw.get(key, raw.get(f"mlx_env_{key}"))
@@ -167,7 +178,7 @@ def wheel_platforms(filename: str) -> set[str]:
     """The lock platforms a wheel runs on (all of them for a pure `any` wheel)."""
     if not filename.endswith(".whl"):
         return set()
-    _, _, _, tags = parse_wheel_filename(filename)
+    dummy, dummy, dummy, tags = parse_wheel_filename(filename)
     if any(t.platform == "any" for t in tags):
         return set(PLATFORMS)
     return {name for name, p in PLATFORMS.items() if any(p["wheel"].match(t.platform) for t in tags)}
@@ -183,19 +194,24 @@ def _python_tags(python_version: str, platform_tag: str) -> frozenset:
 
 def fits_python(filename: str, python_version: str) -> bool:
     """Whether a wheel installs into CPython PYTHON_VERSION (MAJOR.MINOR) on its platforms."""
-    _, _, _, tags = parse_wheel_filename(filename)
+    dummy, dummy, dummy, tags = parse_wheel_filename(filename)
     return any(t in _python_tags(python_version, t.platform) for t in tags)
 
 
+def open_http(url: str, headers: dict, timeout: float):
+    """A GET of URL (https://, http:// or file://) as plain urllib makes it: these headers only, the
+    environment's proxies, certificates checked, redirects followed; no ~/.netrc credentials, and
+    the bytes exactly as sent (no gzip decoding: the sha256 checked is of what the server gave)."""
+    return open_url(url, headers=headers, timeout=timeout, use_netrc=False, decompress=False)
+
+
 def _fetch_json(url: str, accept: str = "application/vnd.pypi.simple.v1+json") -> dict:
-    req = urllib.request.Request(url, headers={"Accept": accept, "User-Agent": "mlx-fleet-lock"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
+    with open_http(url, {"Accept": accept, "User-Agent": "mlx-fleet-lock"}, timeout=60) as resp:
         return json.load(resp)
 
 
 def _download(url: str) -> bytes:
-    req = urllib.request.Request(url, headers={"User-Agent": "mlx-fleet-lock"})
-    with urllib.request.urlopen(req, timeout=120) as resp:
+    with open_http(url, {"User-Agent": "mlx-fleet-lock"}, timeout=120) as resp:
         return resp.read()
 
 
@@ -221,7 +237,7 @@ def index_files(name: str, version: str, hashes: list[str] | None, platforms, py
         if not fname.endswith(".whl") or f.get("yanked"):
             continue
         try:
-            _, fversion, _, _ = parse_wheel_filename(fname)
+            dummy, fversion, dummy, dummy = parse_wheel_filename(fname)
         except ValueError:  # old, non-standard names: never a pinned wheel
             continue
         if (not _same_version(fversion, version) or not wheel_platforms(fname) & set(platforms)
@@ -307,7 +323,7 @@ def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=_fetch_json, 
         cmd = [uv, "pip", "compile", "--universal", "--generate-hashes", "--only-binary", ":all:",
                "--python-version", decl["python_version"], "--no-header", "--no-annotate", "--quiet",
                "--index-url", index, str(src)]
-        result = subprocess.run(cmd, capture_output=True, text=True)
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise LockError(f"uv pip compile failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}")
     platforms = decl["platforms"]
@@ -328,7 +344,7 @@ def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=_fetch_json, 
     uv_files = index_files("uv", decl["uv_version"], None, platforms, decl["python_version"], index, fetch)
     _require_wheels(f"uv=={decl['uv_version']}", uv_files, platforms, index)
     builds = python_builds(decl, index, fetch, download)
-    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.split()[1]
+    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True, check=False).stdout.split()[1]
     return {
         "format": LOCK_FORMAT,
         "generated_by": f"mlx-fleet lock: uv {uv_version} pip compile --universal --generate-hashes --only-binary :all:",

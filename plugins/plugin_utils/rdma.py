@@ -273,7 +273,7 @@ def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict
     hosts = list(thunderbolt)
     models = dict(models or {})
     locations = locations or {}
-    links, _ = discover(hosts, thunderbolt)
+    links, dummy = discover(hosts, thunderbolt)
     cabled = cables_by_host(links)
 
     def classify(peer_status=None):

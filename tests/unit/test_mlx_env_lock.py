@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -68,6 +70,23 @@ def test_declaration_mismatch_says_run_mlx_fleet_lock(change, shown):
 def test_unreadable_lock():
     with pytest.raises(LockError, match="run mlx-fleet lock"):
         lock.load_lock("/nonexistent/mlx-env.lock.json")
+
+
+def test_without_packaging_the_plugins_import_and_a_plan_stops_with_one_line():
+    """packaging comes with ansible-core; were it missing, the action plugins still load and
+    the first use of the environment says what is wrong (not an import traceback)."""
+    script = (
+        "import sys; sys.modules['packaging'] = None\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.action import audit, mlx_env_plan, node_state\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, lock\n"
+        "try:\n"
+        "    envplan.check_declaration({'declaration': {}}, {})\n"
+        "except lock.LockError as exc:\n"
+        "    print(exc)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout.startswith("the Python package packaging cannot be imported (")
+    assert run.stdout.endswith("it comes with ansible-core: reinstall it\n")
 
 
 # ---------------------------------------------------------------- the committed locks
@@ -239,3 +258,52 @@ def test_python_builds_refuse_a_tampered_uv_release_or_a_build_without_hash():
         lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
     with pytest.raises(LockError, match="knows no CPython 3.11 build for macos-arm64"):
         lock.python_builds(dict(DECL, python_version="3.11"), fetch=_sdist_index(body), download=lambda url: body)
+
+
+# ---------------------------------------------------------------- fetching (a server on this machine)
+
+def test_fetches_send_only_their_headers_and_keep_the_bytes_the_server_sent(tmp_path, monkeypatch):
+    """open_http is urllib's plain GET: redirects followed, no ~/.netrc credentials, and a
+    gzip Content-Encoding left as sent (the sha256 checked is of the server's bytes)."""
+    import gzip
+    import http.server
+    import threading
+
+    gzipped, seen = gzip.compress(b"x" * 1000), []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            seen.append({k: self.headers.get(k) for k in ("User-Agent", "Accept", "Authorization")})
+            if self.path == "/moved":
+                self.send_response(302)
+                self.send_header("Location", "/simple")
+                self.end_headers()
+                return
+            body = b'{"files": []}' if self.path == "/simple" else gzipped
+            self.send_response(200)
+            if self.path != "/simple":
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password secret\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        assert lock._fetch_json(base + "/moved") == {"files": []}
+        assert lock._download(base + "/uv.tar.gz") == gzipped
+    finally:
+        server.shutdown()
+        server.server_close()
+    json_headers = {"User-Agent": "mlx-fleet-lock", "Accept": "application/vnd.pypi.simple.v1+json",
+                    "Authorization": None}
+    assert seen == [json_headers, json_headers, {"User-Agent": "mlx-fleet-lock", "Accept": None, "Authorization": None}]
