@@ -13,7 +13,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, load_lock

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
@@ -29,6 +30,8 @@ ARGS = {
     "plan": {"type": "dict"},
     "network_var": {"type": "str"},
 }
+
+
 class ActionModule(ClusterAction):
     ARGS = ARGS
 
@@ -77,10 +80,10 @@ class ActionModule(ClusterAction):
             addresses=built.addresses,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,
-            hostfile=str(output_dir / hostfile.HOSTFILE),
+            hostfile=str(output_dir / HOSTFILE),
             # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
-            hostfiles={hostfile.HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
-                       hostfile.RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
+            hostfiles={HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
+                       RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
             changed=False,
         )
         # The Macs whose copies differ, by what each reported in its network step (every Mac without one).

@@ -19,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding, Link, discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE, RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 
 

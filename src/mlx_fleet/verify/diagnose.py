@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
 from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables

@@ -18,7 +18,8 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE, RING_HOSTFILE, check_hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import check_hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import ROLE_DEFAULTS
 

@@ -19,7 +19,7 @@ import jinja2
 
 from mlx_fleet import __version__
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from mlx_fleet.verify import compare
 from mlx_fleet.verify.diagnose import CAUSES, failure_lines
 from mlx_fleet.verify.jobs import Job
