@@ -12,7 +12,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
@@ -33,7 +33,7 @@ class ActionModule(ClusterAction):
         first = hostvars[names[0]] if names else {}
         twins = same_macs({n: hostvars[n]["mlx_fleet_macos"] for n in names})
         if twins:
-            raise AnsibleActionFail("\n".join(twins.values()))
+            raise refusal(list(twins.values()))
         backend = first.get("mlx_fleet_backend", "auto")
         assessment = rdma.assess(
             {n: hostvars[n]["mlx_fleet_macos"] for n in names},

@@ -6,6 +6,16 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+# The key of a failed result that lists its lines which are bad input: nothing was changed and the
+# inventory (or how it reaches a Mac) is what to fix. The CLI reads it to exit 2 rather than 1.
+INPUT_ERRORS = "input_errors"
+
+
+def refusal(lines: list[str], *, bad_input: list[str] | None = None, result: dict | None = None) -> AnsibleActionFail:
+    """A check's failure, one line per problem; `bad_input`: the lines that are bad input (all when None)."""
+    marked = lines if bad_input is None else [line for line in lines if line in bad_input]
+    return AnsibleActionFail("\n".join(lines), result={**(result or {}), INPUT_ERRORS: marked})
+
 
 class ClusterAction(ActionBase):
     """Base for action plugins that judge the whole cluster on the controller."""
