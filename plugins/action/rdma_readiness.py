@@ -29,7 +29,15 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
+        facts = ("mlx_fleet_macos", "mlx_fleet_thunderbolt")
+        dropped = self.dropped(task_vars, args["group"], facts)
+        if dropped:  # the others go on converging; this step needs every Mac
+            summary = (f"not judged: {', '.join(dropped)} failed or did not answer earlier in this run; the "
+                       "checklist and the ledger stay as they were")
+            result.update(changed=False, summary=summary, msg=f"RDMA readiness {summary}")
+            self._display.display(result["msg"])
+            return result
+        names, hostvars = self.cluster(task_vars, args["group"], facts)
         first = hostvars[names[0]] if names else {}
         twins = same_macs({n: hostvars[n]["mlx_fleet_macos"] for n in names})
         if twins:

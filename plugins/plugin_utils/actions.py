@@ -38,9 +38,20 @@ class ClusterAction(ActionBase):
         hostvars = task_vars["hostvars"]
         names = list(task_vars["groups"].get(group, []))
         missing = [n for n in names if not set(facts) <= set(hostvars[n])]
+        if missing and ClusterAction.dropped(task_vars, group, facts) == missing:
+            raise AnsibleActionFail(f"{', '.join(missing)} failed or did not answer earlier in this run, and this step "
+                                    "needs every Mac: it changed nothing; fix that and run again")
         if missing:
             raise AnsibleActionFail(
                 f"no {' or '.join(facts)} facts for {', '.join(missing)}: run "
                 f"{' and '.join('mlx_fleet.cluster.' + f.removeprefix('mlx_fleet_') + '_facts' for f in facts)} "
                 "on every Mac first (unreachable or failed hosts cannot be judged)")
         return names, hostvars
+
+    @staticmethod
+    def dropped(task_vars: dict, group: str, facts: tuple[str, ...]) -> list[str]:
+        """The cluster's hosts that lack the facts because they failed or did not answer earlier in this
+        run (Ansible has named them, and they are gone from the play)."""
+        hostvars, active = task_vars["hostvars"], task_vars.get("ansible_play_hosts")
+        return [n for n in task_vars["groups"].get(group, [])
+                if active is not None and n not in active and not set(facts) <= set(hostvars[n])]
