@@ -16,7 +16,7 @@ description:
     per problem, each naming the host, what is wrong and the fix; not Apple Silicon, macOS older than
     C(mlx_fleet_min_macos), a model other than C(mlx_fleet_model), no sudo, sudo that needs a password
     when none was given (C(--ask-become-pass)), a management address inside C(mlx_fleet_ip_pool), the
-    same Mac listed under two names (one serial number: both names are said).
+    same Mac listed under two names (one serial number; both names are said).
   - With I(bridge), also the fabric's lockout check, before any Mac changes - the network plan the
     fabric will make from every Mac's C(mlx_fleet_thunderbolt) facts must not turn off, re-address or
     bridge the interface this Mac's management connection arrives on (C(management_interface)).
