@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.errors import AnsibleError
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory
 
@@ -42,6 +42,6 @@ class ActionModule(ClusterAction):
         group_vars = _known(hostvars[names[0]], CLUSTER_VARS) if names else {}
         problems = check_inventory(hosts, group_vars, controller_networks())
         if problems:
-            raise AnsibleActionFail("inventory: " + "\ninventory: ".join(problems), result={"problems": problems})
+            raise refusal([f"inventory: {problem}" for problem in problems], result={"problems": problems})
         result.update(changed=False, hosts=len(hosts), msg=f"inventory of {len(hosts)} Macs in {group} is consistent")
         return result

@@ -5,18 +5,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, lockouts, same_macs
 
 HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "macos_node_wired_limit_mb")
 
 
 class ActionModule(ClusterAction):
+    ARGS = {
+        "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},
+        "output_dir": {"type": "path"},
+    }
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
+        args = self.arguments()
         facts = task_vars.get("mlx_fleet_macos")
         if facts is None:
             raise AnsibleActionFail("no mlx_fleet_macos facts: run mlx_fleet.cluster.macos_facts first")
@@ -29,9 +36,15 @@ class ActionModule(ClusterAction):
         hostvars = task_vars["hostvars"]
         read = {h: hostvars[h]["mlx_fleet_macos"] for h in task_vars["ansible_play_hosts_all"]
                 if "mlx_fleet_macos" in hostvars[h]}
-        problems += [line for hosts, line in same_macs(read).items() if host in hosts]
+        bad_input = [line for hosts, line in same_macs(read).items() if host in hosts]
+        if args["bridge"] is not None:
+            thunderbolt = {h: hostvars[h]["mlx_fleet_thunderbolt"] for h in read if "mlx_fleet_thunderbolt" in hostvars[h]}
+            if host in thunderbolt:
+                bad_input += lockouts(host, facts, thunderbolt, args["bridge"], host_vars,
+                                      args["output_dir"] and Path(args["output_dir"]))
+        problems += bad_input
         if problems:
-            raise AnsibleActionFail("\n".join(problems), result={"problems": problems})
+            raise refusal(problems, bad_input=bad_input, result={"problems": problems})
         result.update(changed=False, msg=f"{host}: {facts['model_name']} ({facts['chip']}), macOS "
                                          f"{facts['product_version']} ({facts['build_version']}), sudo {facts['sudo']}")
         return result

@@ -12,7 +12,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
@@ -29,11 +29,19 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
+        facts = ("mlx_fleet_macos", "mlx_fleet_thunderbolt")
+        dropped = self.dropped(task_vars, args["group"], facts)
+        if dropped:  # the others go on converging; this step needs every Mac
+            summary = (f"not judged: {', '.join(dropped)} failed or did not answer earlier in this run; the "
+                       "checklist and the ledger stay as they were")
+            result.update(changed=False, summary=summary, msg=f"RDMA readiness {summary}")
+            self._display.display(result["msg"])
+            return result
+        names, hostvars = self.cluster(task_vars, args["group"], facts)
         first = hostvars[names[0]] if names else {}
         twins = same_macs({n: hostvars[n]["mlx_fleet_macos"] for n in names})
         if twins:
-            raise AnsibleActionFail("\n".join(twins.values()))
+            raise refusal(list(twins.values()))
         backend = first.get("mlx_fleet_backend", "auto")
         assessment = rdma.assess(
             {n: hostvars[n]["mlx_fleet_macos"] for n in names},

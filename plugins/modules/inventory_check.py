@@ -47,4 +47,9 @@ problems:
   returned: failure
   type: list
   elements: str
+input_errors:
+  description: The lines of the failure (C(inventory:) and the problem), all bad input; C(mlx-fleet) exits 2 for them.
+  returned: failure
+  type: list
+  elements: str
 """

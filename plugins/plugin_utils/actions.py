@@ -6,6 +6,16 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+# The key of a failed result that lists its lines which are bad input: nothing was changed and the
+# inventory (or how it reaches a Mac) is what to fix. The CLI reads it to exit 2 rather than 1.
+INPUT_ERRORS = "input_errors"
+
+
+def refusal(lines: list[str], *, bad_input: list[str] | None = None, result: dict | None = None) -> AnsibleActionFail:
+    """A check's failure, one line per problem; `bad_input`: the lines that are bad input (all when None)."""
+    marked = lines if bad_input is None else [line for line in lines if line in bad_input]
+    return AnsibleActionFail("\n".join(lines), result={**(result or {}), INPUT_ERRORS: marked})
+
 
 class ClusterAction(ActionBase):
     """Base for action plugins that judge the whole cluster on the controller."""
@@ -28,9 +38,20 @@ class ClusterAction(ActionBase):
         hostvars = task_vars["hostvars"]
         names = list(task_vars["groups"].get(group, []))
         missing = [n for n in names if not set(facts) <= set(hostvars[n])]
+        if missing and ClusterAction.dropped(task_vars, group, facts) == missing:
+            raise AnsibleActionFail(f"{', '.join(missing)} failed or did not answer earlier in this run, and this step "
+                                    "needs every Mac: it changed nothing; fix that and run again")
         if missing:
             raise AnsibleActionFail(
                 f"no {' or '.join(facts)} facts for {', '.join(missing)}: run "
                 f"{' and '.join('mlx_fleet.cluster.' + f.removeprefix('mlx_fleet_') + '_facts' for f in facts)} "
                 "on every Mac first (unreachable or failed hosts cannot be judged)")
         return names, hostvars
+
+    @staticmethod
+    def dropped(task_vars: dict, group: str, facts: tuple[str, ...]) -> list[str]:
+        """The cluster's hosts that lack the facts because they failed or did not answer earlier in this
+        run (Ansible has named them, and they are gone from the play)."""
+        hostvars, active = task_vars["hostvars"], task_vars.get("ansible_play_hosts")
+        return [n for n in task_vars["groups"].get(group, [])
+                if active is not None and n not in active and not set(facts) <= set(hostvars[n])]

@@ -76,8 +76,7 @@ def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None
 
     address_errors: list[Finding] = []
     try:
-        addresses = fabric_addresses.assign_addresses([str(link) for link in links], pool, previous)
-        network = fabric_addresses.port_configs(hosts, links, addresses)
+        addresses, network = _addressed(hosts, links, pool, previous)
     except ValueError as exc:
         address_errors.append(Finding("addresses", "", str(exc), True))
         addresses, network = {}, {}
@@ -93,6 +92,23 @@ def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None
     return Fabric(hosts, links, findings, choice.backend, choice.reason, errors,
                   [f.message for f in seen + cautions], pool, addresses, network, hostfile_data, ring_hostfile,
                   fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything))
+
+
+def _addressed(hosts: list[str], links: list[Link], pool: str,
+               previous: dict[str, str] | None) -> tuple[dict[str, str], dict[str, list[PortConfig]]]:
+    """Each cable's /30 (kept from `previous` where it can be) and each host's port configs."""
+    addresses = fabric_addresses.assign_addresses([str(link) for link in links], pool, previous)
+    return addresses, fabric_addresses.port_configs(hosts, links, addresses)
+
+
+def planned_network(facts: dict, *, ip_pool: str = DEFAULT_IP_POOL,
+                    previous: dict[str, str] | None = None) -> dict[str, list[PortConfig]]:
+    """Per host, the ports the network step will address, as build_fabric plans them from the same
+    facts (``{host: mlx_fleet_thunderbolt}``), without judging the rest: what the preflight needs to
+    refuse a plan that would cut a Mac off before anything changes. ValueError when the pool runs out."""
+    hosts = list(facts)
+    links, _ = discover(hosts, facts)
+    return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), previous)[1]
 
 
 @dataclass

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections import defaultdict
+from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_MIN_MACOS = "26.2"
@@ -57,3 +62,21 @@ def same_macs(read: dict[str, dict]) -> dict[tuple[str, ...], str]:
     return {tuple(hosts): f"{' and '.join(hosts)}: the same Mac (serial number {serial}) is listed "
                           f"{'twice' if len(hosts) == 2 else f'{len(hosts)} times'}; keep one of them in mlx_cluster"
             for serial, hosts in by_serial.items() if len(hosts) > 1}
+
+
+def lockouts(host: str, facts: dict, thunderbolt: dict[str, dict], bridge: str, host_vars: dict,
+             output_dir: Path | None) -> list[str]:
+    """The fabric's lockout check (plugin_utils.management) for this Mac, made before any Mac changes.
+
+    thunderbolt: every Mac's mlx_fleet_thunderbolt, read in the same call as facts (this Mac's
+    mlx_fleet_macos); bridge: what the fabric will do to the Thunderbolt Bridge; output_dir: where the
+    address ledger keeps each cable's /30, so the line names the address the fabric will give.
+    """
+    try:
+        previous = read_addresses(output_dir / ADDRESSES_FILE) if output_dir else {}
+        network = planned_network(thunderbolt, ip_pool=str(host_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)),
+                                  previous=previous)
+    except ValueError:  # a pool too small or a damaged ledger: the fabric names it; the bridge is still judged
+        network = {}
+    return lockout_problems({host: facts}, thunderbolt,
+                            {h: [dataclasses.asdict(port) for port in ports] for h, ports in network.items()}, bridge)

@@ -24,8 +24,6 @@ from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREA
 COLLECTION = "ansible_collections.mlx_fleet.cluster"
 PACKAGED_CONFIG = Path(__file__).parent / "ansible.cfg"
 KEPT_RUNS = 10
-# Controller-side tasks whose failure means the inventory is wrong, not a Mac.
-INPUT_CHECKS = ("mlx_fleet.cluster.inventory_check",)
 
 
 def collections_path() -> str:
@@ -173,10 +171,15 @@ class _Events:
             report.results.setdefault(action, []).append(res)
         report.warnings.extend(_first_line(w) for w in res.get("warnings", []) or [])
         if failed:
-            if action in INPUT_CHECKS:
-                report.input_errors.extend(line for line in _message(res).splitlines() if line.strip())
-            else:
-                report.failed.setdefault(host, []).append(f"{task}: {_message(res)}")
+            from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import INPUT_ERRORS
+
+            # The checks mark the lines that are bad input (plugin_utils.actions.refusal); a line two
+            # Macs share (the same Mac listed twice) is said once.
+            bad = res.get(INPUT_ERRORS) or []
+            report.input_errors.extend(line for line in bad if line not in report.input_errors)
+            message = "\n".join(line for line in _message(res).splitlines() if line not in bad).strip()
+            if message or not bad:
+                report.failed.setdefault(host, []).append(f"{task}: {message}")
 
 
 @dataclass

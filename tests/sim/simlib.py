@@ -51,10 +51,13 @@ class Sim:
             raise AssertionError(f"ssh {node} {command!r} exited {result.returncode}: {result.stderr}")
         return result
 
+    def profile(self, node: str) -> dict:
+        """The node's simulated hardware (node.json)."""
+        return json.loads((self.dir / "nodes" / node / "fs/usr/local/libexec/macsim/node.json").read_text())
+
     def device(self, node: str, receptacle: int) -> str:
         """The enX a node's Thunderbolt port N is, from the simulated hardware."""
-        profile = json.loads((self.dir / "nodes" / node / "fs/usr/local/libexec/macsim/node.json").read_text())
-        return next(p["device"] for p in profile["thunderbolt"] if p["receptacle"] == receptacle)
+        return next(p["device"] for p in self.profile(node)["thunderbolt"] if p["receptacle"] == receptacle)
 
     def state(self) -> dict:
         return json.loads((self.dir / "state.json").read_text())

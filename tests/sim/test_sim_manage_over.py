@@ -45,6 +45,21 @@ def test_each_mac_sees_the_controller_arrive_on_its_management_interface(sim):
     assert services.startswith("Manual Configuration\nIP address: 10.214.")
 
 
+def test_a_mac_managed_over_thunderbolt_still_answers_on_ethernet(sim):
+    # Its inventory can point ansible_host there instead: the way out the fabric's lockout check names.
+    for node in ("mini-1", "mini-2"):
+        ethernet = sim.profile(node)["management"]
+        session = subprocess.run(
+            ["ssh", "-F", str(sim.dir / "ssh_config"), "-o", "BatchMode=yes", ethernet["ip"],
+             "echo $SSH_CONNECTION; route -n get $(echo $SSH_CONNECTION | cut -d' ' -f1)"],
+            capture_output=True, text=True, timeout=30)
+        assert session.returncode == 0, session.stderr
+        client, _, server, _ = session.stdout.split("\n")[0].split()
+        assert server == ethernet["ip"]
+        assert re.search(rf"^destination: {re.escape(client)}\n  interface: {ethernet['device']}\n", session.stdout,
+                         re.M), session.stdout
+
+
 def test_the_controllers_port_takes_no_other_cable(sim):
     refused = sim.cli("plug", "mini-1:3", "mini-3:2", check=False)
     assert refused.returncode == 2 and "mini-1:3 holds the controller's cable" in refused.stderr

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import lockouts
 from test_fabric import Cluster
 
 FIX = "manage the Mac over Ethernet or Wi-Fi (its ansible_host)"
@@ -71,3 +74,32 @@ def test_the_hardware_port_name_macos_facts_gives_is_used(line):
 
 def test_facts_without_the_management_interface_are_not_judged(line):
     assert lockout_problems({h: {} for h in line.facts}, line.facts, planned(line), "disabled") == []
+
+
+@pytest.mark.parametrize(
+    ("managed_over", "bridge", "refused"),
+    [({"mini_1": "bridge0"}, "disabled", 1), ({"mini_2": "en2"}, "unchanged", 1),
+     ({"mini_2": "en2", "mini_1": "bridge0"}, "disabled", 2), ({"mini_1": "en3"}, "enabled", 0), ({}, "disabled", 0)],
+    ids=["bridge-turned-off", "cabled-port", "two-macs", "bridge-already-on", "ethernet"],
+)
+def test_the_preflight_judges_the_plan_the_fabric_will_make(line, tmp_path, managed_over, bridge, refused):
+    # A ledger from an earlier run keeps the cable on another /30 than a fresh plan would pick.
+    previous = {"mini-1:1 -- mini-2:1": "192.168.7.0/30"}
+    atomic_write_json(tmp_path / ADDRESSES_FILE, {"pool": "192.168.0.0/16", "cables": previous})
+    facts = macos(line, **managed_over)
+    fabric = {host: [{"device": p.device, "address": p.address} for p in ports]
+              for host, ports in line.fabric(previous=previous).network.items()}
+    expected = lockout_problems(facts, line.facts, fabric, bridge)
+    assert [problem for host in line.facts
+            for problem in lockouts(host, facts[host], line.facts, bridge, {}, tmp_path)] == expected
+    assert len(expected) == refused
+    assert all("192.168.7.2 for its Thunderbolt cable" in p for p in expected if "re-address" in p)
+
+
+def test_a_plan_that_cannot_be_addressed_still_judges_the_bridge(line):
+    facts = macos(line, mini_1="bridge0", mini_2="en2")
+    # A /31 pool holds no /30: the fabric names that itself; a bridge turned off is still refused here.
+    assert lockouts("mini-2", facts["mini-2"], line.facts, "disabled", {"mlx_fleet_ip_pool": "10.9.9.0/31"}, None) == []
+    assert lockouts("mini-1", facts["mini-1"], line.facts, "disabled", {"mlx_fleet_ip_pool": "10.9.9.0/31"}, None) == [
+        f"mini-1: managed over Thunderbolt Bridge (bridge0), which the fabric would turn off (mlx_fabric_bridge: "
+        f"disabled); {FIX}, or keep the bridge with mlx_fabric_bridge: unchanged"]

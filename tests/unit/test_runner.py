@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import refusal
 from mlx_fleet import cli, runner
 from mlx_fleet.errors import UserError
 
@@ -38,10 +39,26 @@ def test_failures_unreachable_and_bad_input_map_to_their_exit_status():
     gone = _report(_event("runner_on_failed", host="mini-2", res={"msg": "boom"}),
                    _event("runner_on_unreachable", host="mini-3", res={"msg": "ssh: connect timed out\nmore"}))
     assert gone.exit_status == 4 and gone.unreachable == {"mini-3": "ssh: connect timed out"}
+    lines = ["inventory: mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set", "inventory: second problem"]
     bad = _report(_event("runner_on_failed", host="localhost", action="mlx_fleet.cluster.inventory_check",
-                         res={"msg": "mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set\nsecond problem"}))
-    assert bad.exit_status == 2 and bad.input_errors == ["mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set",
-                                                         "second problem"]
+                         res=refusal(lines).result_contribution))
+    assert bad.exit_status == 2 and bad.input_errors == lines and bad.failed == {}
+
+
+def test_bad_input_is_what_a_check_marks_and_a_line_two_macs_share_is_said_once():
+    twins = "mini-1 and mini-3: the same Mac (serial number C02X) is listed twice; keep one of them in mlx_cluster"
+    old = "mini-1: macOS 26.1 (25B78) is older than mlx_fleet_min_macos 26.2; update it in System Settings"
+    task = "Check it can join the cluster"
+    report = _report(
+        _event("runner_on_failed", host="mini-1", action="mlx_fleet.cluster.preflight_check", task=task,
+               res=refusal([old, twins], bad_input=[twins]).result_contribution),
+        _event("runner_on_failed", host="mini-3", action="mlx_fleet.cluster.preflight_check", task=task,
+               res=refusal([twins], bad_input=[twins]).result_contribution))
+    assert report.input_errors == [twins]
+    assert report.failed == {"mini-1": [f"{task}: {old}"]}  # not bad input: the Mac must be updated
+    assert report.exit_status == 2  # nothing changed: the inventory is the first thing to fix
+    unmarked = _report(_event("runner_on_failed", host="mini-1", task=task, res={"msg": twins}))
+    assert unmarked.exit_status == 1 and unmarked.input_errors == []
 
 
 def test_summary_names_what_to_act_on():

@@ -734,10 +734,9 @@ class Cluster:
     def _write_access_files(self) -> None:
         lines, known = [], []
         for name in self.node_names():
-            ip = self.state["nodes"][name]["management_ip"]
             lines += self._ssh_host_block(name)
             pub = (self.fs(name) / LIBEXEC / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
-            known.append(f"{name},{ip} {pub[0]} {pub[1]}")
+            known.append(f"{','.join([name, *self._addresses(name)])} {pub[0]} {pub[1]}")
         (self.dir / "ssh_config").write_text("# Written by mlx-fleet sim up\n" + "\n".join(lines))
         (self.dir / "known_hosts").write_text("\n".join(known) + "\n")
         inventory = {"all": {"children": {"mlx_cluster": {
@@ -763,10 +762,19 @@ class Cluster:
         Path(self.state["ssh_drop_in"]).write_text(
             f"# mlx-fleet sim cluster in {self.dir}\nInclude {self.dir / 'ssh_config'}\n")
 
+    def _addresses(self, name: str) -> list[str]:
+        """The addresses the controller reaches NAME at: its management address, then, for a node
+        managed over Thunderbolt, its Ethernet (or Wi-Fi) address, where it still answers."""
+        return list(dict.fromkeys([self.state["nodes"][name]["management_ip"], self.profile(name)["management"]["ip"]]))
+
     def _ssh_host_block(self, name: str) -> list[str]:
-        return [f"Host {name}", f"  HostName {self.state['nodes'][name]['management_ip']}", f"  User {host.ADMIN_USER}",
-                f"  IdentityFile {self.dir / 'id_ed25519'}", "  IdentitiesOnly yes",
-                f"  UserKnownHostsFile {self.dir / 'known_hosts'}", "  StrictHostKeyChecking yes", ""]
+        """NAME by its management address; its other addresses too, so an inventory can point its
+        ansible_host there (as a user re-points a Mac from Thunderbolt to Ethernet)."""
+        login = [f"  User {host.ADMIN_USER}", f"  IdentityFile {self.dir / 'id_ed25519'}", "  IdentitiesOnly yes",
+                 f"  UserKnownHostsFile {self.dir / 'known_hosts'}", "  StrictHostKeyChecking yes", ""]
+        management, *others = self._addresses(name)
+        return [f"Host {name}", f"  HostName {management}", *login] + [line for address in others
+                                                                      for line in (f"Host {address}", *login)]
 
     # ---- down ---------------------------------------------------------------------------
     def down(self) -> None:

@@ -1,0 +1,41 @@
+"""plugin_utils.actions: what the cluster-wide action plugins share."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import INPUT_ERRORS, ClusterAction, refusal
+
+FACT = "mlx_fleet_thunderbolt"
+
+
+def task_vars(active: list[str]) -> dict:
+    """mini-3 was never read: with `active` without it, it failed or did not answer earlier in the run."""
+    return {"groups": {"mlx_cluster": ["mini-1", "mini-2", "mini-3"]}, "ansible_play_hosts": active,
+            "hostvars": {"mini-1": {FACT: {}}, "mini-2": {FACT: {}}, "mini-3": {}}}
+
+
+def test_a_mac_that_dropped_out_of_the_run_is_named_as_such():
+    gone = task_vars(["mini-1", "mini-2"])
+    assert ClusterAction.dropped(gone, "mlx_cluster", (FACT,)) == ["mini-3"]
+    with pytest.raises(AnsibleActionFail) as failed:
+        ClusterAction.cluster(gone, "mlx_cluster", (FACT,))
+    assert failed.value.message == ("mini-3 failed or did not answer earlier in this run, and this step needs every "
+                                    "Mac: it changed nothing; fix that and run again")
+
+
+def test_a_mac_in_the_play_but_never_read_needs_its_facts_read_first():
+    unread = task_vars(["mini-1", "mini-2", "mini-3"])
+    assert ClusterAction.dropped(unread, "mlx_cluster", (FACT,)) == []
+    with pytest.raises(AnsibleActionFail, match="^no mlx_fleet_thunderbolt facts for mini-3: run "
+                                                "mlx_fleet.cluster.thunderbolt_facts on every Mac first"):
+        ClusterAction.cluster(unread, "mlx_cluster", (FACT,))
+    assert ClusterAction.cluster(task_vars(["mini-1"]), "mlx_cluster")[0] == ["mini-1", "mini-2", "mini-3"]
+
+
+def test_a_refusal_marks_its_bad_input_lines():
+    lines = ["mini-1: macOS 26.1 is too old", "mini-1 and mini-2: the same Mac"]
+    assert refusal(lines, bad_input=lines[1:], result={"problems": lines}).result_contribution == {
+        "problems": lines, INPUT_ERRORS: lines[1:], "failed": True, "msg": "\n".join(lines)}
+    assert refusal(lines).result_contribution[INPUT_ERRORS] == lines
