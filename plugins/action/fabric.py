@@ -38,6 +38,13 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
+        dropped = self.dropped(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
+        if dropped:  # the others go on with their own steps; the fabric needs every Mac
+            result.update(changed=False, skipped=True, msg=(
+                f"the fabric changed nothing and the hostfiles stay as they were: {', '.join(dropped)} failed or "
+                "did not answer earlier in this run; fix that and run again"))
+            self._display.warning(result["msg"])
+            return result
         names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
         if len(names) < 2:
             result.update(changed=False, skipped=True, msg="one Mac: there is no Thunderbolt fabric to build")
@@ -81,6 +88,8 @@ class ActionModule(ClusterAction):
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,
             hostfile=str(output_dir / HOSTFILE),
+            # Where the mlx_fabric role puts them on every Mac (its variable, when run from the role).
+            hostfile_dir=self._templar.template(task_vars.get("mlx_fabric_hostfile_dir")),
             # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
             hostfiles={HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
                        RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},

@@ -118,6 +118,12 @@ hostfiles:
     null when the fabric has errors), as M(mlx_fleet.cluster.hostfiles) takes them.
   returned: always
   type: dict
+hostfile_dir:
+  description: The folder the mlx_fabric role puts the hostfiles in on every Mac (C(mlx_fabric_hostfile_dir)); null
+    outside the role.
+  returned: always
+  type: str
+  sample: /opt/mlx-fleet
 write_on:
   description: The Macs whose hostfiles differ from RV(hostfiles) (see O(network_var)).
   returned: always

@@ -60,7 +60,9 @@ PLAYBOOK_COMMANDS = {
 
 def _fabric_lines(report) -> list[str]:
     fabric = report.result("mlx_fleet.cluster.fabric")
-    if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
+    if fabric and fabric.get("skipped") and fabric.get("msg"):  # one Mac, or a Mac dropped out of the run
+        return [f"fabric: {fabric['msg']}"]
+    if not fabric or "reason" not in fabric:  # skipped, or failed before judging
         return []
     lines = []
     if fabric.get("backend"):
@@ -74,7 +76,9 @@ def _fabric_lines(report) -> list[str]:
 
         folder = Path(hostfile).parent
         written = [str(folder / n) for n in ("hostfile.json", "hostfile-ring.json") if (folder / n).exists()]
-        lines.append(f"hostfiles: {', '.join(written)} (on every Mac in /opt/mlx-fleet/)")
+        if written:
+            on_macs = f" (on every Mac in {fabric['hostfile_dir']})" if fabric.get("hostfile_dir") else ""
+            lines.append(f"hostfiles: {', '.join(written)}{on_macs}")
         if (folder / "fabric.svg").exists():
             lines.append(f"picture: {folder / 'fabric.svg'}")
     return lines
