@@ -11,6 +11,7 @@ reverted; one Mac unreachable gives exit 4 naming it; then every drift at once.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import ipaddress
 import json
@@ -137,14 +138,27 @@ def test_converged_three_macs_no_drift(cluster):
 
 
 def listing(cluster) -> dict[str, str]:
+    """Every Mac's state (STATE) and every path under /opt with its size and modification time."""
     return {n: cluster.ssh(n, STATE) + cluster.ssh(n, "find /opt -printf '%p %s %T@\\n' | sort")
             for n in cluster.sim.nodes}
+
+
+def changes(before: dict[str, str], after: dict[str, str]) -> str:
+    """What differs between two listings, per Mac, as a unified diff."""
+    text = ""
+    for node in before:
+        if before[node] != after.get(node):
+            diff = difflib.unified_diff(before[node].splitlines(), after.get(node, "").splitlines(), "before", "after",
+                                        lineterm="", n=0)
+            text += f"\n{node}:\n" + "\n".join(diff)
+    return text
 
 
 def test_converged_four_macs_no_drift_and_nothing_changes(cluster):
     before = listing(cluster)
     rc, lines = audit(cluster.inventory)
-    assert listing(cluster) == before, "the audit changed a Mac"
+    after = listing(cluster)
+    assert after == before, "the audit changed a Mac:" + changes(before, after)
     assert rc == 0 and len(lines) == 1, lines
     assert lines[0].startswith("no drift: ") and " facts compared on 4 Macs (report: " in lines[0]
     report = json.loads((cluster.out / "audit.json").read_text())

@@ -14,9 +14,12 @@ from simlib import BIN
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
-# What a run could change on a Mac, read through the Mac's own tools.
-STATE = ("ls -laR /opt /Library/LaunchDaemons /Library/Preferences/SystemConfiguration; pmset -g custom; "
-         "scutil --get ComputerName; networksetup -listnetworkserviceorder; ifconfig; sysctl iogpu.wired_limit_mb")
+# What a run could change on a Mac, read through the Mac's own tools. Not ls's "total" lines: they count the
+# blocks the files occupy, which the file system changes by itself after a write (a large file written by
+# the last run, e.g. the store's uv, may get an extent block when its data is written back, ~30 s later).
+STATE = ("ls -laR /opt /Library/LaunchDaemons /Library/Preferences/SystemConfiguration | grep -v '^total '; "
+         "pmset -g custom; scutil --get ComputerName; networksetup -listnetworkserviceorder; ifconfig; "
+         "sysctl iogpu.wired_limit_mb")
 
 
 def site(sim, out: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:

@@ -7,7 +7,11 @@ mlx.launch with the cluster's interpreter, one process per rank:
         runs SCRIPT with this same interpreter as a child process. Every line the child prints
         (stdout or stderr) comes out on stdout tagged with the rank, a sequence number and the
         stream, because mlx.launch merges all ranks' output into one stream; the controller
-        sorts it back into one log per rank (``read_tagged``). The child is stopped at the
+        sorts it back into one log per rank (``read_tagged``). mlx.launch merges the ranks'
+        streams by whatever each read of a rank's ssh returned, not by lines, so a line can
+        arrive cut in two with another rank's output in between: every tagged line is also
+        appended to output/NAME.RANK beside this file, the rank's own record, which the
+        controller reads back when the merged stream came with a piece missing. The child is stopped at the
         deadline, or when this process is told to stop (mlx.launch, or the ssh connection
         going away), so one bad rank never leaves processes behind; while it runs, its
         process ids are in running/NAME.RANK beside this file, for the controller to stop it.
@@ -37,11 +41,12 @@ import time
 import traceback
 
 TAG = "@mlx-fleet-verify"
-# Payload characters per tagged line: short lines reach the controller whole (one write each).
+# Payload characters per tagged line: a long line goes out in pieces of this size.
 PIECE = 300
 OUT, ERR, EVENT = "out", "err", "event"
 MORE = "+"  # kind suffix: the line goes on in the next piece of the same rank and stream
 RUNNING_DIR = "running"
+OUTPUT_DIR = "output"  # each rank's tagged lines, in order: output/JOB.RANK
 
 
 BUDGET_SECONDS = 0.5  # timed repetitions per size take about this long: 3 to 50 of them
@@ -50,22 +55,39 @@ BUDGET_SECONDS = 0.5  # timed repetitions per size take about this long: 3 to 50
 # --- supervise ------------------------------------------------------------------------------------
 
 
-class _Tagged:
-    """Writes tagged lines to stdout, one write() each, numbered per rank."""
+def _write_all(fd: int, data: bytes) -> None:
+    """All of data to fd: a write() may take only part of it."""
+    while data:
+        data = data[os.write(fd, data):]
 
-    def __init__(self, rank: str):
+
+class _Tagged:
+    """Writes tagged lines, numbered per rank, to the rank's record (the file RECORD, when given) and
+    then to stdout: whatever the controller sees on the stream is in the record already."""
+
+    def __init__(self, rank: str, record: str | None = None):
         self.rank = rank
         self.seq = 0
         self.lock = threading.Lock()
+        self.record = None
+        if record:
+            try:
+                os.makedirs(os.path.dirname(record), exist_ok=True)
+                self.record = os.open(record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+            except OSError:
+                pass  # no record: the stream alone
 
     def _write(self, kind: str, payload: str) -> None:
         with self.lock:
-            line = "{0} {1} {2} {3} {4}\n".format(TAG, self.rank, self.seq, kind, payload)
+            line = "{0} {1} {2} {3} {4}\n".format(TAG, self.rank, self.seq, kind, payload).encode("utf-8", "replace")
             self.seq += 1
-            try:
-                os.write(1, line.encode("utf-8", "replace"))
-            except OSError:
-                pass  # the controller has gone (ssh closed): nothing left to tell
+            for fd in (self.record, 1):
+                if fd is None:
+                    continue
+                try:
+                    _write_all(fd, line)
+                except OSError:
+                    pass  # a full disk, or the controller has gone (ssh closed): nothing left to tell there
 
     def line(self, stream: str, text: str) -> None:
         pieces = [text[i:i + PIECE] for i in range(0, len(text), PIECE)] or [""]
@@ -77,7 +99,7 @@ class _Tagged:
 
 
 def read_tagged(lines) -> dict:
-    """The controller's side of the format: mlx.launch's merged output -> per rank
+    """The controller's side of the format: mlx.launch's merged output (or a rank's record) -> per rank
     {"lines": [(stream, text)] in order (stream out, err or event), "events": [dict], "garbled": count}. Lines without a tag (mlx.launch's
     own, or a piece another rank's output cut into) are left out; a lost or mangled piece of a
     rank's output is counted in "garbled", never guessed."""
@@ -127,8 +149,8 @@ def _pump(pipe, stream: str, tagged: _Tagged) -> None:
 
 def supervise(job: str, deadline: float, command: list) -> int:
     rank = os.environ.get("MLX_RANK", "0")
-    tagged = _Tagged(rank)
     here = os.path.dirname(os.path.abspath(__file__))
+    tagged = _Tagged(rank, os.path.join(here, OUTPUT_DIR, "{0}.{1}".format(job, rank)))
     running = os.path.join(here, RUNNING_DIR, "{0}.{1}".format(job, rank))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     started = time.monotonic()

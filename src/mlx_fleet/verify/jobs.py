@@ -4,7 +4,8 @@ mlx.launch runs in its own process group; at the deadline (the ranks' own deadli
 for ssh and interpreter start-up) the whole group is stopped, which closes every rank's ssh
 session; the supervisor on each Mac stops its child when that happens, and the controller then
 kills whatever is still recorded as running (nodes.stop). Each rank's output is sorted out of
-mlx.launch's merged stream into its own log.
+mlx.launch's merged stream into its own log; when that stream came with a piece of a rank's line
+missing (mlx.launch merges by reads, not lines), every rank's own record is read back from its Mac.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class Job:
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)  # processes the controller had to kill
     cable: str | None = None  # for a link job
+    reread: list[int] = field(default_factory=list)  # ranks whose output came from their own record
 
     @property
     def hosts(self) -> list[str]:
@@ -200,13 +202,45 @@ def run(job: Job, *, launcher: list[str], python: str, rundir: str, command: lis
         for reader in readers:
             reader.join(timeout=10)
     job.seconds = round(time.monotonic() - started, 3)
-    _collect(job, out, err)
+    tagged = read_tagged(out + err)
+    if not whole(tagged, len(job.hosts)):
+        records = nodes.outputs(sorted(set(job.hosts)), rundir, job.name)
+        tagged, job.reread = from_records(tagged, records)
+        if job.reread:
+            with open(job.log_dir / "launch.log", "a") as log:
+                log.write(f"# pieces of the ranks' lines were missing above: ranks {job.reread} read back from "
+                          "their own records on the Macs\n")
+    _collect(job, tagged, err)
     _write_rank_logs(job)
     return job
 
 
-def _collect(job: Job, out: list[str], err: list[str]) -> None:
-    tagged = read_tagged(out + err)
+FINAL_EVENTS = ("exit", "timeout", "stopped")
+
+
+def whole(tagged: dict, ranks: int) -> bool:
+    """Whether the merged stream brought every rank's output complete: nothing garbled, and each rank's
+    last word is how it ended (exit, timeout or stopped)."""
+    for rank in range(ranks):
+        state = tagged.get(rank)
+        if not state or state["garbled"] or not state["events"] or state["events"][-1].get("event") not in FINAL_EVENTS:
+            return False
+    return True
+
+
+def from_records(tagged: dict, records: dict[int, str]) -> tuple[dict, list[int]]:
+    """The ranks' output with each rank that has a record (check_program's output/JOB.RANK, its every
+    tagged line in order) taken from it instead of the merged stream; (that, the ranks taken)."""
+    merged, taken = dict(tagged), []
+    for rank, text in sorted(records.items()):
+        own = read_tagged(text.splitlines()).get(rank)
+        if own is not None:
+            merged[rank] = own
+            taken.append(rank)
+    return merged, taken
+
+
+def _collect(job: Job, tagged: dict, err: list[str]) -> None:
     said: dict[int, str] = {}
     for line in err:
         plain = _ANSI.sub("", line).strip()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers
 from mlx_fleet.capture import remote_command
-from mlx_fleet.verify.check_program import RUNNING_DIR
+from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 
 CONNECT_TIMEOUT = 10
 SSH_TIMEOUT = 60
@@ -169,6 +169,23 @@ def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False) ->
     results = _each(hosts, lambda host: ssh(host, script))
     return {host: r.stdout.decode("utf-8", "replace").split("\n")[:-1] for host, r in results.items()
             if r.returncode == 0 and r.stdout.strip()}
+
+
+def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
+    """Each rank's own record of a job (check_program's output/JOB.RANK), from the Macs that ran it:
+    rank -> its tagged lines. A Mac that does not answer adds nothing."""
+    folder = shlex.quote(rundir)
+    script = (f"for f in {folder}/{OUTPUT_DIR}/{shlex.quote(job)}.*; do [ -f \"$f\" ] || continue; "
+              f"echo \"{_MARK} ${{f##*/}}\"; cat \"$f\"; echo; echo \"{_MARK} end 0\"; done; true")
+    records: dict[int, str] = {}
+    for result in _each(hosts, lambda host: ssh(host, script)).values():
+        if result.returncode != 0:
+            continue
+        for name, (_, text) in _sections(result.stdout.decode("utf-8", "replace")).items():
+            rank = name[len(job) + 1:] if name.startswith(job + ".") else ""
+            if rank.isdigit():
+                records[int(rank)] = text
+    return records
 
 
 def rundir_for(run_id: str) -> str:
