@@ -39,11 +39,10 @@ class ActionModule(ClusterAction):
         result = super().run(tmp, task_vars)
         args = self.arguments()
         dropped = self.dropped(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
-        if dropped:  # the others go on with their own steps; the fabric needs every Mac
-            result.update(changed=False, skipped=True, msg=(
-                f"the fabric changed nothing and the hostfiles stay as they were: {', '.join(dropped)} failed or "
-                "did not answer earlier in this run; fix that and run again"))
-            self._display.warning(result["msg"])
+        if dropped:  # the others go on with their own steps; the fabric needs every Mac, so it leaves all alone
+            msg = (f"the fabric changed nothing and the hostfiles stay as they were: {', '.join(dropped)} failed or "
+                   "did not answer earlier in this run; fix that and run again")
+            result.update(changed=False, dropped=dropped, msg=msg, warnings=[msg])
             return result
         names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
         if len(names) < 2:

@@ -118,6 +118,13 @@ hostfiles:
     null when the fabric has errors), as M(mlx_fleet.cluster.hostfiles) takes them.
   returned: always
   type: dict
+dropped:
+  description: The Macs that failed or did not answer earlier in the run; the fabric then builds nothing, writes
+    nothing, and returns only this and RV(msg).
+  returned: when a Mac dropped out of the run
+  type: list
+  elements: str
+  sample: [studio-3]
 hostfile_dir:
   description: The folder the mlx_fabric role puts the hostfiles in on every Mac (C(mlx_fabric_hostfile_dir)); null
     outside the role.

@@ -60,9 +60,7 @@ PLAYBOOK_COMMANDS = {
 
 def _fabric_lines(report) -> list[str]:
     fabric = report.result("mlx_fleet.cluster.fabric")
-    if fabric and fabric.get("skipped") and fabric.get("msg"):  # one Mac, or a Mac dropped out of the run
-        return [f"fabric: {fabric['msg']}"]
-    if not fabric or "reason" not in fabric:  # skipped, or failed before judging
+    if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
         return []
     lines = []
     if fabric.get("backend"):

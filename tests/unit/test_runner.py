@@ -31,6 +31,15 @@ def test_ok_run_is_exit_0_and_keeps_action_results():
     assert report.changed == {"mini-1"}
 
 
+def test_a_fabric_left_alone_for_a_mac_that_dropped_out_is_a_warning_in_the_summary():
+    why = ("the fabric changed nothing and the hostfiles stay as they were: mini-3 failed or did not answer earlier "
+           "in this run; fix that and run again")
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric",
+                            res={"changed": False, "dropped": ["mini-3"], "msg": why, "warnings": [why]}))
+    assert report.warnings == [why]  # the summary's warning line says it, once
+    assert cli._fabric_lines(report) == []
+
+
 def test_failures_unreachable_and_bad_input_map_to_their_exit_status():
     failed = _report(_event("runner_on_failed", host="mini-2", task="Give each port its network", res={"msg": "boom"}))
     assert failed.exit_status == 1 and failed.failed == {"mini-2": ["Give each port its network: boom"]}
