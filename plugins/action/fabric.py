@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
@@ -63,7 +64,7 @@ class ActionModule(ClusterAction):
         macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
         twins = same_macs(macos)
         if twins:
-            raise AnsibleActionFail("\n".join(twins.values()))
+            raise actions.refusal(list(twins.values()))  # bad input: the inventory names one Mac twice
         built = fab.build_fabric(
             {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
