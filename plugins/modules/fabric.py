@@ -120,7 +120,7 @@ hostfiles:
   type: dict
 dropped:
   description: The Macs that failed or did not answer earlier in the run; the fabric then builds nothing, writes
-    nothing, and returns only this and RV(msg).
+    nothing, and returns only this and a message.
   returned: when a Mac dropped out of the run
   type: list
   elements: str

@@ -107,7 +107,7 @@ def planned_network(facts: dict, *, ip_pool: str = DEFAULT_IP_POOL,
     facts (``{host: mlx_fleet_thunderbolt}``), without judging the rest: what the preflight needs to
     refuse a plan that would cut a Mac off before anything changes. ValueError when the pool runs out."""
     hosts = list(facts)
-    links, _ = discover(hosts, facts)
+    links, dummy = discover(hosts, facts)
     return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), previous)[1]
 
 
