@@ -12,6 +12,7 @@ from unittest import mock
 
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
 
 from conftest import FIXTURE_DIR, load
 
@@ -78,7 +79,9 @@ def run_module(main, args: dict, commands: Commands, check_mode=False, diff=Fals
     internal = {"_ansible_check_mode": check_mode, "_ansible_diff": diff}
     if tmpdir is not None:
         internal["_ansible_tmpdir"] = str(tmpdir)
-    with patch_module_args(dict(args, **internal)), mock.patch.multiple(
+    # The reads go through macos_commands.capture (Popen), the writes through run_command: both answer from the table.
+    with patch_module_args(dict(args, **internal)), mock.patch.object(
+            macos_commands, "capture", lambda module, argv: commands.run_command(list(argv))), mock.patch.multiple(
             basic.AnsibleModule, exit_json=exit_json, fail_json=fail_json,
             warn=lambda module, warning: warnings.append(warning),
             run_command=lambda module, args, **kwargs: commands.run_command(args, **kwargs),

@@ -9,7 +9,11 @@ Stdlib only, Python 3.9 compatible: it runs on the Mac's /usr/bin/python3.
 
 from __future__ import absolute_import, division, print_function
 
+import os
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.common.text.converters import to_native
 
 __metaclass__ = type
 
@@ -49,6 +53,26 @@ def capture_name(name):
     return name + ".txt"
 
 
+def capture(module, argv):
+    """(rc, stdout, stderr) of a read-only command, both read to the end, in the C locale.
+
+    Not module.run_command: its select loop can stop once the command has exited after a select
+    timeout with its last output still unread (ansible/ansible#51393); a command silent for over a
+    second (system_profiler, a hashing probe) that then prints everything loses it, and reads side
+    by side in threads make that likely. communicate() reads both pipes to their end.
+    """
+    env = dict(os.environ, LC_ALL="C")
+    env.pop("PYTHONPATH", None)  # Ansible's own module path, nothing the Mac's tools want
+    try:
+        process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=env)
+        out, err = process.communicate()
+    except OSError as exc:
+        module.fail_json(msg="{0}: cannot run it ({1})".format(argv[0], exc))
+    return (process.returncode, to_native(out, errors="surrogate_or_strict"),
+            to_native(err, errors="surrogate_or_strict"))
+
+
 def run_concurrently(module, argvs):
     """Run read-only commands all at once; [(rc, stdout, stderr)] in their order. A program not
     on PATH gives rc 127 rather than failing the module, so callers can name the missing tool.
@@ -59,7 +83,7 @@ def run_concurrently(module, argvs):
         path = module.get_bin_path(argv[0])
         if path is None:
             return 127, "", "{0}: command not found".format(argv[0])
-        return module.run_command([path] + list(argv[1:]), environ_update={"LC_ALL": "C"})
+        return capture(module, [path] + list(argv[1:]))
 
     with ThreadPoolExecutor(max_workers=max(len(argvs), 1)) as pool:
         return list(pool.map(run, argvs))

@@ -16,6 +16,8 @@ import json
 import os
 import pwd
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
+
 PROBE = r'''
 import json, os, platform, re, struct, sys, sysconfig
 out = {
@@ -127,7 +129,7 @@ print(json.dumps(out))
 
 def run_probe(module, python, *what):
     """Run PROBE with PYTHON; (info dict or None, error text)."""
-    rc, out, err = module.run_command([python, "-I", "-B", "-c", PROBE] + list(what))
+    rc, out, err = macos_commands.capture(module, [python, "-I", "-B", "-c", PROBE] + list(what))  # its JSON comes last
     if rc != 0:
         return None, (err or out).strip()
     try:

@@ -8,7 +8,7 @@ import os
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_settings
 from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_node
 
 NODE = {"sleep": 0, "disksleep": 0, "womp": 1, "autorestart": 1}
@@ -50,6 +50,7 @@ def mac(monkeypatch, tmp_path):
 
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False: "/usr/bin/" + name)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kw: found.run(argv))
+    monkeypatch.setattr(macos_commands, "capture", lambda module, argv: found.run(list(argv)))
     monkeypatch.setattr(basic.AnsibleModule, "set_owner_if_different", lambda self, path, owner, changed: changed)
     monkeypatch.setattr(basic.AnsibleModule, "set_group_if_different", lambda self, path, group, changed: changed)
     monkeypatch.setattr(macos_node, "LAUNCH_DAEMONS", str(tmp_path))

@@ -350,3 +350,12 @@ def test_sysctl_n_count_mismatch_raises():
 def test_scutil_multiline_raises():
     with pytest.raises(ValueError, match="scutil --get"):
         mp.parse_scutil_get("a\nb\n")
+
+
+def test_capture_reads_a_slow_commands_output_to_the_end_in_the_c_locale(monkeypatch):
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import capture
+    monkeypatch.setenv("PYTHONPATH", "/tmp/ansible_modlib.zip")
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    # Silent for over run_command's 1 s select timeout, then everything at once, as system_profiler does.
+    script = 'sleep 1.2; printf "%s %s\\n" "$LC_ALL" "${PYTHONPATH:-none}"; printf "é\\n" >&2; exit 3'
+    assert capture(None, ["sh", "-c", script]) == (3, "C none\n", "é\n")
