@@ -32,7 +32,7 @@ test: deps venv
 	$(VENV)/bin/pytest
 
 lint: venv
-	$(VENV)/bin/ansible-lint --offline --profile production
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ansible-lint --offline --profile production
 
 # Speed figures on simulated clusters (root): every script in benchmarks/ prints its own table
 # (BENCH_ARGS go to benchmarks/bench.py, e.g. --repeat 3 --only hostfile).

@@ -15,7 +15,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
+    ADDRESSES_FILE, port_arguments, read_addresses)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
@@ -77,9 +78,7 @@ class ActionModule(ClusterAction):
         )
         for warning in built.warnings:
             self._display.warning(warning)
-        network = {host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
-                           "prefix": p.prefix, "peer": p.peer_address} for p in ports]
-                   for host, ports in built.network.items()}
+        network = port_arguments(built.network)
         result.update(
             backend=built.backend, reason=built.reason, warnings=built.warnings, errors=built.errors,
             cables={str(link): link.speed_gbps for link in built.links},

@@ -28,6 +28,13 @@ class PortConfig:
     peer_address: str
 
 
+def port_arguments(network: dict[str, list[PortConfig]]) -> dict[str, list[dict]]:
+    """Per host, its ports exactly as mlx_fleet.cluster.thunderbolt_network takes them (its `ports`)."""
+    return {host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address, "prefix": p.prefix,
+                    "peer": p.peer_address} for p in ports]
+            for host, ports in network.items()}
+
+
 def preferred_slot(cable: str, slots: int) -> int:
     """A cable's own /30 slot in the pool: sha256 of its 'host:port -- host:port' text."""
     return int(hashlib.sha256(cable.encode()).hexdigest(), 16) % slots

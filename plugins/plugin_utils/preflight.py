@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 from collections import defaultdict
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, port_arguments, read_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
@@ -78,5 +77,4 @@ def lockouts(host: str, facts: dict, thunderbolt: dict[str, dict], bridge: str, 
                                   previous=previous)
     except ValueError:  # a pool too small or a damaged ledger: the fabric names it; the bridge is still judged
         network = {}
-    return lockout_problems({host: facts}, thunderbolt,
-                            {h: [dataclasses.asdict(port) for port in ports] for h, ports in network.items()}, bridge)
+    return lockout_problems({host: facts}, thunderbolt, port_arguments(network), bridge)
