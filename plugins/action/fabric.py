@@ -76,11 +76,14 @@ class ActionModule(ClusterAction):
             management_ips={n: macos[n].get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
         )
-        for warning in built.warnings:
+        # Before the network step, an active bridge it is about to turn off is no news: the build after the
+        # step reads the bridges again and says so if one stayed on.
+        warnings = [f.message for f in built.cautions if not (f.kind == "bridge" and args["bridge"] == "disabled")]
+        for warning in warnings:
             self._display.warning(warning)
         network = port_arguments(built.network)
         result.update(
-            backend=built.backend, reason=built.reason, warnings=built.warnings, errors=built.errors,
+            backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
             addresses=built.addresses,

@@ -31,7 +31,7 @@ class Fabric:
     backend: str | None  # None when no backend can run on these cables
     reason: str  # why this backend (or why none): always said, auto never silent
     errors: list[str]
-    warnings: list[str]
+    cautions: list[Finding]  # what is wrong yet leaves a hostfile possible
     ip_pool: str
     addresses: dict[str, str]  # cable "a:1 -- b:2" -> its /30, what fabric-addresses.json keeps
     network: dict[str, list[PortConfig]]  # per host, by port number
@@ -42,6 +42,10 @@ class Fabric:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f.message for f in self.cautions]
 
 
 def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None = None, backend: str = "auto",
@@ -89,8 +93,8 @@ def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None
                                         management_ips or {}, envs or [])
         if choice.ring:
             ring_hostfile = hostfile.render("ring", hosts, choice.pairs, choice.ring, addresses, {}, envs or [])
-    return Fabric(hosts, links, findings, choice.backend, choice.reason, errors,
-                  [f.message for f in seen + cautions], pool, addresses, network, hostfile_data, ring_hostfile,
+    return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
+                  network, hostfile_data, ring_hostfile,
                   fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything))
 
 

@@ -117,6 +117,9 @@ def test_a_mac_reached_over_its_thunderbolt_bridge_stops_the_run_before_any_chan
     over_ethernet = cluster.converged()
     assert over_ethernet.stdout.splitlines()[-1] == "result: ok"
     assert json.loads((cluster.out / "hostfile.json").read_text())["backend"] == "jaccl"
+    # The bridges were on across the loop of cables and the run turned them off: no warning asks a person to.
+    assert [line for line in over_ethernet.stdout.splitlines() if "Thunderbolt Bridge" in line] == [], \
+        over_ethernet.stdout
 
 
 def test_the_same_mac_listed_twice_is_bad_input(cluster):
