@@ -6,9 +6,11 @@ gives medians and ratios:
   hostfile   `mlx-fleet hostfile` against MLX's `mlx.distributed_config --backend B --auto-setup`:
              a mesh of 4 Mac Studios (jaccl) and a ring of 8 (jaccl-ring)
   site       `mlx-fleet converge` (site.yml) on a fresh cluster, then again with nothing to do,
-             at 4 Macs (mesh) and 8 (ring), with the tasks of the busiest Mac (ok + skipped)
-  memory     the controller's peak memory during a fresh site.yml on 16 Macs: its largest process
-             (RSS), and its whole process tree (proportional set size: forked workers share pages)
+             at 4 Macs (mesh) and 8 (ring), with the tasks of the busiest Mac (ok + skipped); the
+             no-op row's note counts the module runs each play costs a converged Mac (-vvv, untimed)
+  memory     the controller's peak memory during a fresh site.yml on 4 and on 16 Macs: its largest
+             process (RSS), and its whole process tree (proportional set size: forked workers share
+             pages); the 16-Mac row's note says what each Mac beyond 4 added
   audit      `mlx-fleet audit` at 4 and 16 Macs, when the command exists
 
 With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
@@ -42,6 +44,9 @@ from mlx_fleet.sim.layout import generated_cables
 BIN = Path(sys.executable).parent
 FIGURES = ("hostfile", "site", "memory", "audit")
 RECAP = re.compile(r"^(\S+)\s+: (ok=.*)$", re.M)
+PLAY = re.compile(r"^PLAY \[(.*)\] \**$")
+# -vvv prints one line per command sent to a Mac; with pipelining, one per module run.
+REMOTE_COMMAND = re.compile(r"^<([^>]+)> SSH: EXEC ")
 OURS, BASELINE, THEIRS = "mlx-fleet", "baseline", "comparison"
 
 
@@ -91,15 +96,33 @@ class Cluster:
                 "-e", f"ansible_control_path_dir={self.dir / f'cp-{self.runs}'}", *args]
 
 
-def tasks_per_mac(summary: str) -> int:
-    """ok + skipped of the busiest Mac, from the run's recap (the CLI names its full output)."""
+def full_output(summary: str) -> str:
+    """The run's whole Ansible output, from the file the CLI's summary names."""
     stdout = re.search(r"^full output: (\S+)", summary, re.M)
-    text = re.sub(r"\x1b\[[0-9;]*m", "", Path(stdout.group(1)).read_text() if stdout else summary)
+    return re.sub(r"\x1b\[[0-9;]*m", "", Path(stdout.group(1)).read_text() if stdout else summary)
+
+
+def tasks_per_mac(summary: str) -> int:
+    """ok + skipped of the busiest Mac, from the run's recap."""
+    text = full_output(summary)
     counts = [dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2)))
               for m in RECAP.finditer(text) if m.group(1) != "localhost"]
     if not counts:
         raise SystemExit(f"no play recap in the run's output:\n{text[-2000:]}")
     return max(c["ok"] + c["skipped"] for c in counts)
+
+
+def module_runs_per_play(summary: str) -> dict[str, int]:
+    """play -> the most module runs one Mac made in it, from a -vvv run's output (plays in order)."""
+    runs: dict[str, dict[str, int]] = {}
+    play = None
+    for line in full_output(summary).splitlines():
+        if match := PLAY.match(line):
+            play = match.group(1)
+            runs.setdefault(play, {})
+        elif (match := REMOTE_COMMAND.match(line)) and play is not None:
+            runs[play][match.group(1)] = runs[play].get(match.group(1), 0) + 1
+    return {name: max(per_mac.values(), default=0) for name, per_mac in runs.items()}
 
 
 @dataclass
@@ -161,25 +184,39 @@ class Bench:
         rows = []
         for nodes, topology in ((4, "mesh"), (8, "ring")):
             fresh, noop = Row(f"site.yml fresh, {nodes} Macs ({topology})"), Row(f"site.yml no-op, {nodes} Macs")
+            module_runs: dict[str, str] = {}
             for _ in range(self.repeat):
                 for who, env in self.envs.items():
                     with Cluster(self.root, nodes, topology) as cluster:
                         for row in (fresh, noop):
                             seconds, summary = run(cluster.mlx_fleet("converge"), env)
                             row.add(who, seconds, tasks_per_mac(summary))
+                        if who not in module_runs:
+                            per_play = module_runs_per_play(run(cluster.mlx_fleet("converge", "-vvv"), env)[1])
+                            module_runs[who] = ", ".join(f"{play} {count}" for play, count in per_play.items())
+            noop.note = "; ".join(f"{who}: module runs per converged Mac: {runs}" for who, runs in module_runs.items())
             rows += [fresh, noop]
         return rows
 
     def memory(self) -> list[Row]:
-        row = Row("site.yml fresh, 16 Macs (ring): controller memory")
-        notes = []
-        for who, env in self.envs.items():
-            with Cluster(self.root, 16, "ring") as cluster:
-                seconds, largest, tree = peak_memory(cluster.mlx_fleet("converge"), env)
-            row.add(who, seconds)
-            notes.append(f"{who}: largest process {largest / 1024:.0f} MiB RSS, whole tree {tree / 1024:.0f} MiB PSS")
-        row.note = "; ".join(notes)
-        return [row]
+        rows, peaks = [], {}
+        for nodes in (4, 16):
+            row = Row(f"site.yml fresh, {nodes} Macs (ring): controller memory")
+            notes = []
+            for who, env in self.envs.items():
+                with Cluster(self.root, nodes, "ring") as cluster:
+                    seconds, largest, tree = peak_memory(cluster.mlx_fleet("converge"), env)
+                row.add(who, seconds)
+                peaks[who, nodes] = largest, tree
+                notes.append(f"{who}: largest process {largest / 1024:.0f} MiB RSS, "
+                             f"whole tree {tree / 1024:.0f} MiB PSS")
+                if nodes == 16:
+                    (largest_4, tree_4), added = peaks[who, 4], 12 * 1024
+                    notes[-1] += (f", each Mac beyond 4 adding {(largest - largest_4) / added:.2f} MiB RSS and "
+                                  f"{(tree - tree_4) / added:.1f} MiB PSS")
+            row.note = "; ".join(notes)
+            rows.append(row)
+        return rows
 
     def audit(self) -> list[Row]:
         probe = subprocess.run([str(BIN / "mlx-fleet"), "audit", "--help"], capture_output=True,
