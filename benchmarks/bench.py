@@ -11,7 +11,9 @@ gives medians and ratios:
   memory     the controller's peak memory during a fresh site.yml on 4 and on 16 Macs: its largest
              process (RSS), and its whole process tree (proportional set size: forked workers share
              pages); the 16-Mac row's note says what each Mac beyond 4 added
-  audit      `mlx-fleet audit` at 4 and 16 Macs, when the command exists
+  audit      `mlx-fleet audit` at 4 and 16 converged Macs, when the command exists, with the CPU time
+             the whole machine spent meanwhile: the controller's share (mlx-fleet and its children)
+             and the rest, the simulated Macs' own work, which a real rack does on each Mac's CPUs
 
 With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
 every mlx-fleet figure also runs with that tree's code, interleaved, for a before/after measured
@@ -22,6 +24,7 @@ as MLX's plain `ssh` calls do. Clusters come up under /tmp/mlx-fleet-bench-* and
 from __future__ import annotations
 
 import argparse
+import resource
 import json
 import os
 import re
@@ -59,6 +62,25 @@ def run(argv: list[str], env: dict | None = None, timeout: float = 3600) -> tupl
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
     return seconds, result.stdout
+
+
+def busy_cpu_seconds() -> float:
+    """CPU time this machine has spent busy since boot, all CPUs together (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_with_cpu(argv: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """(seconds, the command's own CPU seconds with its children's, the whole machine's busy CPU seconds)."""
+    machine, own = busy_cpu_seconds(), children_cpu_seconds()
+    seconds = run(argv, env)[0]
+    return seconds, children_cpu_seconds() - own, busy_cpu_seconds() - machine
 
 
 class Cluster:
@@ -225,11 +247,18 @@ class Bench:
             return [Row("audit, 4 and 16 Macs", note="skipped: this mlx-fleet has no audit command")]
         rows = []
         for nodes, topology in ((4, "mesh"), (16, "ring")):
-            row = Row(f"audit, {nodes} Macs ({topology})")
+            row = Row(f"audit, {nodes} converged Macs ({topology})")
+            controller, machine = [], []
             with Cluster(self.root, nodes, topology) as cluster:
                 run(cluster.mlx_fleet("converge"))
                 for _ in range(self.repeat):
-                    row.add(OURS, run(cluster.mlx_fleet("audit"))[0])
+                    seconds, own, busy = run_with_cpu(cluster.mlx_fleet("audit"))
+                    row.add(OURS, seconds)
+                    controller.append(own)
+                    machine.append(busy)
+            own, busy = statistics.median(controller), statistics.median(machine)
+            row.note = (f"CPU (medians): {busy:.1f} CPU-s on this machine's {os.cpu_count()} CPUs: the controller "
+                        f"{own:.1f}, the simulated Macs {busy - own:.1f}")
             rows.append(row)
         return rows
 
