@@ -126,8 +126,9 @@ def test_a_job_whose_merged_output_lost_pieces_reads_each_ranks_record_back(tmp_
     rundir = tmp_path / "run"
     rundir.mkdir()
     (rundir / "check_program.py").write_bytes(Path(cp.__file__).read_bytes())
-    script = write_script(rundir, "import json, os\nfor k in range(60):\n"
-                                  "    print(json.dumps({'k': k, 'rank': os.environ['MLX_RANK'], 'pad': 'x' * 90}))\n")
+    (rundir / "padding.py").write_text("PAD = 'x' * 90\n")  # imported: Python would cache its bytecode
+    script = write_script(rundir, "import json, os\nfrom padding import PAD\nfor k in range(60):\n"
+                                  "    print(json.dumps({'k': k, 'rank': os.environ['MLX_RANK'], 'pad': PAD}))\n")
     launcher = tmp_path / "launch.py"
     launcher.write_text(LAUNCHER)
     (rundir / cp.OUTPUT_DIR).mkdir()
@@ -139,6 +140,7 @@ def test_a_job_whose_merged_output_lost_pieces_reads_each_ranks_record_back(tmp_
         return subprocess.run(["/bin/sh", "-c", command], input=stdin, capture_output=True, timeout=timeout)
 
     monkeypatch.setattr(nodes, "ssh", ssh_here)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # a Mac's shell does not have it
     hostfile = {"backend": "ring", "hosts": [{"ssh": "a", "ips": []}, {"ssh": "b", "ips": []}], "envs": []}
     job = jobs.run(Job("task", "task", "script", "ring", hostfile, tmp_path / "logs"),
                    launcher=[sys.executable, str(launcher)], python=sys.executable, rundir=str(rundir),
@@ -148,6 +150,8 @@ def test_a_job_whose_merged_output_lost_pieces_reads_each_ranks_record_back(tmp_
     for rank in job.ranks:
         assert [json.loads(text)["k"] for stream, text in rank.lines if stream == cp.OUT] == list(range(60))
     assert "read back from their own records" in (tmp_path / "logs" / "launch.log").read_text()
+    # Verify leaves no bytecode behind on the Macs: not beside the script, not in the environment's packages.
+    assert list(rundir.rglob("__pycache__")) == []
 
 
 def write_script(tmp_path: Path, body: str) -> Path:

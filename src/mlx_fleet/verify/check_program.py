@@ -152,7 +152,8 @@ def supervise(job: str, deadline: float, command: list) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     tagged = _Tagged(rank, os.path.join(here, OUTPUT_DIR, "{0}.{1}".format(job, rank)))
     running = os.path.join(here, RUNNING_DIR, "{0}.{1}".format(job, rank))
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # No bytecode cache beside the script or in the environment's packages: those are not verify's to change.
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     started = time.monotonic()
     child = subprocess.Popen([sys.executable] + command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env)

@@ -103,7 +103,7 @@ def _read_script(reads: tuple[str, ...], python: str | None) -> str:
     for name in reads:
         parts.append(f"echo {_MARK} {name}; {remote_command(registry[name])} 2>/dev/null; echo {_MARK} end $?")
     if python:
-        parts.append(f"echo {_MARK} python; {shlex.quote(python)} -c {shlex.quote(_VERSIONS)} 2>&1; "
+        parts.append(f"echo {_MARK} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
                      f"echo {_MARK} end $?")
     return "; ".join(parts)
 
