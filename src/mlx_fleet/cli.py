@@ -74,11 +74,13 @@ def _fabric_lines(report) -> list[str]:
 
         folder = Path(hostfile).parent
         written = [str(folder / n) for n in ("hostfile.json", "hostfile-ring.json") if (folder / n).exists()]
+        # --check writes nothing: what is there is the last run's.
+        last_run = " (the last run's; --check wrote none)" if report.check else ""
         if written:
             on_macs = f" (on every Mac in {fabric['hostfile_dir']})" if fabric.get("hostfile_dir") else ""
-            lines.append(f"hostfiles: {', '.join(written)}{on_macs}")
+            lines.append(f"hostfiles{last_run}: {', '.join(written)}{on_macs}")
         if (folder / "fabric.svg").exists():
-            lines.append(f"picture: {folder / 'fabric.svg'}")
+            lines.append(f"picture{last_run}: {folder / 'fabric.svg'}")
     return lines
 
 

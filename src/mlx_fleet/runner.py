@@ -54,6 +54,7 @@ class RunReport:
     input_errors: list[str] = field(default_factory=list)
     artifacts: Path | None = None
     seconds: float = 0.0
+    check: bool = False  # --check: "changed" means "would change", and nothing was written
 
     def result(self, action: str) -> dict | None:
         """The last result of a task with this action (e.g. mlx_fleet.cluster.fabric)."""
@@ -242,7 +243,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         password = options.become_password or getpass.getpass("BECOME password: ")
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*$"] = password
-    report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts)
+    report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check)
     watcher = Progress() if progress else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-run-") as private:
@@ -289,12 +290,13 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
     for warning in dict.fromkeys(w for w in report.warnings if w):
         out.append(f"warning: {warning}")
     if report.changed:
-        out.append(f"changed: {', '.join(sorted(report.changed))}")
+        out.append(f"{'would change' if report.check else 'changed'}: {', '.join(sorted(report.changed))}")
     out.append(f"full output: {report.artifacts}/stdout ({report.seconds:.0f} s)")
     status = report.exit_status
     out.append({EXIT_OK: "result: ok", EXIT_ATTENTION: "result: the cluster needs attention (exit 1)",
                 EXIT_BAD_INPUT: "result: fix the input above (exit 2)",
-                EXIT_UNREACHABLE: "result: some Macs are unreachable (exit 4)"}[status])
+                EXIT_UNREACHABLE: "result: some Macs are unreachable (exit 4)"}[status]
+               + (" (--check: nothing was changed)" if report.check else ""))
     print("\n".join(out), file=stream)
     return status
 

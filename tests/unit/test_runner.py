@@ -82,6 +82,29 @@ def test_summary_names_what_to_act_on():
     assert lines[-1] == "result: some Macs are unreachable (exit 4)"
 
 
+def test_a_check_run_says_what_would_change_and_that_nothing_did():
+    report = _report(_event("playbook_on_stats", changed={"mini-1": 2, "mini-2": 1}))
+    report.check = True
+    out = io.StringIO()
+    assert runner.print_summary(report, stream=out) == 0
+    lines = out.getvalue().splitlines()
+    assert "would change: mini-1, mini-2" in lines and not any(line.startswith("changed:") for line in lines)
+    assert lines[-1] == "result: ok (--check: nothing was changed)"
+
+
+def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
+    for name in ("hostfile.json", "fabric.svg"):
+        (tmp_path / name).write_text("{}")
+    fabric = {"backend": "ring", "reason": "why", "hostfile": str(tmp_path / "hostfile.json"), "hostfile_dir": "/opt/x"}
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
+    assert cli._fabric_lines(report)[1:] == [f"hostfiles: {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
+                                             f"picture: {tmp_path / 'fabric.svg'}"]
+    report.check = True
+    assert cli._fabric_lines(report)[1:] == [
+        f"hostfiles (the last run's; --check wrote none): {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
+        f"picture (the last run's; --check wrote none): {tmp_path / 'fabric.svg'}"]
+
+
 def test_progress_line_counts_hosts_and_failures():
     stream = io.StringIO()
     progress = runner.Progress(stream)
