@@ -9,6 +9,9 @@ from ansible.plugins.action import ActionBase
 # The key of a failed result that lists its lines which are bad input: nothing was changed and the
 # inventory (or how it reaches a Mac) is what to fix. The CLI reads it to exit 2 rather than 1.
 INPUT_ERRORS = "input_errors"
+# The key of a result of a step run once for the whole cluster (run_once): what it changed is the
+# controller's files (hostfiles, checklist, downloads), not the Mac Ansible ran it under.
+CLUSTER_STEP = "cluster_step"
 
 
 def refusal(lines: list[str], *, bad_input: list[str] | None = None, result: dict | None = None) -> AnsibleActionFail:
@@ -27,6 +30,12 @@ class ClusterAction(ActionBase):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls._VALID_ARGS = frozenset(cls.ARGS)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        if self._task.run_once:
+            result[CLUSTER_STEP] = True
+        return result
 
     def arguments(self) -> dict:
         dummy, args = self.validate_argument_spec(argument_spec=self.ARGS)

@@ -157,23 +157,23 @@ class _Events:
             self._result(kind, host, action, data.get("task", ""), res, failed)
         elif kind == "warning":
             self.report.warnings.append(_first_line(data.get("warning") or event.get("stdout")))
-        elif kind == "playbook_on_stats":
-            self.report.changed |= {h for h, n in (data.get("changed") or {}).items() if n}
         return True  # keep every event in the artifacts
 
     def _result(self, kind: str, host: str, action: str, task: str, res: dict, failed: bool) -> None:
+        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS
+
         report = self.report
         if kind == "runner_on_unreachable":
             report.unreachable.setdefault(host, _first_line(_message(res)) or "unreachable")
             return
         if kind == "runner_on_skipped":
             return
+        if kind == "runner_on_ok" and res.get("changed") and not res.get(CLUSTER_STEP):
+            report.changed.add(host)  # a Mac that changed; a cluster step changes the controller's files
         if action:
             report.results.setdefault(action, []).append(res)
         report.warnings.extend(_first_line(w) for w in res.get("warnings", []) or [])
         if failed:
-            from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import INPUT_ERRORS
-
             # The checks mark the lines that are bad input (plugin_utils.actions.refusal); a line two
             # Macs share (the same Mac listed twice) is said once.
             bad = res.get(INPUT_ERRORS) or []

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, refusal
 from mlx_fleet import cli, runner
 from mlx_fleet.errors import UserError
 
@@ -25,10 +25,19 @@ def _report(*events):
 
 def test_ok_run_is_exit_0_and_keeps_action_results():
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res={"backend": "ring", "reason": "r"}),
-                     _event("playbook_on_stats", changed={"mini-1": 1, "mini-2": 0}))
+                     _event("runner_on_ok", host="mini-1", res={"changed": True}),
+                     _event("runner_on_ok", host="mini-2", res={"changed": False}))
     assert report.exit_status == 0
     assert report.result("mlx_fleet.cluster.fabric")["backend"] == "ring"
     assert report.changed == {"mini-1"}
+
+
+def test_a_step_run_once_for_the_cluster_does_not_count_as_its_mac_changing():
+    # rdma_readiness rewrote the checklist on the controller, under mini-1; only mini-2 itself changed.
+    report = _report(_event("runner_on_ok", host="mini-1", action="mlx_fleet.cluster.rdma_readiness",
+                            res={"changed": True, CLUSTER_STEP: True}),
+                     _event("runner_on_ok", host="mini-2", action="mlx_fleet.cluster.macos_node", res={"changed": True}))
+    assert report.changed == {"mini-2"}
 
 
 def test_a_fabric_left_alone_for_a_mac_that_dropped_out_is_a_warning_in_the_summary():
@@ -72,8 +81,7 @@ def test_bad_input_is_what_a_check_marks_and_a_line_two_macs_share_is_said_once(
 
 def test_summary_names_what_to_act_on():
     report = _report(_event("runner_on_unreachable", host="mini-3", res={"msg": "timed out"}),
-                     _event("runner_on_ok", res={"warnings": ["bridge0 is on"]}),
-                     _event("playbook_on_stats", changed={"mini-1": 2}))
+                     _event("runner_on_ok", res={"warnings": ["bridge0 is on"], "changed": True}))
     out = io.StringIO()
     assert runner.print_summary(report, stream=out, extra=["backend: ring (why)"]) == 4
     lines = out.getvalue().splitlines()
@@ -83,7 +91,8 @@ def test_summary_names_what_to_act_on():
 
 
 def test_a_check_run_says_what_would_change_and_that_nothing_did():
-    report = _report(_event("playbook_on_stats", changed={"mini-1": 2, "mini-2": 1}))
+    report = _report(_event("runner_on_ok", host="mini-1", res={"changed": True}),
+                     _event("runner_on_ok", host="mini-2", res={"changed": True}))
     report.check = True
     out = io.StringIO()
     assert runner.print_summary(report, stream=out) == 0
