@@ -67,7 +67,7 @@ def _fabric_lines(report) -> list[str]:
         lines.append(f"backend: {fabric['backend']} ({fabric.get('reason', '')})")
     else:
         lines.append(f"backend: none ({fabric.get('reason', '')})")
-    lines += [f"fabric error: {e}" for e in fabric.get("errors", [])]
+    # Its errors are the lines of its failure, which the summary prints first.
     hostfile = fabric.get("hostfile")
     if hostfile and not fabric.get("errors"):
         from pathlib import Path

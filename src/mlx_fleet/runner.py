@@ -48,6 +48,7 @@ class RunReport:
     rc: int = 0
     changed: set[str] = field(default_factory=set)
     failed: dict[str, list[str]] = field(default_factory=dict)
+    cluster_failed: list[str] = field(default_factory=list)  # steps run once for the whole cluster
     unreachable: dict[str, str] = field(default_factory=dict)
     results: dict[str, list[dict]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -67,7 +68,7 @@ class RunReport:
             return EXIT_BAD_INPUT
         if self.unreachable:
             return EXIT_UNREACHABLE
-        if self.failed or self.rc != 0:
+        if self.failed or self.cluster_failed or self.rc != 0:
             return EXIT_ATTENTION
         return EXIT_OK
 
@@ -179,7 +180,9 @@ class _Events:
             bad = res.get(INPUT_ERRORS) or []
             report.input_errors.extend(line for line in bad if line not in report.input_errors)
             message = "\n".join(line for line in _message(res).splitlines() if line not in bad).strip()
-            if message or not bad:
+            if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
+                report.cluster_failed.append(f"{task}:\n{message}")
+            elif message or not bad:
                 report.failed.setdefault(host, []).append(f"{task}: {message}")
 
 
@@ -268,7 +271,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     report.rc = result.rc
     report.artifacts = artifacts / result.config.ident
     report.seconds = time.monotonic() - started
-    if result.rc not in (0, 2, 4) and not (report.failed or report.unreachable or report.input_errors):
+    if result.rc not in (0, 2, 4) and not (report.failed or report.cluster_failed or report.unreachable
+                                           or report.input_errors):
         # ansible-playbook itself refused (bad option, syntax, unreadable inventory): its own words.
         stderr = (report.artifacts / "stdout").read_text(errors="replace") if (report.artifacts / "stdout").exists() else ""
         errors = [line.strip() for line in stderr.splitlines() if line.strip().startswith(("ERROR", "[ERROR]"))]
@@ -283,9 +287,10 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
         out.append(f"error: {line}")
     for host, message in sorted(report.unreachable.items()):
         out.append(f"unreachable: {host}: {message}")
-    for host, messages in sorted(report.failed.items()):
-        for message in messages:
-            out.append(f"failed: {host}: {message}")
+    failures = [f"{host}: {message}" for host, messages in sorted(report.failed.items()) for message in messages]
+    for failure in failures + report.cluster_failed:
+        first, *more = failure.splitlines()
+        out += [f"failed: {first}", *(f"  {line}" for line in more)]
     out += extra or []
     for warning in dict.fromkeys(w for w in report.warnings if w):
         out.append(f"warning: {warning}")

@@ -114,6 +114,20 @@ def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
         f"picture (the last run's; --check wrote none): {tmp_path / 'fabric.svg'}"]
 
 
+def test_a_cluster_steps_failure_names_no_mac_and_indents_its_lines():
+    why = "auto: no ring through all 3 hosts: connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 1"
+    report = _report(
+        _event("runner_on_failed", host="mini-1", action="mlx_fleet.cluster.fabric", task="Build the fabric",
+               res={"msg": f"{why}\nthe picture, faults in red: /o/fabric.svg", CLUSTER_STEP: True}),
+        _event("runner_on_failed", host="mini-2", task="Give each port its network", res={"msg": "boom\nexit 1"}))
+    assert report.failed == {"mini-2": ["Give each port its network: boom\nexit 1"]} and report.exit_status == 1
+    out = io.StringIO()
+    runner.print_summary(report, stream=out)
+    assert out.getvalue().splitlines()[:5] == [
+        "failed: mini-2: Give each port its network: boom", "  exit 1",
+        "failed: Build the fabric:", f"  {why}", "  the picture, faults in red: /o/fabric.svg"]
+
+
 def test_progress_line_counts_hosts_and_failures():
     stream = io.StringIO()
     progress = runner.Progress(stream)
