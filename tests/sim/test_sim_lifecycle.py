@@ -60,11 +60,16 @@ def test_up_gives_ssh_reachable_macs_with_host_key_checking(make_sim):
 
 def test_each_mac_has_its_own_disk(make_sim):
     sim = make_sim(nodes=2)
-    sim.ssh("mini-1", "sudo mkdir -p /opt/only-on-1 && touch ~/marker")
+    sim.ssh("mini-1", "sudo mkdir -p /opt/only-on-1 && touch ~/marker /tmp/mlx-fleet-only-on-1")
     assert sim.ssh("mini-2", "test -e /opt/only-on-1 || echo absent").stdout.strip() == "absent"
     assert sim.ssh("mini-2", "test -e ~/marker || echo absent").stdout.strip() == "absent"
-    assert sim.ssh("mini-1", "test -e /opt/only-on-1 && test -e ~/marker && echo present").stdout.strip() == "present"
-    assert not Path("/opt/only-on-1").exists()
+    # /tmp too: two Macs staging the same path there (as verify does) must not meet
+    assert sim.ssh("mini-2", "test -e /tmp/mlx-fleet-only-on-1 || echo absent").stdout.strip() == "absent"
+    assert sim.ssh("mini-1", "test -e /opt/only-on-1 && test -e ~/marker && test -e /tmp/mlx-fleet-only-on-1 && "
+                             "echo present").stdout.strip() == "present"
+    assert sim.cli("exec", "mini-1", "--", "ls", "/tmp").stdout == "mlx-fleet-only-on-1\n"  # its console's /tmp
+    assert sim.ssh("mini-1", "stat -c %a /tmp").stdout == "1777\n"
+    assert not Path("/opt/only-on-1").exists() and not Path("/tmp/mlx-fleet-only-on-1").exists()
 
 
 def test_reboot_keeps_networksetup_settings_and_drops_ifconfig_ones(make_sim):
@@ -73,7 +78,7 @@ def test_reboot_keeps_networksetup_settings_and_drops_ifconfig_ones(make_sim):
     sim.ssh(node, "sudo networksetup -setnetworkserviceenabled 'Thunderbolt Bridge' off")
     sim.ssh(node, "sudo networksetup -createnetworkservice 'Thunderbolt 1' 'Thunderbolt 1'", check=False)
     sim.ssh(node, "sudo networksetup -setmanual 'Thunderbolt 1' 192.168.7.1 255.255.255.252")
-    sim.ssh(node, "sudo ifconfig en3 inet 192.168.8.1 netmask 255.255.255.252")
+    sim.ssh(node, "sudo ifconfig en3 inet 192.168.8.1 netmask 255.255.255.252; touch /tmp/gone-after-reboot")
     assert "inet 192.168.7.1 " in sim.ssh(node, "ifconfig en2").stdout
     assert "inet 192.168.8.1 " in sim.ssh(node, "ifconfig en3").stdout
 
@@ -83,6 +88,7 @@ def test_reboot_keeps_networksetup_settings_and_drops_ifconfig_ones(make_sim):
     assert "192.168.8.1" not in sim.ssh(node, "ifconfig en3").stdout
     assert "status: inactive" in sim.ssh(node, "ifconfig bridge0").stdout
     assert sim.ssh(node, "ipconfig getifaddr en2").stdout.strip() == "192.168.7.1"
+    assert sim.ssh(node, "ls -A /tmp").stdout == ""  # macOS empties /tmp at startup
 
 
 def test_unplug_and_plug_change_what_the_macs_report(make_sim):

@@ -40,7 +40,8 @@ from mlx_fleet.sim.models import DEFAULT_OS, make_profile
 NODE_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 CONSOLE_ENV = {"PATH": NODE_PATH, "HOME": "/var/root", "LANG": "C.UTF-8"}  # root at the node's console
 LIBEXEC = "usr/local/libexec/macsim"
-PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d")  # and the files etc/hosts, etc/group (etc/shadow)
+# A Mac's own folders (and the files etc/hosts, etc/group, etc/shadow): /tmp too, as every Mac has its own.
+PRIVATE_DIRS = ("opt", "usr/local", "Library", "Users", "etc/sudoers.d", "tmp")
 SETTABLE = {
     "os_version": str, "os_build": str, "memory_gb": int, "serial": str,
     "clt_installed": lambda v: v.lower() in ("1", "true", "yes"),
@@ -60,6 +61,8 @@ set -e
 fs=$1; name=$2; shift 2
 for d in opt usr/local Library Users etc/sudoers.d etc/hosts etc/group; do mount --bind "$fs/$d" "/$d"; done
 if [ -e "$fs/etc/shadow" ]; then mount --bind "$fs/etc/shadow" /etc/shadow; fi
+[ -d "$fs/tmp" ] || install -d -m 1777 "$fs/tmp"  # a cluster made before /tmp was the node's own
+mount --bind "$fs/tmp" /tmp  # last: the node's disk may itself be under the host's /tmp
 mount -t tmpfs -o mode=755 macsim-run /run
 mkdir -p /run/sshd
 /bin/hostname "$name"
@@ -312,6 +315,7 @@ class Cluster:
             if d.is_dir():
                 d.chmod(0o755)
         fs.chmod(0o755)
+        (fs / "tmp").chmod(0o1777)
         home = fs / "Users" / host.ADMIN_USER
         home.mkdir(parents=True, exist_ok=True)
         owned = [(home, 0o750)]
@@ -585,16 +589,16 @@ class Cluster:
         node.update(pid=None, status="off")
 
     def _forget_runtime_state(self, name: str) -> None:
-        """What a reboot loses: addresses and routes set with ifconfig/route, sysctl -w values."""
+        """What a reboot loses: addresses and routes set with ifconfig/route, sysctl -w values, /tmp."""
         ns = self.ns(name)
         links = json.loads(run(["ip", "-n", ns, "-j", "link", "show"]).stdout)
         for link in links:
             if link["ifname"] != "lo":
                 run(["ip", "-n", ns, "addr", "flush", "dev", link["ifname"]])
         run(["ip", "-n", ns, "route", "flush", "table", "main"], check=False)
-        rundir = self.fs(name) / LIBEXEC / "run"
-        for child in rundir.iterdir():
-            child.unlink() if not child.is_dir() else _rmtree(child)
+        for folder in (self.fs(name) / LIBEXEC / "run", self.fs(name) / "tmp"):
+            for child in folder.iterdir() if folder.is_dir() else ():
+                child.unlink() if not child.is_dir() or child.is_symlink() else _rmtree(child)
         profile = self.profile(name)
         profile["rdma_enabled"] = profile["nvram_rdma"]
         profile["in_recovery"] = False
