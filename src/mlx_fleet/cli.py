@@ -1,7 +1,10 @@
 """mlx-fleet: converge Apple Silicon Macs into an MLX distributed cluster, and keep it that way.
 
-Exit status: 0 ok; 1 the cluster needs attention (a failure, a pending step); 2 bad input (command line
-or inventory; nothing changed); 3 another run is using the cluster's outputs (nothing done); 4 some Macs unreachable (the others were handled); 130 interrupted."""
+Exit status: 0 ok; 1 the cluster needs attention (a failure, drift, cables still to plug in); 2 bad input
+(command line or inventory; nothing changed); 3 another run is using the cluster's outputs (nothing done);
+4 some Macs unreachable (the others were handled); 130 interrupted. A Recovery step still to do is a line
+of the summary ("to do at the rack"), not an exit status: meanwhile, with mlx_fleet_backend auto, the
+cluster runs on the backend its cables allow without RDMA."""
 
 from __future__ import annotations
 

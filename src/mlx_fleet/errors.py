@@ -1,7 +1,7 @@
 """The CLI's exit statuses and the one-line error every user mistake becomes (never a traceback)."""
 
 EXIT_OK = 0
-EXIT_ATTENTION = 1  # the command ran; the cluster needs attention (a failure, drift, a pending step)
+EXIT_ATTENTION = 1  # the command ran; the cluster needs attention (a failure, drift, cables to plug in)
 EXIT_BAD_INPUT = 2  # the command line or the inventory is wrong; nothing was changed
 EXIT_BUSY = 3  # another run holds the cluster's output folder; this one did nothing
 EXIT_UNREACHABLE = 4  # some Macs did not answer; the others were handled and reported
