@@ -28,6 +28,9 @@ NEEDS_RECOVERY = "needs_recovery"
 NOT_CAPABLE = "not_capable"
 ENABLED_NOT_WORKING = "enabled_not_working"
 STATUSES = (READY, NEEDS_RECOVERY, NOT_CAPABLE, ENABLED_NOT_WORKING)
+# Each status as a person reads it in a table.
+STATUS_WORDS = {READY: "ready", NEEDS_RECOVERY: "off: Recovery step to do", NOT_CAPABLE: "not capable",
+                ENABLED_NOT_WORKING: "on, not working"}
 
 RDMA_MIN_MACOS = "26.2"  # the first macOS with RDMA over Thunderbolt (rdma_ctl)
 ACTIVE = "PORT_ACTIVE"

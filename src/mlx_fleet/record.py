@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import STATUS_WORDS
 from mlx_fleet import __version__
 from mlx_fleet.errors import UserError
 
@@ -91,8 +92,12 @@ def markdown(record: dict) -> str:
             f"| {name} | {mac['macos']['version']} ({mac['macos']['build']}) | {mac['model']['identifier']} | "
             f"{mac['serial_number']} | {mac['memory_bytes'] >> 30} GB | "
             f"{(mac['python'] or {}).get('version', '-')} | {version('mlx')} | {version('mlx-lm')} | {len(packages)} | "
-            f"{mac['wired_limit_mb']} MB | {cluster['rdma'].get(name, '-')} |")
+            f"{mac['wired_limit_mb']} MB | {rdma_words(cluster['rdma'].get(name))} |")
     return "\n".join(lines) + "\n"
+
+
+def rdma_words(status: str | None) -> str:
+    return STATUS_WORDS.get(status, status or "-")
 
 
 def _flatten(value, prefix: str = "") -> dict[str, object]:

@@ -295,6 +295,9 @@ def test_record_diff_names_only_what_changed(tmp_path):
     assert records.diff(a, b) == ["recorded_at: T1 -> T2", "macs.mini-2.packages.mlx.version: 0.32.4 -> 0.32.5"]
     assert "| mini-2 | 26.2 (25C56) | Mac16,11 | SERIAL0001 | 64 GB | 3.12.12 | 0.32.4 | 0.32.2 | 3 |" \
         in records.markdown(a)
+    b["cluster"]["rdma"]["mini-2"] = "needs_recovery"
+    rows = {line.split(" | ")[0]: line for line in records.markdown(b).splitlines() if line.startswith("| mini-")}
+    assert rows["| mini-1"].endswith(" | ready |") and rows["| mini-2"].endswith(" | off: Recovery step to do |")
 
 
 def test_cluster_checks_name_no_mac():
