@@ -20,6 +20,8 @@ description:
   - Without O(ring_hostfile) (the cabling has no ring), a C(hostfile-ring.json) left from an earlier run is
     removed, so no stale ring hostfile stays behind.
   - Creates O(path) (mode 0755) when it is missing. Writing under C(/opt) needs root (C(become=true)).
+  - With O(state=absent) both hostfiles are removed and the folder stays. Once the fabric is undone their
+    addresses are gone, and C(mlx.launch) would try them.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
@@ -28,12 +30,16 @@ options:
     type: path
     default: /opt/mlx-fleet
   hostfile:
-    description: The text of C(hostfile.json), a JSON object.
+    description: The text of C(hostfile.json), a JSON object. Required with O(state=present).
     type: str
-    required: true
   ring_hostfile:
     description: The text of C(hostfile-ring.json), a JSON object; omitted or null when the cabling has no ring.
     type: str
+  state:
+    description: C(present) writes the hostfiles; C(absent) removes both.
+    type: str
+    choices: [present, absent]
+    default: present
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.changes
 """
@@ -49,6 +55,11 @@ EXAMPLES = r"""
   mlx_fleet.cluster.hostfiles:
     hostfile: "{{ fabric.hostfiles['hostfile.json'] }}"
     ring_hostfile: "{{ fabric.hostfiles['hostfile-ring.json'] }}"
+  become: true
+
+- name: Remove them once the fabric is undone
+  mlx_fleet.cluster.hostfiles:
+    state: absent
   become: true
 """
 
@@ -91,14 +102,18 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", default="/opt/mlx-fleet"),
-            hostfile=dict(type="str", required=True),
+            hostfile=dict(type="str"),
             ring_hostfile=dict(type="str"),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
         ),
+        required_if=[("state", "present", ("hostfile",))],
         supports_check_mode=True,
     )
     folder = module.params["path"]
+    present = module.params["state"] == "present"
     # The ring hostfile first: a reader of hostfile.json then finds its fallback already in place.
-    wanted = {RING_HOSTFILE: module.params["ring_hostfile"], HOSTFILE: module.params["hostfile"]}
+    wanted = {RING_HOSTFILE: module.params["ring_hostfile"] if present else None,
+              HOSTFILE: module.params["hostfile"] if present else None}
     for name, text in wanted.items():
         if text is None:
             continue
@@ -112,7 +127,7 @@ def main():
     current = dict((name, read_text(os.path.join(folder, name))) for name in wanted)
     files = plan(wanted, current)
     changing = [name for name, action in files.items() if action in ("created", "updated", "removed")]
-    result = dict(changed=bool(changing) or not os.path.isdir(folder), path=folder, files=files)
+    result = dict(changed=bool(changing) or (present and not os.path.isdir(folder)), path=folder, files=files)
     if module._diff:
         result["diff"] = [dict(before_header=os.path.join(folder, name), after_header=os.path.join(folder, name),
                                before=current[name] or "", after=wanted[name] or "") for name in changing]
@@ -120,7 +135,7 @@ def main():
         module.exit_json(**result)
 
     try:
-        if not os.path.isdir(folder):
+        if present and not os.path.isdir(folder):
             os.makedirs(folder, 0o755)
         for name in changing:
             target = os.path.join(folder, name)

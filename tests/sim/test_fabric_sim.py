@@ -204,6 +204,13 @@ def test_the_fabric_comes_off_again(make_sim, tmp_path):
     before = {n: sim.ssh(n, services).stdout for n in sim.nodes}
     assert converge(sim.dir / "inventory.yml", tmp_path / "out").returncode == 0
     assert "(3) Thunderbolt 1" in sim.ssh("mini-1", services).stdout
+    hostfiles = "ls /opt/mlx-fleet | grep -c hostfile || true"
+    assert {n: sim.ssh(n, hostfiles).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "2\n")
     undo = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
     assert undo.returncode == 0, undo.stdout
     assert {n: sim.ssh(n, services).stdout for n in sim.nodes} == before
+    # No hostfile left naming the addresses the undo took away; the controller keeps its copy.
+    assert {n: sim.ssh(n, hostfiles).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "0\n")
+    assert (tmp_path / "out" / "hostfile.json").exists()
+    again = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
+    assert again.returncode == 0 and set(recap_changed(again.stdout).values()) == {0}, again.stdout

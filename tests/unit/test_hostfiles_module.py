@@ -71,3 +71,15 @@ def test_an_unwritable_folder_is_one_line_naming_it(run, tmp_path):
     (tmp_path / "file").write_text("")
     result = run(tmp_path / "file" / "sub", hostfile=JACCL)
     assert result["failed"] and result["msg"].startswith(f"{tmp_path / 'file' / 'sub'}: cannot write the hostfiles")
+
+
+def test_absent_removes_both_and_then_changes_nothing(run, tmp_path):
+    run(tmp_path, hostfile=JACCL, ring_hostfile=RING)
+    checked = run(tmp_path, check=True, state="absent")
+    assert checked["changed"] and contents(tmp_path) == {"hostfile-ring.json": RING, "hostfile.json": JACCL}
+    result = run(tmp_path, diff=True, state="absent")
+    assert result["changed"] and result["files"] == {"hostfile-ring.json": "removed", "hostfile.json": "removed"}
+    assert contents(tmp_path) == {} and [d["after"] for d in result["diff"]] == ["", ""]
+    again = run(tmp_path, state="absent")
+    assert not again["changed"] and set(again["files"].values()) == {"absent"}
+    assert not run(tmp_path / "never-made", state="absent")["changed"] and not (tmp_path / "never-made").exists()
