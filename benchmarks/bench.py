@@ -24,10 +24,10 @@ as MLX's plain `ssh` calls do. Clusters come up under /tmp/mlx-fleet-bench-* and
 from __future__ import annotations
 
 import argparse
-import resource
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import statistics
@@ -221,8 +221,8 @@ class Bench:
         return rows
 
     def memory(self) -> list[Row]:
-        rows, peaks = [], {}
-        for nodes in (4, 16):
+        rows, peaks, sizes = [], {}, (4, 16)
+        for nodes in sizes:
             row = Row(f"site.yml fresh, {nodes} Macs (ring): controller memory")
             notes = []
             for who, env in self.envs.items():
@@ -232,10 +232,10 @@ class Bench:
                 peaks[who, nodes] = largest, tree
                 notes.append(f"{who}: largest process {largest / 1024:.0f} MiB RSS, "
                              f"whole tree {tree / 1024:.0f} MiB PSS")
-                if nodes == 16:
-                    (largest_4, tree_4), added = peaks[who, 4], 12 * 1024
-                    notes[-1] += (f", each Mac beyond 4 adding {(largest - largest_4) / added:.2f} MiB RSS and "
-                                  f"{(tree - tree_4) / added:.1f} MiB PSS")
+                if nodes == sizes[-1]:
+                    (fewest_largest, fewest_tree), added = peaks[who, sizes[0]], (nodes - sizes[0]) * 1024
+                    notes[-1] += (f", each Mac beyond {sizes[0]} adding {(largest - fewest_largest) / added:.2f} "
+                                  f"MiB RSS and {(tree - fewest_tree) / added:.1f} MiB PSS")
             row.note = "; ".join(notes)
             rows.append(row)
         return rows

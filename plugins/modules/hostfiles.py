@@ -112,8 +112,9 @@ def main():
     folder = module.params["path"]
     present = module.params["state"] == "present"
     # The ring hostfile first: a reader of hostfile.json then finds its fallback already in place.
-    wanted = {RING_HOSTFILE: module.params["ring_hostfile"] if present else None,
-              HOSTFILE: module.params["hostfile"] if present else None}
+    wanted = {RING_HOSTFILE: module.params["ring_hostfile"], HOSTFILE: module.params["hostfile"]}
+    if not present:
+        wanted = dict.fromkeys(wanted)  # no text: removed
     for name, text in wanted.items():
         if text is None:
             continue

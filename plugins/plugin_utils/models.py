@@ -1,8 +1,7 @@
 """The Apple Silicon Macs mlx-fleet knows: what their Thunderbolt ports are and can do.
 
 Inventories name a host's model by its key (``mlx_fleet_model: studio-m3-ultra``);
-the fabric logic uses the port facts, and macsim builds its simulated Macs from the
-same table.
+the inventory checks, the fabric and the RDMA readiness use the port facts.
 """
 
 from __future__ import annotations

@@ -84,6 +84,7 @@ def markdown(record: dict) -> str:
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, mac in macs.items():
         packages = mac["packages"]
+        rdma = cluster["rdma"].get(name, "-")
 
         def version(package: str) -> str:
             return packages.get(package, {}).get("version", "-")
@@ -92,12 +93,8 @@ def markdown(record: dict) -> str:
             f"| {name} | {mac['macos']['version']} ({mac['macos']['build']}) | {mac['model']['identifier']} | "
             f"{mac['serial_number']} | {mac['memory_bytes'] >> 30} GB | "
             f"{(mac['python'] or {}).get('version', '-')} | {version('mlx')} | {version('mlx-lm')} | {len(packages)} | "
-            f"{mac['wired_limit_mb']} MB | {rdma_words(cluster['rdma'].get(name))} |")
+            f"{mac['wired_limit_mb']} MB | {STATUS_WORDS.get(rdma, rdma)} |")
     return "\n".join(lines) + "\n"
-
-
-def rdma_words(status: str | None) -> str:
-    return STATUS_WORDS.get(status, status or "-")
 
 
 def _flatten(value, prefix: str = "") -> dict[str, object]:

@@ -61,7 +61,7 @@ set -e
 fs=$1; name=$2; shift 2
 for d in opt usr/local Library Users etc/sudoers.d etc/hosts etc/group; do mount --bind "$fs/$d" "/$d"; done
 if [ -e "$fs/etc/shadow" ]; then mount --bind "$fs/etc/shadow" /etc/shadow; fi
-[ -d "$fs/tmp" ] || install -d -m 1777 "$fs/tmp"  # a cluster made before /tmp was the node's own
+install -d -m 1777 "$fs/tmp"  # sticky and world-writable, as /tmp is (made here for older clusters too)
 mount --bind "$fs/tmp" /tmp  # last: the node's disk may itself be under the host's /tmp
 mount -t tmpfs -o mode=755 macsim-run /run
 mkdir -p /run/sshd
@@ -315,7 +315,6 @@ class Cluster:
             if d.is_dir():
                 d.chmod(0o755)
         fs.chmod(0o755)
-        (fs / "tmp").chmod(0o1777)
         home = fs / "Users" / host.ADMIN_USER
         home.mkdir(parents=True, exist_ok=True)
         owned = [(home, 0o750)]
@@ -598,7 +597,7 @@ class Cluster:
         run(["ip", "-n", ns, "route", "flush", "table", "main"], check=False)
         for folder in (self.fs(name) / LIBEXEC / "run", self.fs(name) / "tmp"):
             for child in folder.iterdir() if folder.is_dir() else ():
-                child.unlink() if not child.is_dir() or child.is_symlink() else _rmtree(child)
+                child.unlink() if not child.is_dir() else _rmtree(child)
         profile = self.profile(name)
         profile["rdma_enabled"] = profile["nvram_rdma"]
         profile["in_recovery"] = False
