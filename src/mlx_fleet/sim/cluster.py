@@ -318,6 +318,10 @@ class Cluster:
         home = fs / "Users" / host.ADMIN_USER
         home.mkdir(parents=True, exist_ok=True)
         owned = [(home, 0o750)]
+        other = fs / "Users" / host.OTHER_USER
+        other.mkdir(exist_ok=True)
+        os.chown(other, *host.admin_ids(host.OTHER_USER))
+        other.chmod(0o750)
         if factory_password is None:
             (home / ".ssh").mkdir(parents=True, exist_ok=True)
             (home / ".ssh" / "authorized_keys").write_text((self.dir / "id_ed25519.pub").read_text())
@@ -659,8 +663,7 @@ class Cluster:
         home = self._node_run(name, ["getent", "passwd", uid]).split(":")[5]
         # The node's own pip drives the environment's Python (`--python`): environments made with
         # `uv venv`, as mlx_env makes them, have no pip of their own.
-        command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
-                   "/usr/bin/python3", "-m", "pip", "--python", f"{env}/bin/python", *args]
+        command = _as_user(uid, gid, ["/usr/bin/python3", "-m", "pip", "--python", f"{env}/bin/python", *args])
         offline = {"HOME": home, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
         return subprocess.run(self._console_argv(name, command, env=offline)).returncode
 
@@ -681,11 +684,20 @@ class Cluster:
         self._save()
         return self._spawn(name, command).wait()
 
-    def exec(self, name: str, command: list[str]) -> int:
-        """Run a command as root on the node's console (its namespaces), not over SSH."""
+    def exec(self, name: str, command: list[str], user: str | None = None) -> int:
+        """Run a command on the node's console (its namespaces), not over SSH: as root, or as a local
+        account logged in at the Mac (`user`, with its home)."""
         self._require_up()
         self._require(name)
-        return subprocess.run(self._console_argv(name, command)).returncode
+        env = None
+        if user:
+            try:
+                entry = pwd.getpwnam(user)
+            except KeyError:
+                raise SimError(f"no local account {user!r} on {name}; the sim's are {host.ADMIN_USER} and "
+                               f"{host.OTHER_USER}") from None
+            command, env = _as_user(entry.pw_uid, entry.pw_gid, command), {"HOME": entry.pw_dir, "USER": user}
+        return subprocess.run(self._console_argv(name, command, env=env)).returncode
 
     def _console_argv(self, name: str, command: list[str], env: dict | None = None) -> list[str]:
         node = self.state["nodes"][name]
@@ -810,6 +822,10 @@ class Cluster:
         for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def _as_user(uid, gid, command: list[str]) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", *command]
 
 
 def _factory_names(model_name: str) -> tuple[str, str]:

@@ -29,6 +29,10 @@ DROP_IN_GLOB = "mlx-fleet-sim-*.conf"
 ADMIN_USER = "admin"
 ADMIN_UID = 501  # the first account on every Mac
 ADMIN_HOME_ROOT = "/Users"
+# A second, standard account, as a shared lab Mac has: no sudo, no Remote Login, a home of its own;
+# what it can reach (/tmp, guessable paths) is what the toolkit must not trust.
+OTHER_USER = "student"
+OTHER_UID = 502
 # Directories a Mac has that a Debian host lacks; nodes mount their own copies there.
 MAC_ONLY_DIRS = ("/Users", "/Library")
 # Groups a Mac has that a Debian host lacks, with the Mac's gid: files a playbook installs as
@@ -126,7 +130,14 @@ def acquire_shared_resources() -> str:
                 raise SimError(f"a host user {ADMIN_USER!r} exists already with another home; macsim needs that name")
         # A real password, so `sudo` with a password (--ask-become-pass) can be rehearsed.
         run(["chpasswd"], input=f"{ADMIN_USER}:{state['password']}\n")
-    # Outside the first-cluster block: clusters made before a group joined the list get it too.
+    # Outside the first-cluster block: clusters made before a group or account joined the list get it too.
+    try:
+        pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        argv = ["useradd", "--no-create-home", "--home-dir", f"{ADMIN_HOME_ROOT}/{OTHER_USER}", "--gid", "staff",
+                "--shell", shutil.which("zsh"), "--comment", "macsim standard account"]
+        run(argv + (["--uid", str(OTHER_UID)] if not _uid_taken(OTHER_UID) else []) + [OTHER_USER])
+        state.setdefault("created_users", []).append(OTHER_USER)
     for name, gid in MAC_ONLY_GROUPS.items():
         try:
             grp.getgrnam(name)
@@ -154,6 +165,8 @@ def release_shared_resources() -> None:
     state = _shared_state()
     if state.get("created_user"):
         run(["userdel", ADMIN_USER], check=False)
+    for name in state.get("created_users", []):
+        run(["userdel", name], check=False)
     for name in state.get("created_groups", []):
         run(["groupdel", "--force", name], check=False)  # --force: gid 0 is root's primary group
     for d in state.get("created_dirs", []):
@@ -250,6 +263,6 @@ def name_warnings(names, ssh_configs: list[Path] | None = None, timeout: float =
     return warnings
 
 
-def admin_ids() -> tuple[int, int]:
-    entry = pwd.getpwnam(ADMIN_USER)
+def admin_ids(user: str = ADMIN_USER) -> tuple[int, int]:
+    entry = pwd.getpwnam(user)
     return entry.pw_uid, entry.pw_gid

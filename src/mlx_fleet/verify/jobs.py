@@ -169,7 +169,8 @@ def _stop_group(process: subprocess.Popen) -> None:
 def _argv(job: Job, launcher: list[str], python: str, rundir: str, command: list[str], deadline: float) -> list[str]:
     """mlx.launch with the job's hostfile; one Mac alone (the single-Mac baseline) is run over plain ssh
     with the same interpreter and environment, as MLX's ring launcher cannot start a group of one."""
-    supervised = [python, "-B", f"{rundir}/check_program.py", "supervise", "--job", job.name, "--deadline",
+    # Paths relative to rundir, the ranks' working folder: it is not at the same place on every Mac.
+    supervised = [python, "-B", "check_program.py", "supervise", "--job", job.name, "--deadline",
                   f"{deadline:g}", "--", *command]
     if len(job.hosts) == 1:
         env = [*job.hostfile["envs"], "MLX_RANK=0"]
