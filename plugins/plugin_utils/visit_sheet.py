@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
@@ -88,7 +88,7 @@ def write(directory: str | Path, sheet: Sheet, *, inventory: str, generated: str
     """Render the sheet and write both files atomically; (html, text)."""
     html_path, text_path = paths(directory, sheet.host)
     html, text = render(context(sheet, inventory=inventory, output_dir=str(directory), generated=generated))
-    Path(directory).mkdir(parents=True, exist_ok=True)
+    private_folder(directory)
     atomic_write_text(html_path, html)
     atomic_write_text(text_path, text)
     return html_path, text_path

@@ -12,7 +12,9 @@ from __future__ import annotations
 import getpass
 import importlib.util
 import os
+import re
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -24,6 +26,7 @@ from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREA
 COLLECTION = "ansible_collections.mlx_fleet.cluster"
 PACKAGED_CONFIG = Path(__file__).parent / "ansible.cfg"
 KEPT_RUNS = 10
+_RUN_IDENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # ansible-runner's uuid4
 
 
 def collections_path() -> str:
@@ -204,6 +207,7 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
                  progress: bool = True) -> RunReport:
     """Run mlx_fleet.cluster.<playbook> against the inventories and report what happened."""
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 
     options = options or PlaybookOptions()
     for inventory in inventories:
@@ -218,14 +222,17 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
                         {runlock.TOKEN_ENV: token})
     except runlock.LockBusy as exc:
         raise Busy(str(exc)) from None
+    except UnsafeFolder as exc:
+        raise UserError(str(exc)) from None
 
 
 def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extravars: dict | None, output_dir: Path,
          progress: bool, run_env: dict) -> RunReport:
     import ansible_runner
 
-    artifacts = output_dir / "runs"
-    artifacts.mkdir(parents=True, exist_ok=True)
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import private_folder
+
+    artifacts = private_folder(output_dir / "runs", follow=False)
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
@@ -253,7 +260,6 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         result = ansible_runner.run(
             private_data_dir=private,
             artifact_dir=str(artifacts),
-            rotate_artifacts=KEPT_RUNS,
             playbook=report.playbook,
             inventory=[str(Path(i).resolve()) for i in inventories],
             extravars=extravars or {},
@@ -268,6 +274,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         )
     if watcher:
         watcher.finish()
+    rotate_runs(artifacts)
     report.rc = result.rc
     report.artifacts = artifacts / result.config.ident
     report.seconds = time.monotonic() - started
@@ -278,6 +285,17 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         errors = [line.strip() for line in stderr.splitlines() if line.strip().startswith(("ERROR", "[ERROR]"))]
         report.input_errors = errors or [f"ansible-playbook exited {result.rc}; its output: {report.artifacts}/stdout"]
     return report
+
+
+def rotate_runs(artifacts: Path, keep: int = KEPT_RUNS) -> None:
+    """Keep the newest `keep` runs in artifacts. Only what ansible-runner made is removed: folders named
+    by a run's ident (a UUID), never a symlink, a file or a folder of another name put there."""
+    runs = []
+    for entry in os.scandir(artifacts):
+        if _RUN_IDENT.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+            runs.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+    for _, path in sorted(runs)[:-keep]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None = None) -> int:
