@@ -83,7 +83,7 @@ def run_sim(args) -> int:
     from mlx_fleet.sim.cluster import Cluster
     from mlx_fleet.sim.layout import build_layout, parse_manage_over
 
-    host.check_cluster_dir(Path(args.dir).resolve())
+    host.check_cluster_dir(Path(os.path.abspath(args.dir)))  # not resolved: a symlink there is checked itself
     if os.geteuid() == 0:
         host.remove_stale_drop_ins()
     cluster = Cluster(args.dir)

@@ -18,7 +18,9 @@ import os
 import pwd
 import secrets
 import shutil
+import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -176,17 +178,38 @@ def release_shared_resources() -> None:
 
 
 def check_cluster_dir(sim_dir: Path) -> None:
-    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config."""
+    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config. sim_dir as
+    given (absolute, not resolved): a symlink at that path made by another user is refused too, as it
+    could be pointed anywhere root then writes."""
     try:
+        link = sim_dir.lstat()
         st = sim_dir.stat()
     except FileNotFoundError:
         return
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != 0:
+        raise SimError(f"cluster folder {sim_dir} is a symlink made by uid {link.st_uid}, who could point it at "
+                       "any folder root writes to; give a folder made by root (sudo mkdir)")
     if st.st_uid != 0:
         raise SimError(f"cluster folder {sim_dir} is owned by uid {st.st_uid}, not root: its ssh_config goes into "
                        "every ssh on this machine; use a folder made by root (sudo mkdir)")
     if st.st_mode & 0o022:
         raise SimError(f"cluster folder {sim_dir} is writable by others (mode {st.st_mode & 0o7777:04o}): its "
                        f"ssh_config goes into every ssh on this machine; run: sudo chmod go-w {sim_dir}")
+
+
+def write_file(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write path as root without following a symlink there: a new file beside it (O_EXCL), renamed over
+    the name (a rename replaces a link, it never writes through it)."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def drop_in_target(drop_in: Path) -> str | None:
