@@ -14,7 +14,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
 
 
@@ -54,7 +54,7 @@ def context(sheet: Sheet, *, inventory: str, output_dir: str, generated: str) ->
         line = f"{model.model_name} ({model.key}): {model.ports_where}" if model and model.ports_where else None
         if line and line not in ports_where:
             ports_where.append(line)
-    return {
+    return printable({
         "node": {"host": sheet.host, "location": sheet.location, "model": sheet.model.key if sheet.model else None,
                  "model_name": macos["model_name"], "chip": macos.get("chip"),
                  "model_identifier": macos["model_identifier"], "serial_number": macos["serial_number"],
@@ -70,7 +70,7 @@ def context(sheet: Sheet, *, inventory: str, output_dir: str, generated: str) ->
         "inventory": inventory,
         "output_dir": output_dir,
         "generated": generated,
-    }
+    })
 
 
 def render(ctx: dict) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
@@ -29,6 +30,20 @@ GROUP = "mlx_cluster"
 DEFAULT_USER = "admin"
 POLL_SECONDS = 2
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def print_plan(plan: dict) -> None:
+    """The onboarding plan on the terminal: what the Mac reported with its control characters escaped,
+    so one line stays one line (a serial number cannot forge the next line)."""
+    shown = printable(plan)
+    print(f"model: {shown['model'] or 'not in mlx-fleet catalogue'}, serial number {shown['serial_number']}")
+    print(f"RDMA: {shown['rdma']}")
+    for note in shown["notes"]:
+        print(f"note: {note}")
+    print(f"cables: {shown['headline']}")
+    for number, step in enumerate(shown["steps"], 1):
+        print(f"  {number}. {step}{' (plugged in already)' if step in shown['seen_steps'] else ''}")
+    print(f"visit sheet: {shown['sheet']['html']} (text: {shown['sheet']['text']})")
 
 
 def add_onboard_parser(sub, command) -> None:
@@ -260,14 +275,7 @@ def run_onboard(args, summarize) -> int:
     plan = report.result("mlx_fleet.cluster.onboard_plan")
     if report.exit_status != EXIT_OK or not plan or plan.get("failed"):
         return runner.print_summary(report)
-    print(f"model: {plan['model'] or 'not in mlx-fleet catalogue'}, serial number {plan['serial_number']}")
-    print(f"RDMA: {plan['rdma']}")
-    for note in plan["notes"]:
-        print(f"note: {note}")
-    print(f"cables: {plan['headline']}")
-    for number, step in enumerate(plan["steps"], 1):
-        print(f"  {number}. {step}{' (plugged in already)' if step in plan['seen_steps'] else ''}")
-    print(f"visit sheet: {plan['sheet']['html']} (text: {plan['sheet']['text']})")
+    print_plan(plan)
 
     edit = inventory_edit.Edit(name, host_vars(plan["model"]), plan["add"], plan["unplug"])
     try:
