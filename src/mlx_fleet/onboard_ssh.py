@@ -263,7 +263,9 @@ class Access:
 
 
 def dropin_path(user: str) -> str:
-    return f"{SUDOERS_DIR}/mlx-fleet-{user}"
+    """The user's drop-in. sudo skips a file of sudoers.d whose name contains a dot (or ends in ~), so a dot
+    of the user name (john.doe) is written _2e, and _ as __ to keep two users' names apart."""
+    return f"{SUDOERS_DIR}/mlx-fleet-{user.replace('_', '__').replace('.', '_2e')}"
 
 
 def install_access(target: Target, host_key_b64: str, password: str, *, passwordless_sudo: bool) -> Access:

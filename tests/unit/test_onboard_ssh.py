@@ -91,3 +91,15 @@ def test_a_known_hosts_that_is_not_a_file_is_refused(keys):
     args = _config(keys, f"IdentityFile {keys / 'client'}\nUserKnownHostsFile /dev/null\n")
     with pytest.raises(UserError, match="/dev/null is not a known_hosts file"):
         onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+
+
+def test_the_sudoers_drop_in_has_a_name_sudo_reads_for_every_user_name():
+    # sudo skips a sudoers.d file whose name contains a dot or ends in ~ (sudoers(5), #includedir)
+    names = ["admin", "john.doe", "john_doe", "john_2edoe", "j.d_", "a-b"]
+    paths = [onboard_ssh.dropin_path(n) for n in names]
+    for path in paths:
+        name = Path(path).name
+        assert Path(path).parent == Path(onboard_ssh.SUDOERS_DIR)
+        assert "." not in name and not name.endswith("~") and "/" not in name, name
+    assert len(set(paths)) == len(names)  # two users never share (and overwrite) one drop-in
+    assert onboard_ssh.dropin_path("admin") == "/etc/sudoers.d/mlx-fleet-admin"  # as before: found again
