@@ -136,11 +136,17 @@ def _trust(target: onboard_ssh.Target, given: str | None) -> tuple[str, bool]:
         raise UserError(f"{target.name}: the host key of {target.hostname} is {fingerprint}, not the "
                         f"{given.strip()} given; refused before any password was sent: check the fingerprint at "
                         "the Mac (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub)")
-    if known and key not in known:
-        raise UserError(f"{target.name}: {target.known_hosts} holds another host key for {target.hostname}; the Mac "
-                        f"now shows {fingerprint}; if it was reinstalled, remove the old key with "
+    mine = f"{onboard_ssh.KEY_TYPE} {key}"
+    if f"@revoked {mine}" in known:
+        raise UserError(f"{target.name}: {target.known_hosts} marks the host key {fingerprint} of {target.hostname} "
+                        "as revoked; refused before any password was sent")
+    trusted = [k for k in known if not k.startswith("@")]
+    if trusted and mine not in trusted:
+        types = ", ".join(dict.fromkeys(k.split()[0] for k in trusted))
+        raise UserError(f"{target.name}: {target.known_hosts} holds another host key for {target.hostname} ({types}); "
+                        f"the Mac now shows {fingerprint}; if it was reinstalled, remove the old key with "
                         f"`ssh-keygen -R {target.hostname} -f {target.known_hosts}` and run again")
-    if key in known:
+    if mine in trusted:
         print(f"host key: {fingerprint} (already in {target.known_hosts})")
         return key, True
     if not given:
