@@ -24,7 +24,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, Busy, UserError
 
 GROUP = "mlx_cluster"
 DEFAULT_USER = "admin"
@@ -44,6 +44,21 @@ def print_plan(plan: dict) -> None:
     for number, step in enumerate(shown["steps"], 1):
         print(f"  {number}. {step}{' (plugged in already)' if step in shown['seen_steps'] else ''}")
     print(f"visit sheet: {shown['sheet']['html']} (text: {shown['sheet']['text']})")
+
+
+def edit_inventory(inventories: list[str], edit, output_dir: Path) -> list:
+    """inventory_edit.apply under the cluster's run lock, so two onboardings never interleave their
+    read and write of the inventory (the second waits, then refuses: Busy, exit 3)."""
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
+
+    try:
+        with runlock.run_lock(output_dir, "mlx-fleet onboard editing the inventory"):
+            return inventory_edit.apply(inventories, edit)
+    except runlock.LockBusy as exc:
+        raise Busy(f"inventory not changed: {exc}") from None
+    except UnsafeFolder as exc:
+        raise UserError(str(exc)) from None
 
 
 def add_onboard_parser(sub, command) -> None:
@@ -285,12 +300,13 @@ def run_onboard(args, summarize) -> int:
 
     edit = inventory_edit.Edit(name, host_vars(plan["model"]), plan["add"], plan["unplug"])
     try:
-        changed = inventory_edit.apply(args.inventory, edit)
+        changed = edit_inventory(args.inventory, edit, output_dir)
     except inventory_edit.NotEditable as exc:
         print(f"inventory: not changed: {exc}; add these lines yourself, then run `{converge}`:")
         print(inventory_edit.lines_to_add(edit))
         return EXIT_ATTENTION
-    print(f"inventory: {'updated ' + ', '.join(str(p) for p in changed) if changed else 'already lists ' + name + ' and its cables'}")
+    updated = ", ".join(f"{p} (before: {inventory_edit.backup_path(p).name})" for p in changed)
+    print(f"inventory: {'updated ' + updated if changed else 'already lists ' + name + ' and its cables'}")
 
     pending = [c for c in plan["add"] if c not in plan["seen"]]
     if pending or plan["unplug"]:
