@@ -205,3 +205,16 @@ def test_an_output_folder_another_account_could_use_is_bad_input_in_one_line(tmp
         runner.run_playbook("hostfile", [str(inventory)], output_dir=out, progress=False)
     assert words in str(refused.value) and "\n" not in str(refused.value)
     assert type(refused.value) is UserError  # exit 2 (cli.main), not Busy
+
+
+def test_the_cli_names_an_output_folder_others_can_write_in_one_line_and_exits_2(tmp_path, capsys):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all: {}\n")
+    out = tmp_path / "shared"
+    out.mkdir()
+    out.chmod(0o777)
+    assert cli.main(["hostfile", "-i", str(inventory), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"mlx-fleet hostfile: {out} can be written by group and others (mode 0777), who could change the "
+                   f"hostfiles and ledgers mlx-fleet reads there: run chmod go-w {out}\n")
+    assert list(out.iterdir()) == []
