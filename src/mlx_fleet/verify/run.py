@@ -155,7 +155,8 @@ def verify(cluster: Cluster, options: Options, out: Path, launcher: list[str]) -
             options.script is not None)
         return outcome
     finally:
-        # Only where this run made the folder: a path already there is not ours to empty.
-        staged = [h for h in hosts if h in outcome.nodes and outcome.nodes[h].staged]
+        # Only where this run made the folder (a path already there is not ours to empty); every Mac when
+        # staging itself was interrupted (Ctrl-C): the folder, if there, is then this run's own.
+        staged = [h for h in hosts if outcome.nodes[h].staged] if outcome.nodes else hosts
         outcome.leftovers = nodes.stop(staged, runner.rundir, remove=True)
         outcome.finished = datetime.now(timezone.utc)
