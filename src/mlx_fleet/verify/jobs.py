@@ -200,8 +200,11 @@ def run(job: Job, *, launcher: list[str], python: str, rundir: str, command: lis
         except subprocess.TimeoutExpired:
             job.killed = True
             _stop_group(process)
-        for reader in readers:
-            reader.join(timeout=10)
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C): the launcher goes too, before the log closes
+                _stop_group(process)
+            for reader in readers:
+                reader.join(timeout=10)
     job.seconds = round(time.monotonic() - started, 3)
     tagged = read_tagged(out + err)
     if not whole(tagged, len(job.hosts)):
