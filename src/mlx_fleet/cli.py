@@ -170,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     from mlx_fleet.interrupt import raise_keyboard_interrupt
     from mlx_fleet.sim.host import SimError
 
-    if args.tool != "sim":  # the sim has its own clean-up; a run's playbook is stopped by runner.py's
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, raise_keyboard_interrupt)
+    # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner.py); the sim keeps its own.
+    previous = {signum: signal.signal(signum, raise_keyboard_interrupt)
+                for signum in (signal.SIGTERM, signal.SIGHUP) if args.tool != "sim"}
     try:
         return _dispatch(args, argv)
     except Busy as exc:
@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         return _say(args.tool, exc, EXIT_INTERRUPTED)
     except KeyboardInterrupt:
         return _say(args.tool, "interrupted", EXIT_INTERRUPTED)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _say(tool: str, message, status: int) -> int:

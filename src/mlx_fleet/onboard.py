@@ -160,11 +160,15 @@ def _trust(target: onboard_ssh.Target, given: str | None) -> tuple[str, bool]:
 
 
 def _access(target: onboard_ssh.Target, key: str, known: bool, args) -> str | None:
-    """Install our key (and passwordless sudo); the admin password when it was needed, else None."""
+    """Install our key (and passwordless sudo); the admin password when it was needed (or sudo on the Mac
+    still asks for it, as after an interrupted onboarding), else None."""
     check = "sudo -n true" if args.passwordless_sudo else "true"
     if known and onboard_ssh.key_login_works(target, check):
-        print(f"access: key login as {target.user} works{' with passwordless sudo' if args.passwordless_sudo else ''}")
-        return None
+        if args.passwordless_sudo or onboard_ssh.key_login_works(target, "sudo -n true"):
+            print(f"access: key login as {target.user} works with passwordless sudo")
+            return None
+        print(f"access: key login as {target.user} works; its sudo asks for the admin password")
+        return _read_password(args.password_file, target)
     password = _read_password(args.password_file, target)
     access = onboard_ssh.install_access(target, key, password, passwordless_sudo=args.passwordless_sudo)
     if not known:
