@@ -211,6 +211,7 @@ class PlaybookOptions:
     check: bool = False
     diff: bool = False
     verbosity: int = 0
+    read_only: bool = False  # a command that changes no Mac (audit, record)
     ask_become_pass: bool = False
     become_prompt: str = "BECOME password: "  # what -K asks on the terminal
     become_password: str | None = None  # -K's answer when already asked (onboard asks once for its runs)
@@ -313,7 +314,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
                         watcher.finish()
                 except OSError:
                     pass  # the terminal is gone
-                raise Interrupted(_interrupted(report))
+                raise Interrupted(_interrupted(report, options.read_only))
     if watcher:
         watcher.finish()
     report.rc = result.rc
@@ -376,10 +377,12 @@ def _record_command(data: dict, runner_config, envvars: dict, private: str) -> N
     os.replace(temporary, path)
 
 
-def _interrupted(report: RunReport) -> str:
+def _interrupted(report: RunReport, read_only: bool = False) -> str:
     """The line an interrupted run ends with: which Macs may be mid-change."""
     if report.check:
         return "interrupted (--check: nothing was changed)"
+    if read_only:
+        return "interrupted (this command changes no Mac)"
     macs = sorted(report.changed | report.in_flight)
     if not macs:
         return "interrupted before any Mac was changed"
@@ -435,7 +438,8 @@ def options_from(args, command: str, needs_every_mac: bool) -> PlaybookOptions:
                         "(the fabric is built from all of them); run it without --limit")
     return PlaybookOptions(extra_vars=args.extra_vars, limit=args.limit, check=getattr(args, "check", False),
                            diff=getattr(args, "diff", False),
-                           verbosity=args.verbose, ask_become_pass=args.ask_become_pass)
+                           verbosity=args.verbose, ask_become_pass=args.ask_become_pass,
+                           read_only=not hasattr(args, "check"))
 
 
 def output_dir_from(args) -> Path:

@@ -139,6 +139,7 @@ def test_the_interrupted_line_names_the_macs_that_may_be_mid_change():
                   {"event": "runner_on_ok", "event_data": {"host": "mini-1", "res": {"changed": True}}}):
         events(event)
     assert runner._interrupted(report) == "interrupted: mini-1, mini-2 may be mid-change; the next converge repairs them"
+    assert runner._interrupted(report, read_only=True) == "interrupted (this command changes no Mac)"
     report.check = True
     assert runner._interrupted(report) == "interrupted (--check: nothing was changed)"
 
