@@ -112,7 +112,9 @@ STUBBORN = textwrap.dedent("""
 """)
 
 
-def test_an_interrupt_leaves_no_process_of_the_playbooks_tree():
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_an_interrupt_leaves_no_process_of_the_playbooks_tree(signum):
+    before = signal.getsignal(signum)
     with interrupt.Stopper(grace=1.0) as stopper:
         playbook = subprocess.Popen([sys.executable, "-c", STUBBORN], start_new_session=True, stdout=subprocess.PIPE,
                                     text=True)
@@ -120,13 +122,13 @@ def test_an_interrupt_leaves_no_process_of_the_playbooks_tree():
         table = interrupt.processes()
         workers = interrupt.descendants(playbook.pid, table)
         assert len(workers) == 2 and all(group == pid for pid, group in workers.items())  # their own groups
-        os.kill(os.getpid(), signal.SIGTERM)  # as `kill` or a closing terminal would
-        assert stopper.signal == signal.SIGTERM
+        os.kill(os.getpid(), signum)  # as Ctrl-C, `kill` or a closing terminal would
+        assert stopper.signal == signum
         assert playbook.wait(timeout=10) == 99  # it got SIGINT, as from a terminal
         stopper.stop()
     left = interrupt.processes()
     assert not [pid for pid in workers if pid in left]
-    assert signal.getsignal(signal.SIGTERM) is not stopper._handler  # the handlers are put back
+    assert signal.getsignal(signum) == before  # the handlers are put back
 
 
 def test_the_interrupted_line_names_the_macs_that_may_be_mid_change():
