@@ -13,8 +13,8 @@ from __future__ import annotations
 import getpass
 import os
 import re
-import stat
 import shlex
+import stat
 import sys
 import tempfile
 import time

@@ -213,7 +213,6 @@ class PlaybookOptions:
     verbosity: int = 0
     read_only: bool = False  # a command that changes no Mac (audit, record)
     ask_become_pass: bool = False
-    become_prompt: str = "BECOME password: "  # what -K asks on the terminal
     become_password: str | None = None  # -K's answer when already asked (onboard asks once for its runs)
     # Per Mac, a sudo password other than -K's (onboarding's new Mac: its admin password). Memory only.
     host_become_passwords: dict[str, str] = field(default_factory=dict)
@@ -263,7 +262,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     # Passwords stay in this process: ansible-runner answers ansible-playbook's prompts on its terminal
     # (suppress_env_files: it writes none of them, nor the extra variables, into its private folder).
     passwords = {}
-    become = options.become_password or (getpass.getpass(options.become_prompt) if options.ask_become_pass else None)
+    become = options.become_password or (getpass.getpass("BECOME password: ") if options.ask_become_pass else None)
     if become:
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*$"] = become
@@ -278,7 +277,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
             inventory.append(_vaulted_inventory(Path(private), options.host_become_passwords, key))
             cmdline += ["--vault-id", f"{VAULT_ID}@prompt"]
             passwords[rf"^Vault password \({VAULT_ID}\):\s*$"] = key
-        # Between two reads of ansible-playbook's output, the interrupt is looked at (ansible-runner's 5 s).
+        # ansible-runner asks cancel_callback whenever it stops waiting on the playbook's output: every
+        # second rather than its default 5, so an interrupt is acted on at once.
         (Path(private) / "env").mkdir()
         (Path(private) / "env" / "settings").write_text(json.dumps({"pexpect_timeout": 1}))
         # Once interrupted, the terminal may be gone (SIGHUP): the progress line stops.
@@ -364,8 +364,10 @@ def command_record(command: list[str], cwd: str, env: dict[str, str], private: s
 
 
 def _record_command(data: dict, runner_config, envvars: dict, private: str) -> None:
-    """ansible-runner writes the command with the controller's whole environment: once it has, and before
-    ansible-playbook starts, replace it with the record a person needs to rerun it."""
+    """ansible-runner writes the command with the controller's whole environment (it has no switch for
+    that): as soon as it has, before ansible-playbook starts, replace it with the record a person needs
+    to rerun it. No secret of mlx-fleet's is in that environment; the user's own stay there for
+    milliseconds, in a 0600 file."""
     if data.get("status") != "running":
         return
     path = Path(runner_config.artifact_dir) / "command"

@@ -1,6 +1,6 @@
 """Interrupted runs and secrets on the controller, end to end through the CLI on one simulated 2-Mac cluster.
 
-Ctrl-C (SIGINT to the CLI's process group, as a terminal sends it) at three points of a fresh converge,
+Ctrl-C (typed on the CLI's terminal: SIGINT to its foreground process group) at three points of a fresh converge,
 preflight, environment and fabric: exit 130 with one line, no ansible-playbook left, the run lock free;
 then a converge succeeds and a second one changes nothing. Then a third Mac, fresh from Setup Assistant
 (its own admin password, sudo asking for it), is onboarded with --password-file and the cluster
@@ -122,7 +122,7 @@ def cluster():
 def test_ctrl_c_stops_the_run_and_its_workers(cluster, point):
     cli = cluster.start("converge", "-e", f"mlx_env_cache_dir={ENV_CACHE}", at=AT[point])
     cluster.until_task(cli)
-    os.killpg(cli.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
+    cli.sendintr()  # Ctrl-C typed on its terminal: SIGINT to the terminal's foreground process group
     status, output = finish(cli)
     last = output.strip().splitlines()[-1]
     assert status == 130, output[-3000:]
