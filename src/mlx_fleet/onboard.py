@@ -11,8 +11,10 @@ cables that did not change).
 from __future__ import annotations
 
 import getpass
+import os
 import re
 import shlex
+import stat
 import sys
 import tempfile
 import time
@@ -80,7 +82,8 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--user", help="its admin user (default: the inventory's ansible_user, else admin)")
     parser.add_argument("--host-key-fingerprint", metavar="SHA256:...",
                         help="the Mac's SSH host key fingerprint, for scripts (else you are asked to confirm it)")
-    parser.add_argument("--password-file", help="read the admin password from this file (else it is asked once)")
+    parser.add_argument("--password-file", help="read the new Mac's admin password from this file, which only you may "
+                                                "read (chmod 600; else it is asked once)")
     parser.add_argument("--passwordless-sudo", action="store_true",
                         help="also install a sudoers drop-in so the admin user needs no password for sudo")
     parser.add_argument("--known-hosts", help="known_hosts file to record the host key in (default: what ssh uses "
@@ -93,7 +96,8 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--output-dir", help="where the visit sheet, hostfiles and run logs go "
                                              "(default: .mlx-fleet in the inventory's folder)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
-                        help="ask for the sudo password of the other Macs once")
+                        help="ask once for the sudo password of the cluster's other Macs (the new Mac's sudo gets "
+                             "its admin password, never theirs)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more Ansible output in the run log")
 
 
@@ -126,6 +130,21 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | Non
     view = {key: str(templar.template(variables[key])) for key in wanted if variables.get(key) is not None}
     own = dict(existing.vars) if existing is not None else None
     return view, own
+
+
+def check_password_file(path: str) -> None:
+    """Refuse a password file another account can read or that another user owns, as ssh does for keys."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise UserError(f"--password-file {path}: {exc.strerror}") from exc
+    if info.st_uid not in (os.getuid(), 0):
+        raise UserError(f"--password-file {path} belongs to another user (uid {info.st_uid}): use a file of your own, "
+                        "mode 600")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise UserError(f"--password-file {path} has mode {mode:04o}, so other accounts can read it: "
+                        f"run `chmod 600 {shlex.quote(path)}`")
 
 
 def _read_password(path: str | None, target: onboard_ssh.Target) -> str:
@@ -177,11 +196,15 @@ def _trust(target: onboard_ssh.Target, given: str | None) -> tuple[str, bool]:
 
 
 def _access(target: onboard_ssh.Target, key: str, known: bool, args) -> str | None:
-    """Install our key (and passwordless sudo); the admin password when it was needed, else None."""
+    """Install our key (and passwordless sudo); the admin password when it was needed (or sudo on the Mac
+    still asks for it, as after an interrupted onboarding), else None."""
     check = "sudo -n true" if args.passwordless_sudo else "true"
     if known and onboard_ssh.key_login_works(target, check):
-        print(f"access: key login as {target.user} works{' with passwordless sudo' if args.passwordless_sudo else ''}")
-        return None
+        if args.passwordless_sudo or onboard_ssh.key_login_works(target, "sudo -n true"):
+            print(f"access: key login as {target.user} works with passwordless sudo")
+            return None
+        print(f"access: key login as {target.user} works; its sudo asks for the admin password")
+        return _read_password(args.password_file, target)
     password = _read_password(args.password_file, target)
     access = onboard_ssh.install_access(target, key, password, passwordless_sudo=args.passwordless_sudo)
     if not known:
@@ -256,6 +279,8 @@ def run_onboard(args, summarize) -> int:
     """The whole onboarding; summarize(report) prints a converge's summary and returns its exit status."""
     started = time.monotonic()
     onboard_ssh.which_ssh()
+    if args.password_file:
+        check_password_file(args.password_file)
     name = args.name
     if not _NAME_RE.match(name):
         raise UserError(f"{name!r} is not a usable inventory name: letters, digits, '-', '_' and '.'")
@@ -270,6 +295,8 @@ def run_onboard(args, summarize) -> int:
 
     key, known = _trust(target, args.host_key_fingerprint)
     password = _access(target, key, known, args)
+    # -K is the other Macs' sudo password, asked once for every run below.
+    others = getpass.getpass("sudo password of the cluster's other Macs: ") if args.ask_become_pass else None
 
     def host_vars(model: str | None) -> dict:
         # In the order an inventory usually has them: address, user, model, location.
@@ -282,9 +309,9 @@ def run_onboard(args, summarize) -> int:
     inventory_text = " ".join(f"-i {shlex.quote(i)}" for i in args.inventory)
     converge = f"mlx-fleet converge {inventory_text}"
     extravars = {"mlx_fleet_output_dir": str(output_dir)}
-    # Sudo on the new Mac asks for the admin password unless the drop-in went in.
-    options = runner.PlaybookOptions(verbosity=args.verbose, ask_become_pass=args.ask_become_pass,
-                                     become_password=None if args.passwordless_sudo else password)
+    # Sudo on the new Mac asks for its admin password unless the drop-in went in: that Mac's alone.
+    options = runner.PlaybookOptions(verbosity=args.verbose, become_password=others, host_become_passwords=(
+        {name: password} if password and not args.passwordless_sudo else {}))
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-onboard-") as folder:
         inventories = list(args.inventory)
         if own is None:
