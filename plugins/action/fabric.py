@@ -67,7 +67,7 @@ class ActionModule(ClusterAction):
         if twins:
             raise actions.refusal(list(twins.values()))  # bad input: the inventory names one Mac twice
         built = fab.build_fabric(
-            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
+            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}, macos,
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
             cables=first.get("mlx_fleet_cables"),
             backend=first.get("mlx_fleet_backend", "auto"),
