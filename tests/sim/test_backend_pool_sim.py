@@ -113,3 +113,83 @@ def test_auto_falls_back_to_ring_where_rdma_cannot_run_and_the_hostfile_runs(mak
                 "backend for it (a Recovery visit cannot help); set mlx_fleet_backend: ring, or auto (it picks ring "
                 "for such a Mac)") in [line.strip() for line in refused.stdout.splitlines()], refused.stdout
         assert json.loads((out / "hostfile.json").read_text())["backend"] == "ring"  # the last good one stays
+
+
+def test_a_pool_too_small_for_the_cables_is_bad_input_before_any_mac_changes(make_sim):
+    sim = make_sim(nodes=3, topology="mesh")  # three cables
+    before = listing(sim)
+    result = converge(sim.dir / "inventory.yml", "-e", "mlx_fleet_ip_pool=10.0.0.0/30")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert lines(result, "error: ", "failed: ") == [
+        "error: mlx_fleet_ip_pool 10.0.0.0/30 holds 1 /30 networks for 3 cables; use a larger pool"], result.stdout
+    assert listing(sim) == before, "a Mac changed before the pool was refused"
+    assert not (sim.dir / ".mlx-fleet" / "fabric-addresses.json").exists()
+
+
+class Controller:
+    """A second controller on the cluster's management network, in its own network namespace, with an
+    address in 192.168.1.0/24 (a home or lab LAN): no other test's controller sees that address."""
+
+    def __init__(self, sim: Sim):
+        index = sim.state()["index"]
+        self.ns, self.veth = f"mfs{index}ctl", f"mfs{index}ctlv"
+        steps = [["ip", "netns", "add", self.ns],
+                 ["ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.ns],
+                 ["ip", "link", "set", self.veth, "master", f"mfs{index}br", "up"],
+                 ["ip", "-n", self.ns, "addr", "add", f"10.213.{index}.250/24", "dev", "eth0"],
+                 ["ip", "-n", self.ns, "link", "set", "eth0", "up"],
+                 ["ip", "-n", self.ns, "link", "set", "lo", "up"],
+                 # A LAN interface of its own (a veth pair: this kernel has no dummy links).
+                 ["ip", "-n", self.ns, "link", "add", "lan0", "type", "veth", "peer", "name", "lan1"],
+                 ["ip", "-n", self.ns, "addr", "add", "192.168.1.77/24", "dev", "lan0"],
+                 ["ip", "-n", self.ns, "link", "set", "lan0", "up"]]
+        try:
+            for step in steps:
+                subprocess.run(step, check=True, capture_output=True)
+        except subprocess.CalledProcessError:
+            self.remove()
+            raise
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        return ("ip", "netns", "exec", self.ns)
+
+    def remove(self) -> None:
+        subprocess.run(["ip", "link", "del", self.veth], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
+@pytest.fixture
+def home_controller(make_sim):
+    sim = make_sim(nodes=3, topology="mesh")
+    controller = Controller(sim)
+    try:
+        yield sim, controller
+    finally:
+        controller.remove()
+
+
+def test_no_pool_set_converges_from_a_192_168_controller_and_keeps_the_range_when_it_moves(home_controller):
+    sim, controller = home_controller
+    networks = subprocess.run([*controller.prefix, "ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    assert "192.168.1.77/24" in networks
+    assert "mlx_fleet_ip_pool" not in (sim.dir / "inventory.yml").read_text()
+    out = sim.dir / ".mlx-fleet"
+
+    first = converge(sim.dir / "inventory.yml", prefix=controller.prefix)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert lines(first, "addresses: ") == [
+        "addresses: mlx_fleet_ip_pool is not set: the cables' addresses come from 10.99.0.0/16, a private range "
+        "neither this controller nor any Mac uses; fabric-addresses.json keeps it for the next runs"], first.stdout
+    ledger = json.loads((out / "fabric-addresses.json").read_text())
+    assert ledger["pool"] == "10.99.0.0/16" and len(ledger["cables"]) == 3
+    assert all(ipaddress.ip_network(n).subnet_of(ipaddress.ip_network("10.99.0.0/16")) for n in ledger["cables"].values())
+    published_addresses_are_on_their_macs(sim, out)
+
+    # The same cluster from the host's own namespace, which has no 192.168.1.x address (192.168.0.0/16 would
+    # be free here): every cable keeps its /30, and no range is chosen again.
+    second = converge(sim.dir / "inventory.yml")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert lines(second, "addresses: ") == [], second.stdout
+    assert json.loads((out / "fabric-addresses.json").read_text()) == ledger
+    published_addresses_are_on_their_macs(sim, out)
