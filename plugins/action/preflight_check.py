@@ -41,8 +41,8 @@ class ActionModule(ClusterAction):
         bad_input = [line for hosts, line in same_macs(read).items() if host in hosts]
         try:
             pool, dummy = cluster_pool(host_vars, output_dir, read)
-        except ValueError as exc:  # no private range is free here
-            pool, bad_input = None, bad_input + [str(exc)]
+        except ValueError as exc:  # no private range is free here: the cluster's problem, said on its first Mac
+            pool, bad_input = None, bad_input + ([str(exc)] if host == next(iter(read), host) else [])
         problems = check_node(host, facts, host_vars, become_password=become_password, pool=pool)
         if args["bridge"] is not None and pool is not None:
             thunderbolt = {h: hostvars[h]["mlx_fleet_thunderbolt"] for h in read if "mlx_fleet_thunderbolt" in hostvars[h]}
