@@ -17,10 +17,9 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
     ADDRESSES_FILE, port_arguments, read_addresses)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import cluster_pool, same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
@@ -67,12 +66,16 @@ class ActionModule(ClusterAction):
         twins = same_macs(macos)
         if twins:
             raise actions.refusal(list(twins.values()))  # bad input: the inventory names one Mac twice
+        try:
+            pool, pool_note = cluster_pool(first, output_dir, macos)
+        except ValueError as exc:  # no private range is free here
+            raise actions.refusal([str(exc)]) from None
         built = fab.build_fabric(
-            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
+            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}, macos,
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
             cables=first.get("mlx_fleet_cables"),
             backend=first.get("mlx_fleet_backend", "auto"),
-            ip_pool=first.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL),
+            ip_pool=pool,
             previous=read_addresses(output_dir / ADDRESSES_FILE),
             management_ips={n: macos[n].get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
@@ -88,6 +91,7 @@ class ActionModule(ClusterAction):
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
             addresses=built.addresses,
+            ip_pool=built.ip_pool, ip_pool_note=pool_note,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,
             hostfile=str(output_dir / HOSTFILE),

@@ -10,9 +10,11 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, lockouts, same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import (
+    check_node, cluster_pool, network_problems, same_macs)
 
-HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "macos_node_wired_limit_mb")
+HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
+             "macos_node_wired_limit_mb")
 
 
 class ActionModule(ClusterAction):
@@ -31,17 +33,21 @@ class ActionModule(ClusterAction):
         become_password = bool(self._play_context.become_pass or task_vars.get("ansible_become_password")
                                or task_vars.get("ansible_become_pass"))
         host_vars = {k: task_vars[k] for k in HOST_VARS if k in task_vars}
-        problems = check_node(host, facts, host_vars, become_password=become_password)
         # Every Mac of the play has been read by now (macos_facts ran on all of them first).
         hostvars = task_vars["hostvars"]
         read = {h: hostvars[h]["mlx_fleet_macos"] for h in task_vars["ansible_play_hosts_all"]
                 if "mlx_fleet_macos" in hostvars[h]}
+        output_dir = args["output_dir"] and Path(args["output_dir"])
         bad_input = [line for hosts, line in same_macs(read).items() if host in hosts]
-        if args["bridge"] is not None:
+        try:
+            pool, dummy = cluster_pool(host_vars, output_dir, read)
+        except ValueError as exc:  # no private range is free here: the cluster's problem, said on its first Mac
+            pool, bad_input = None, bad_input + ([str(exc)] if host == next(iter(read), host) else [])
+        problems = check_node(host, facts, host_vars, become_password=become_password, pool=pool)
+        if args["bridge"] is not None and pool is not None:
             thunderbolt = {h: hostvars[h]["mlx_fleet_thunderbolt"] for h in read if "mlx_fleet_thunderbolt" in hostvars[h]}
             if host in thunderbolt:
-                bad_input += lockouts(host, facts, thunderbolt, args["bridge"], host_vars,
-                                      args["output_dir"] and Path(args["output_dir"]))
+                bad_input += network_problems(host, facts, thunderbolt, args["bridge"], pool, output_dir)
         problems += bad_input
         if problems:
             raise refusal(problems, bad_input=bad_input, result={"problems": problems})

@@ -89,6 +89,15 @@ addresses:
   description: Each cable's /30.
   returned: always
   type: dict
+ip_pool:
+  description: The pool the /30s come from - C(mlx_fleet_ip_pool), or with none set the range chosen (and
+    kept in C(fabric-addresses.json)).
+  returned: always
+  type: str
+ip_pool_note:
+  description: With no C(mlx_fleet_ip_pool), the line saying which range was chosen on this run; null otherwise.
+  returned: always
+  type: str
 network:
   description: Per host, the ports to configure, as M(mlx_fleet.cluster.thunderbolt_network) takes them
     (device, hardware_port, address, prefix, peer).

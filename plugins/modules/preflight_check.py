@@ -19,7 +19,9 @@ description:
     same Mac listed under two names (one serial number; both names are said).
   - With I(bridge), also the fabric's lockout check, before any Mac changes - the network plan the
     fabric will make from every Mac's C(mlx_fleet_thunderbolt) facts must not turn off, re-address or
-    bridge the interface this Mac's management connection arrives on (C(management_interface)).
+    bridge the interface this Mac's management connection arrives on (C(management_interface)) - and
+    the address pool against the cables found (too small is bad input). With no C(mlx_fleet_ip_pool),
+    the pool is a private range neither the controller nor any Mac uses (kept in C(fabric-addresses.json)).
   - Runs on the controller only (an action plugin); connects to no host.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)

@@ -367,6 +367,7 @@ def _cables(macs, observed, declared, controller, checks):
     audited = set(macs)
     plan = [c for c in plan if {p.host for p in parse_cable(str(c)).key} <= audited]
     built = fab.build_fabric({h: observed[h]["mlx_fleet_thunderbolt"] for h in macs},
+                             {h: observed[h]["mlx_fleet_macos"] for h in macs},
                              models={h: declared[h]["model"] for h in macs if declared[h].get("model")},
                              cables=plan, backend=first["backend"], ip_pool=first["ip_pool"],
                              previous=controller.get("addresses") or {})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
-    fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile)
+    fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile, rdma)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding, Link, discover
@@ -48,11 +48,12 @@ class Fabric:
         return [f.message for f in self.cautions]
 
 
-def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None = None, backend: str = "auto",
-                 ip_pool: str = DEFAULT_IP_POOL, previous: dict[str, str] | None = None,
+def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables: list | None = None,
+                 backend: str = "auto", ip_pool: str = DEFAULT_IP_POOL, previous: dict[str, str] | None = None,
                  management_ips: dict | None = None, envs: list[str] | None = None) -> Fabric:
     """Judge the fabric from ``{host: mlx_fleet_thunderbolt}`` in inventory order.
 
+    macos: host -> mlx_fleet_macos, for the RDMA judgement (plugin_utils.rdma) the backend follows;
     models: host -> mlx_fleet_model key; cables: mlx_fleet_cables (None: no plan); previous:
     the cables map of fabric-addresses.json; management_ips: host -> the en0/en1 address
     jaccl hostfiles list (as mlx.distributed_config does); envs: NAME=value strings.
@@ -73,7 +74,9 @@ def build_fabric(facts: dict, *, models: dict | None = None, cables: list | None
         else:
             findings = fabric_plan.compare(plan, links, models)
 
-    choice = fabric_backend.choose(backend, hosts, facts, links, plan=plan, models=models)
+    nodes = rdma.classify_cluster(macos, facts, links, models=models)
+    choice = fabric_backend.choose(backend, hosts, facts, links, carriers=rdma.carriers(nodes, links), plan=plan,
+                                   models=models)
     cautions = fabric_backend.warnings(
         choice.backend or (backend if backend in fabric_backend.RDMA_BACKENDS else None),
         hosts, facts, models, links, choice.ring)

@@ -96,3 +96,12 @@ def read_addresses(path: str | Path) -> dict[str, str]:
         return dict(json.loads(path.read_text())["cables"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from exc
+
+
+def read_pool(path: str | Path) -> str | None:
+    """The pool a fabric-addresses.json records (the range its cables came from); None without one."""
+    try:
+        pool = json.loads(Path(path).read_text()).get("pool")
+    except (OSError, ValueError, AttributeError):
+        return None  # none yet, or damaged: read_addresses names the damage
+    return pool if isinstance(pool, str) else None

@@ -1,7 +1,9 @@
 """Which backend the cables allow, as mlx.distributed_config decides it, and the warnings that depend on it.
 
 ``jaccl`` needs a full mesh with RDMA on every host, ``jaccl-ring`` a ring with RDMA, ``ring`` a
-ring; ``auto`` picks in that order and always says why. A required topology that is not there is
+ring; ``auto`` picks in that order and always says why. Which Macs and cables can carry RDMA is
+not judged here but by ``plugin_utils.rdma`` (``carriers``), the judgement the RDMA line prints:
+auto never picks an RDMA backend over a Mac or a cable that judgement says cannot carry it. A required topology that is not there is
 one error per missing pair, naming the ports to connect.
 """
 
@@ -135,6 +137,26 @@ class _PortPicker:
 
 
 @dataclass
+class Carriers:
+    """What cannot carry RDMA now (plugin_utils.rdma.carriers judges it), each with why."""
+
+    hosts: dict[str, str]  # host -> why it cannot ("cannot do RDMA (a Thunderbolt 4 Mac)")
+    cables: dict[str, str]  # cable "a:1 -- b:2" -> why it cannot
+    refusals: dict[str, str]  # host -> why an explicit jaccl/jaccl-ring cannot run on it, with the fix
+
+
+def broken_ends(link: Link, models: dict) -> list[tuple]:
+    """(end, model) for each end of the cable on a port where its model's RDMA never comes up
+    (the Mac Studio port beside Ethernet). models: host -> model key."""
+    found = []
+    for end in (link.a, link.b):
+        model = model_of(models, end.host)
+        if model and end.port in model.rdma_broken_ports:
+            found.append((end, model))
+    return found
+
+
+@dataclass
 class Choice:
     backend: str | None  # None when no backend can run on these cables
     reason: str  # why this backend (or why none): always said, auto never silent
@@ -143,16 +165,17 @@ class Choice:
     findings: list[Finding] = field(default_factory=list)  # the errors when backend is None
 
 
-def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, plan: list[Cable] | None = None,
-           models: dict | None = None) -> Choice:
-    """The backend for these cables. plan and models only make the 'connect X to Y' advice better:
-    a planned cable's ports first, and never a port where the model's RDMA does not come up."""
+def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, carriers: Carriers,
+           plan: list[Cable] | None = None, models: dict | None = None) -> Choice:
+    """The backend for these cables. carriers: what cannot carry RDMA (plugin_utils.rdma.carriers).
+    plan and models only make the 'connect X to Y' advice better: a planned cable's ports first,
+    and never a port where the model's RDMA does not come up."""
     n = len(hosts)
     models = models or {}
     pairs = pair_links(hosts, links)
     ring = _find_ring(n, pairs)
     mesh_gaps = [(i, j) for i in range(n) for j in range(i + 1, n) if (i, j) not in pairs]
-    no_rdma = [h for h in hosts if not facts[h].get("rdma_devices")]
+    no_rdma = [h for h in hosts if h in carriers.hosts]
     ring_text = " -> ".join(hosts[i] for i in ring) if ring else ""
 
     def gaps(prefix: str, missing: list[tuple[int, int]], rdma: bool) -> list[Finding]:
@@ -162,9 +185,13 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
                 for i, j in missing]
 
     def rdma_errors(backend: str) -> list[Finding]:
-        return [Finding("no rdma", "", f"{backend} needs RDMA on every host: {h} has no RDMA device (rdma_ctl "
-                        f"status: {'enabled' if facts[h].get('rdma_enabled') else 'disabled'}); enable it from "
-                        "macOS Recovery with 'rdma_ctl enable'", True, hosts=(h,)) for h in no_rdma]
+        return [Finding("no rdma", "", f"{backend} needs RDMA on every host: {carriers.refusals[h]}", True, hosts=(h,))
+                for h in hosts if h in carriers.refusals]
+
+    def unable(used: list[Link]) -> list[str]:
+        """Why these cables cannot all carry RDMA: one text per cable that cannot."""
+        return [f"{link} cannot carry RDMA ({carriers.cables[str(link)]})" for link in used
+                if str(link) in carriers.cables]
 
     def refused(message: str) -> Choice:
         return Choice(None, "no backend", None, pairs, [Finding("backend", "", message, True)])
@@ -183,19 +210,35 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
     if requested != "auto":
         return (Choice(None, f"{requested} was requested but cannot run here (see the errors)", None, pairs, errors)
                 if errors else Choice(requested, f"{requested} as requested (mlx_fleet_backend)", ring, pairs))
-    # auto, as mlx.distributed_config decides: mesh + RDMA, ring + RDMA, ring.
-    rdma_text = f"{', '.join(no_rdma)} {'has' if len(no_rdma) == 1 else 'have'} no RDMA"
-    if not mesh_gaps and not no_rdma:
-        return Choice("jaccl", "auto chose jaccl: the cables form a full mesh and every host has RDMA", ring, pairs)
-    if ring and not no_rdma:
-        i, j = mesh_gaps[0]
-        return Choice("jaccl-ring", f"auto chose jaccl-ring: the cables form a ring ({ring_text}) but not a full "
-                      f"mesh ({hosts[i]} and {hosts[j]} are not cabled), and every host has RDMA", ring, pairs)
+    # auto, as mlx.distributed_config decides (mesh + RDMA, ring + RDMA, ring), but RDMA only where
+    # every Mac and every cable the hostfile uses can carry it.
+    rdma_text = "; ".join(f"{h} {carriers.hosts[h]}" for h in no_rdma)
+    mesh_faults = [] if mesh_gaps or no_rdma else unable(links)
+    if not mesh_gaps and not no_rdma and not mesh_faults:
+        return Choice("jaccl", "auto chose jaccl: the cables form a full mesh and every host and cable can carry "
+                      "RDMA", ring, pairs)
+    ring_faults = unable(_ring_links(ring, hosts, links)) if ring and not no_rdma else []
+    if ring and not no_rdma and not ring_faults:
+        if mesh_gaps:
+            i, j = mesh_gaps[0]
+            why = f"not a full mesh ({hosts[i]} and {hosts[j]} are not cabled)"
+        else:
+            why = f"not a full mesh of RDMA links ({mesh_faults[0]})"
+        return Choice("jaccl-ring", f"auto chose jaccl-ring: the cables form a ring ({ring_text}) but {why}, and "
+                      "every host and cable of the ring can carry RDMA", ring, pairs)
     if ring:
-        return Choice("ring", f"auto chose ring: the cables form a ring ({ring_text}) but {rdma_text}", ring, pairs)
+        why = rdma_text or "; ".join(ring_faults)
+        return Choice("ring", f"auto chose ring: the cables form a ring ({ring_text}) but {why}", ring, pairs)
     return Choice(None, f"auto found no backend: the cables form neither a full mesh nor a ring through all {n} "
                   "hosts", None, pairs,
                   gaps(f"auto: no ring through all {n} hosts", _ring_gaps(_cheapest_ring(n, pairs), pairs), False))
+
+
+def _ring_links(ring: list[int], hosts: list[str], links: list[Link]) -> list[Link]:
+    """The cables between neighbours round the ring (ranks): what a jaccl-ring hostfile uses."""
+    rank = {host: i for i, host in enumerate(hosts)}
+    ring_pairs = {frozenset((node, ring[k - 1])) for k, node in enumerate(ring)}
+    return [link for link in links if frozenset((rank[link.a.host], rank[link.b.host])) in ring_pairs]
 
 
 # --- warnings that depend on the backend ----------------------------------------------------------
@@ -223,19 +266,13 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
     Thunderbolt 4 under JACCL, an active Thunderbolt Bridge across a loop."""
     found = []
     if backend in RDMA_BACKENDS:
-        rank = {host: i for i, host in enumerate(hosts)}
-        used = links
-        if backend == "jaccl-ring" and ring:
-            ring_pairs = {frozenset((node, ring[k - 1])) for k, node in enumerate(ring)}
-            used = [link for link in links if frozenset((rank[link.a.host], rank[link.b.host])) in ring_pairs]
+        used = _ring_links(ring, hosts, links) if backend == "jaccl-ring" and ring else links
         for link in used:
-            for end in (link.a, link.b):
-                model = model_of(models, end.host)
-                if model and end.port in model.rdma_broken_ports:
-                    found.append(Finding(
-                        "rdma port", str(link), f"{end.host}: Thunderbolt {end.port} ({end.device}) is the "
-                        f"{model.model_name} port beside Ethernet, where RDMA never comes up; move the cable {link} "
-                        "to another port", False, link=str(link), note=f"no RDMA on {port_name(end.host, end.port)}"))
+            for end, model in broken_ends(link, models):
+                found.append(Finding(
+                    "rdma port", str(link), f"{end.host}: Thunderbolt {end.port} ({end.device}) is the "
+                    f"{model.model_name} port beside Ethernet, where RDMA never comes up; move the cable {link} "
+                    "to another port", False, link=str(link), note=f"no RDMA on {port_name(end.host, end.port)}"))
             if link.speed_gbps < FULL_SPEED_GBPS:
                 found.append(Finding(
                     "thunderbolt 4", str(link), f"{link}: {gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} "

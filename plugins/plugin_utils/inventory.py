@@ -212,7 +212,15 @@ def _cables(hosts: dict[str, dict], cables) -> tuple[list[str], list[str]]:
 
 
 def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str], controller_networks) -> list[str]:
-    pool_text = group_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)
+    management = group_vars.get("mlx_fleet_management_network")
+    if management:
+        try:
+            management_net = ipaddress.ip_network(str(management), strict=False)
+        except ValueError:
+            return [f"mlx_fleet_management_network: {management!r} is not a network like 10.0.1.0/24"]
+    if "mlx_fleet_ip_pool" not in group_vars:
+        return []  # the fabric picks a range nothing here uses (choose_pool)
+    pool_text = group_vars["mlx_fleet_ip_pool"]
     try:
         pool = ipaddress.ip_network(str(pool_text), strict=False)
     except ValueError:
@@ -236,15 +244,9 @@ def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str], 
         problems.append(f"mlx_fleet_ip_pool: {pool} overlaps this controller's network{'s' * (len(mine) > 1)} "
                         f"{', '.join(mine)}; pick a pool neither the controller nor the Macs use, "
                         f"e.g. {_suggestion(controller_networks)}")
-    management = group_vars.get("mlx_fleet_management_network")
-    if management:
-        try:
-            net = ipaddress.ip_network(str(management), strict=False)
-        except ValueError:
-            return [f"mlx_fleet_management_network: {management!r} is not a network like 10.0.1.0/24"]
-        if net.overlaps(pool):
-            problems.append(f"mlx_fleet_ip_pool: {pool} overlaps the management network {net}; "
-                            "pick a pool the Macs do not already use")
+    if management and management_net.overlaps(pool):
+        problems.append(f"mlx_fleet_ip_pool: {pool} overlaps the management network {management_net}; "
+                        "pick a pool the Macs do not already use")
     for name, hv in hosts.items():
         try:
             address = ipaddress.ip_address(str(hv.get("ansible_host", "")))
@@ -271,12 +273,45 @@ def _unusable(pool: ipaddress.IPv4Network) -> str | None:
     return None
 
 
+def _first_clear(used: list) -> str | None:
+    """The first of SUGGESTED_POOLS that overlaps none of the used networks."""
+    return next((text for text in SUGGESTED_POOLS
+                 if not any(net.overlaps(ipaddress.IPv4Network(text)) for net in used)), None)
+
+
 def _suggestion(controller_networks) -> str:
-    for text in SUGGESTED_POOLS:
-        candidate = ipaddress.IPv4Network(text)
-        if not any(address.network.overlaps(candidate) for dummy, address in controller_networks):
-            return text
-    return "a private /16 no network here uses"
+    return _first_clear([address.network for dummy, address in controller_networks]) or \
+        "a private /16 no network here uses"
+
+
+def choose_pool(recorded: str | None, controller_networks, mac_addresses, management_network: str | None = None
+                ) -> tuple[str, str | None]:
+    """The pool when the inventory sets no mlx_fleet_ip_pool, and a line for the summary when it is chosen now.
+
+    recorded: the pool the address ledger kept (fabric-addresses.json), kept while it overlaps no network
+    the controller (controller_networks) or the Macs (their management addresses, the declared
+    mlx_fleet_management_network) use, so addresses never move because the controller did; else the
+    first of SUGGESTED_POOLS clear of them all. ValueError when none is.
+    """
+    used = [address.network for dummy, address in controller_networks]
+    for text in [*mac_addresses, management_network]:
+        try:
+            used.append(ipaddress.IPv4Network(str(text), strict=False))
+        except ValueError:
+            continue  # none, or not IPv4
+    try:
+        kept = ipaddress.IPv4Network(str(recorded)) if recorded else None
+    except ValueError:
+        kept = None
+    if kept is not None and not _unusable(kept) and not any(net.overlaps(kept) for net in used):
+        return str(kept), None
+    chosen = _first_clear(used)
+    if chosen is None:
+        raise ValueError(f"mlx_fleet_ip_pool is not set, and {', '.join(SUGGESTED_POOLS)} all overlap networks this "
+                         "controller or the Macs use; set mlx_fleet_ip_pool to a private range none of them uses")
+    instead = f" instead of {kept}, which overlaps a network in use now" if kept else ""
+    return chosen, (f"mlx_fleet_ip_pool is not set: the cables' addresses come from {chosen}, a private range neither "
+                    f"this controller nor any Mac uses{instead}; fabric-addresses.json keeps it for the next runs")
 
 
 def overlap_message(host: str, address: str, pool: str) -> str:

@@ -6,9 +6,11 @@ import ipaddress
 from collections import defaultdict
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, port_arguments, read_addresses
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL, overlap_message, version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
+    ADDRESSES_FILE, port_arguments, read_addresses, read_pool)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_message, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
@@ -17,8 +19,9 @@ DEFAULT_MIN_MACOS = "26.2"
 MACOS_RESERVE_MB = 8192
 
 
-def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool) -> list[str]:
-    """One line per problem: the host, what is wrong, and the exact fix."""
+def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool, pool: str | None = None) -> list[str]:
+    """One line per problem: the host, what is wrong, and the exact fix. pool: the cables' address pool
+    (cluster_pool); an explicit mlx_fleet_ip_pool in host_vars when not given."""
     problems = []
     if not facts.get("apple_silicon"):
         problems.append(f"{host}: {facts.get('model_name')} ({facts.get('model_identifier')}) is not Apple Silicon; "
@@ -44,11 +47,23 @@ def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool
         problems.append(f"{host}: macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
                         f"{memory} MB; keep at least {MACOS_RESERVE_MB} MB for macOS: use at most "
                         f"{max(memory - MACOS_RESERVE_MB, 0)}")
-    pool = ipaddress.ip_network(str(host_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)))
+    pool = pool or host_vars.get("mlx_fleet_ip_pool")
     address = facts.get("management_address")
-    if address and ipaddress.ip_address(address) in pool:
+    if pool and address and ipaddress.ip_address(address) in ipaddress.ip_network(str(pool)):
         problems.append(overlap_message(host, address, str(pool)))
     return problems
+
+
+def cluster_pool(host_vars: dict, output_dir: Path | None, macos: dict[str, dict]) -> tuple[str, str | None]:
+    """Where each cable's /30 comes from, and a line for the summary when the range was chosen now:
+    mlx_fleet_ip_pool when the inventory sets it, else choose_pool's pick from what the controller and
+    the Macs (macos: host -> mlx_fleet_macos) use and what the address ledger in output_dir recorded.
+    host_vars: the cluster's variables (mlx_fleet_ip_pool, mlx_fleet_management_network)."""
+    if host_vars.get("mlx_fleet_ip_pool") is not None:
+        return str(host_vars["mlx_fleet_ip_pool"]), None
+    return choose_pool(read_pool(output_dir / ADDRESSES_FILE) if output_dir else None, controller_networks(),
+                       [facts.get("management_address") for facts in macos.values()],
+                       host_vars.get("mlx_fleet_management_network"))
 
 
 def same_macs(read: dict[str, dict]) -> dict[tuple[str, ...], str]:
@@ -63,18 +78,22 @@ def same_macs(read: dict[str, dict]) -> dict[tuple[str, ...], str]:
             for serial, hosts in by_serial.items() if len(hosts) > 1}
 
 
-def lockouts(host: str, facts: dict, thunderbolt: dict[str, dict], bridge: str, host_vars: dict,
-             output_dir: Path | None) -> list[str]:
-    """The fabric's lockout check (plugin_utils.management) for this Mac, made before any Mac changes.
+def network_problems(host: str, facts: dict, thunderbolt: dict[str, dict], bridge: str, pool: str,
+                     output_dir: Path | None) -> list[str]:
+    """Before any Mac changes, the fabric's plan as the preflight can judge it: the pool against the cables
+    found (said on the first Mac read only: it is the cluster's) and the lockout check
+    (plugin_utils.management) for this Mac.
 
     thunderbolt: every Mac's mlx_fleet_thunderbolt, read in the same call as facts (this Mac's
-    mlx_fleet_macos); bridge: what the fabric will do to the Thunderbolt Bridge; output_dir: where the
-    address ledger keeps each cable's /30, so the line names the address the fabric will give.
+    mlx_fleet_macos); bridge: what the fabric will do to the Thunderbolt Bridge; pool: cluster_pool's;
+    output_dir: where the address ledger keeps each cable's /30, so the line names the address the
+    fabric will give.
     """
+    problems = []
     try:
         previous = read_addresses(output_dir / ADDRESSES_FILE) if output_dir else {}
-        network = planned_network(thunderbolt, ip_pool=str(host_vars.get("mlx_fleet_ip_pool", DEFAULT_IP_POOL)),
-                                  previous=previous)
-    except ValueError:  # a pool too small or a damaged ledger: the fabric names it; the bridge is still judged
+        network = planned_network(thunderbolt, ip_pool=pool, previous=previous)
+    except ValueError as exc:  # a pool too small for the cables, or a damaged ledger; the bridge is still judged
+        problems += [str(exc)] if host == next(iter(thunderbolt)) else []
         network = {}
-    return lockout_problems({host: facts}, thunderbolt, port_arguments(network), bridge)
+    return problems + lockout_problems({host: facts}, thunderbolt, port_arguments(network), bridge)

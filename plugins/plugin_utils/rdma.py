@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
@@ -270,13 +270,12 @@ class Assessment:
         return f"mlx_fleet_backend {self.backend} needs RDMA on every Mac: " + "; ".join(parts)
 
 
-def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
-           locations: dict | None = None, backend: str = "auto") -> Assessment:
-    """Classify every Mac (inventory order) and say what the cluster gains once the checklist is done."""
+def classify_cluster(macos: dict[str, dict], thunderbolt: dict[str, dict], links: list[Link], *,
+                     models: dict | None = None, locations: dict | None = None) -> dict[str, Readiness]:
+    """Every Mac's readiness (inventory order), each port's outcome judged knowing its peer's status."""
     hosts = list(thunderbolt)
-    models = dict(models or {})
+    models = models or {}
     locations = locations or {}
-    links, dummy = discover(hosts, thunderbolt)
     cabled = cables_by_host(links)
 
     def classify(peer_status=None):
@@ -285,27 +284,62 @@ def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict
                                  peer_status=peer_status) for h in hosts}
 
     first = classify()
-    nodes = classify({h: r.status for h, r in first.items()})
+    return classify({h: r.status for h, r in first.items()})
 
-    # What the fabric makes of RDMA as it is, and once every Mac needing the step has it: Macs
-    # that cannot do RDMA count as having none, whatever devices they list.
-    def rdma_as(enabled_hosts: set[str]) -> dict:
-        out = {}
-        for h in hosts:
-            tb = dict(thunderbolt[h])
-            if h in enabled_hosts:
-                tb["rdma_enabled"] = True
-                tb["rdma_devices"] = tb.get("rdma_devices") or [
-                    f"rdma_{p['device']}" for p in tb.get("ports", []) if p.get("device")]
-            elif nodes[h].status == NOT_CAPABLE:
-                tb["rdma_devices"] = []
-            out[h] = tb
-        return out
 
+# Why a Mac cannot carry RDMA, as auto's reason says it (NOT_CAPABLE by its reason).
+_CANNOT = {"thunderbolt 4": "cannot do RDMA (a Thunderbolt 4 Mac)",
+           "macos": "cannot do RDMA (its macOS is older than " + RDMA_MIN_MACOS + ")",
+           "no rdma_ctl": "cannot do RDMA (no rdma_ctl)"}
+
+
+def carriers(nodes: dict[str, Readiness], links: list[Link], *,
+             enabled: set[str] | frozenset[str] = frozenset()) -> fabric_backend.Carriers:
+    """Which Macs and cables cannot carry RDMA now, by the same judgement the RDMA line prints: the
+    one auto's backend follows. enabled: Macs to count as done with the Recovery step (the projection)."""
+    hosts: dict[str, str] = {}
+    refusals: dict[str, str] = {}
+    for host, node in nodes.items():
+        if node.status == NOT_CAPABLE:
+            hosts[host] = _CANNOT.get(node.reason or "", "cannot do RDMA")
+            refusals[host] = (f"{host} {hosts[host]}: " + node.message.split(": ", 2)[-1]
+                              + "; set mlx_fleet_backend: ring, or auto (it picks ring for such a Mac)")
+        elif node.status == NEEDS_RECOVERY and host not in enabled:
+            hosts[host] = "has RDMA off (the Recovery step is still to do)"
+        elif node.status == ENABLED_NOT_WORKING and not node.ports:
+            hosts[host] = "has RDMA on but no RDMA device (restart it)"
+        if node.status in (NEEDS_RECOVERY, ENABLED_NOT_WORKING) and not node.ports:
+            refusals[host] = (f"{host} has no RDMA device (rdma_ctl status: "
+                              f"{'enabled' if node.status == ENABLED_NOT_WORKING else 'disabled'}); enable it from "
+                              "macOS Recovery with 'rdma_ctl enable'")
+    cables: dict[str, str] = {}
+    for link in links:
+        why = [f"{end.host} Thunderbolt {end.port} is the {model.model_name} port beside Ethernet, where RDMA never "
+               "comes up: move the cable to another port" for end, model in fabric_backend.broken_ends(
+                   link, {h: n.model for h, n in nodes.items()})]
+        if link.speed_gbps < FULL_SPEED_GBPS:
+            why.append(f"{gbps(link.speed_gbps)}, a Thunderbolt 4 link: JACCL needs Thunderbolt 5 at both ends")
+        for end in (link.a, link.b) if not why else ():  # a port down for a reason above needs no second line
+            state = next((p for p in nodes[end.host].ports if p.receptacle == end.port), None)
+            if state and state.outcome in ("down", "no device"):
+                why.append(f"RDMA is {state.rdma_state or 'not active'} on {end.host} Thunderbolt {end.port}")
+        if why:
+            cables[str(link)] = "; ".join(why)
+    return fabric_backend.Carriers(hosts, cables, refusals)
+
+
+def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
+           locations: dict | None = None, backend: str = "auto") -> Assessment:
+    """Classify every Mac (inventory order) and say what the cluster gains once the checklist is done."""
+    hosts = list(thunderbolt)
+    links, dummy = discover(hosts, thunderbolt)
+    nodes = classify_cluster(macos, thunderbolt, links, models=models, locations=locations)
     needs = [h for h in hosts if nodes[h].status == NEEDS_RECOVERY]
     cannot = [h for h in hosts if nodes[h].status == NOT_CAPABLE]
-    current = fabric_backend.choose("auto", hosts, rdma_as(set()), links).backend
-    projected = fabric_backend.choose("auto", hosts, rdma_as(set(needs)), links).backend
+    # What auto makes of RDMA as it is, and once every Mac needing the step has it.
+    current = fabric_backend.choose("auto", hosts, thunderbolt, links, carriers=carriers(nodes, links)).backend
+    projected = fabric_backend.choose("auto", hosts, thunderbolt, links,
+                                      carriers=carriers(nodes, links, enabled=set(needs))).backend
     summary = _summary(hosts, needs, cannot, [h for h in hosts if nodes[h].status == ENABLED_NOT_WORKING],
                        backend, current, projected)
     return Assessment(nodes, backend, current, projected, summary)

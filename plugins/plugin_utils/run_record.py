@@ -36,9 +36,9 @@ def _mac(observed: dict) -> dict:
 def record_facts(macs: list[str], observed: dict, models: dict, hostfile_text: str | None) -> dict:
     """{"macs": {...}, "cluster": {...}} for the Macs that were read (inventory order)."""
     thunderbolt = {h: observed[h]["mlx_fleet_thunderbolt"] for h in macs}
-    links = fab.build_fabric(thunderbolt, models=models).links if len(macs) > 1 else []
-    assessment = rdma.assess({h: observed[h]["mlx_fleet_macos"] for h in macs}, thunderbolt, models=models) \
-        if macs else None
+    macos = {h: observed[h]["mlx_fleet_macos"] for h in macs}
+    links = fab.build_fabric(thunderbolt, macos, models=models).links if len(macs) > 1 else []
+    assessment = rdma.assess(macos, thunderbolt, models=models) if macs else None
     hostfile = None
     if hostfile_text is not None:
         try:

@@ -71,6 +71,8 @@ def _fabric_lines(report) -> list[str]:
         lines.append(f"backend: {fabric['backend']} ({fabric.get('reason', '')})")
     else:
         lines.append(f"backend: none ({fabric.get('reason', '')})")
+    if fabric.get("ip_pool_note"):  # the range chosen for the cables' addresses, when the inventory set none
+        lines.append(f"addresses: {fabric['ip_pool_note']}")
     # Its errors are the lines of its failure, which the summary prints first.
     hostfile = fabric.get("hostfile")
     if hostfile and not fabric.get("errors"):

@@ -22,7 +22,7 @@ def test_hostfile_prints_backend_reason_and_paths(cluster):
     result = mlx_fleet("hostfile", "-i", str(cluster.dir / "inventory.yml"))
     out = result.stdout.splitlines()
     hostfile = cluster.dir / ".mlx-fleet" / "hostfile.json"
-    assert "backend: jaccl (auto chose jaccl: the cables form a full mesh and every host has RDMA)" in out
+    assert "backend: jaccl (auto chose jaccl: the cables form a full mesh and every host and cable can carry RDMA)" in out
     assert any(line.startswith("hostfiles: ") and str(hostfile) in line for line in out)
     assert out[-1] == "result: ok"
     assert json.loads(hostfile.read_text())["backend"] == "jaccl"

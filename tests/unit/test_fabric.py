@@ -48,11 +48,19 @@ def mac_fact(host, model_key, *, rdma=True, bridge=False):
             "rdma_enabled": rdma, "rdma_devices": [f"rdma_{d}" for d in devices] if rdma else []}
 
 
+def macos_fact(model_key):
+    """mlx_fleet_macos of a Mac of this model on macOS 26.2, as far as the RDMA judgement reads it."""
+    model = MODELS[model_key]
+    return {"model_name": model.model_name, "model_identifier": model.model_id, "chip": model.chip,
+            "product_version": "26.2", "build_version": "25C56", "serial_number": ""}
+
+
 class Cluster:
     def __init__(self, nodes, *, no_rdma=(), bridge=False):
         """nodes: {host: model key} in inventory order; no_rdma: hosts with RDMA off."""
         self.models = dict(nodes)
         self.facts = {h: mac_fact(h, m, rdma=h not in no_rdma, bridge=bridge) for h, m in nodes.items()}
+        self.macos = {h: macos_fact(m) for h, m in nodes.items()}
         self.management = {h: f"10.0.0.{i + 11}" for i, h in enumerate(nodes)}
 
     @classmethod
@@ -70,9 +78,13 @@ class Cluster:
     def cable(self, a, b, speed=None):
         (ha, pa), (hb, pb) = self.port(a), self.port(b)
         speed = speed or link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
+        # RDMA comes up on a direct cable when both ends have it on, on ports that can carry it.
+        active = all(self.facts[h]["rdma_enabled"] and p["receptacle"] not in MODELS[self.models[h]].rdma_broken_ports
+                     for h, p in ((ha, pa), (hb, pb)))
         for (host, port), (peer_host, peer) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
             model = MODELS[self.models[peer_host]]
             port.update(connected=True, speed_gbps=speed, speed_is_max=False,
+                        rdma_state="PORT_ACTIVE" if active else "PORT_DOWN",
                         peers=[{"domain_uuid": peer["domain_uuid"], "model": model.model_id,
                                 "name": model.model_name, "direct": True}])
         return self
@@ -96,7 +108,7 @@ class Cluster:
     def fabric(self, **kwargs):
         kwargs.setdefault("models", self.models)
         kwargs.setdefault("management_ips", self.management)
-        return build_fabric(self.facts, **kwargs)
+        return build_fabric(self.facts, {h: self.macos.get(h, {}) for h in self.facts}, **kwargs)
 
 
 # --- mlx.distributed_config on the same cables ----------------------------------------------------
@@ -165,7 +177,7 @@ def check_against_mlx(cluster, monkeypatch, tmp_path, backend="auto"):
 def test_full_mesh_is_jaccl_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl"
-    assert fabric.reason == "auto chose jaccl: the cables form a full mesh and every host has RDMA"
+    assert fabric.reason == "auto chose jaccl: the cables form a full mesh and every host and cable can carry RDMA"
     assert [h["ssh"] for h in fabric.hostfile["hosts"]] == fabric.hosts  # rank = inventory order
     assert all(h["rdma"][i] is None for i, h in enumerate(fabric.hostfile["hosts"]))
     assert len(fabric.links) == n * (n - 1) // 2
@@ -186,7 +198,7 @@ def test_ring_is_jaccl_ring_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n, "ring"), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl-ring"
     assert fabric.reason.startswith(f"auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
-    assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host has RDMA")
+    assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host and cable of the ring can carry RDMA")
 
 
 @pytest.mark.parametrize("n", [4, 5, 8])
@@ -194,7 +206,7 @@ def test_ring_without_rdma_is_ring_as_mlx_writes_it(n, monkeypatch, tmp_path):
     cluster = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-2"])
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
     assert fabric.backend == "ring"
-    assert fabric.reason.endswith("but mini-2 has no RDMA")
+    assert fabric.reason.endswith("but mini-2 has RDMA off (the Recovery step is still to do)")
     assert fabric.hostfile == fabric.ring_hostfile
     assert all(len(h["ips"]) == 1 and h["rdma"] == [] for h in fabric.hostfile["hosts"])
 
@@ -246,7 +258,8 @@ def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
                                           "service_enabled": False},
                "rdma_enabled": True, "rdma_devices": [p["rdma_device"] for p in ports]}
 
-    alone = build_fabric({"macbook": macbook}, models={"macbook": "macbook-pro-m4-max"})
+    alone = build_fabric({"macbook": macbook}, {"macbook": macos_fact("macbook-pro-m4-max")},
+                         models={"macbook": "macbook-pro-m4-max"})
     assert alone.links == []
     assert alone.warnings == ["macbook: Thunderbolt 1 is cabled to a Mac Studio (Mac15,14) outside the inventory; "
                               "it is not part of the fabric"]
@@ -254,7 +267,9 @@ def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
     cluster = Cluster({"macbook": "macbook-pro-m4-max", "studio": "studio-m3-ultra"})
     cluster.facts["macbook"] = macbook
     studio_port = cluster.facts["studio"]["ports"][2]
+    ports[0]["rdma_state"] = "PORT_ACTIVE"  # RDMA on at both ends of the cable
     studio_port.update(domain_uuid="28CA4C30-A263-4C55-B302-953416D0B209", connected=True, speed_gbps=80,
+                       rdma_state="PORT_ACTIVE",
                        peers=[{"domain_uuid": ports[0]["domain_uuid"], "model": "Mac17,7", "name": "MacBook Pro",
                                "direct": True}])
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
@@ -325,15 +340,35 @@ def test_slow_cable_between_thunderbolt_5_macs_is_a_fault():
                              "replace it with a Thunderbolt 5 cable"]
 
 
-def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_warned_for_jaccl():
+def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl():
     cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4"}).cable("mini-1:1", "mini-2:1")
+    # A Thunderbolt 4 Mac lists rdma devices and its port is PORT_ACTIVE, as a real one does.
+    assert cluster.facts["mini-2"]["ports"][0]["rdma_state"] == "PORT_ACTIVE"
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
     assert [(f.kind, f.message, f.fault) for f in fabric.findings] == [
         ("slow", "slow cable mini-1:1 -- mini-2:1: 40 Gb/s because mini-2 (mini-m4) is Thunderbolt 4", False)]
-    assert fabric.errors == [] and fabric.backend == "jaccl"
-    assert fabric.warnings == ["mini-1:1 -- mini-2:1: 40 Gb/s (Thunderbolt 4) on a jaccl link; JACCL wants "
-                               "Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail to run it"]
+    assert fabric.errors == [] and fabric.warnings == [] and fabric.backend == "ring"
+    assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2) but mini-2 cannot do RDMA "
+                             "(a Thunderbolt 4 Mac)")
     assert fabric.links[0].speed_gbps == 40
+    # Asked for by name, jaccl is refused, naming the Mac and the fix.
+    jaccl = cluster.fabric(backend="jaccl")
+    assert jaccl.errors == [
+        "jaccl needs RDMA on every host: mini-2 cannot do RDMA (a Thunderbolt 4 Mac): Mac mini (mini-m4) has "
+        "Thunderbolt 4 ports, and RDMA over Thunderbolt needs Thunderbolt 5; use the ring backend for it (a Recovery "
+        "visit cannot help); set mlx_fleet_backend: ring, or auto (it picks ring for such a Mac)"]
+    assert jaccl.warnings == ["mini-1:1 -- mini-2:1: 40 Gb/s (Thunderbolt 4) on a jaccl link; JACCL wants "
+                              "Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail to run it"]
+
+
+def test_a_thunderbolt_4_link_between_thunderbolt_5_macs_is_no_rdma_link_for_auto():
+    cluster = Cluster.of("mini-m4-pro", 3, "ring")
+    slow = str(cluster.fabric().links[0])
+    cluster.cable(*slow.split(" -- "), speed=40)
+    fabric = cluster.fabric()
+    assert fabric.backend == "ring"
+    assert fabric.reason.endswith(f"but {slow} cannot carry RDMA (40 Gb/s, a Thunderbolt 4 link: JACCL needs "
+                                  "Thunderbolt 5 at both ends)")
 
 
 def test_mac_behind_a_dock():
@@ -418,6 +453,12 @@ def test_one_host_is_no_fabric():
 def test_studio_port_1_on_an_rdma_link():
     cluster = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"})
     fabric = cluster.cable("studio-1:1", "studio-2:2").fabric()
+    assert fabric.backend == "ring" and fabric.ok and fabric.warnings == []
+    assert fabric.reason == (
+        "auto chose ring: the cables form a ring (studio-1 -> studio-2) but studio-1:1 -- studio-2:2 cannot carry "
+        "RDMA (studio-1 Thunderbolt 1 is the Mac Studio port beside Ethernet, where RDMA never comes up: move the "
+        "cable to another port)")
+    fabric = cluster.fabric(backend="jaccl")
     assert fabric.backend == "jaccl" and fabric.ok
     assert fabric.warnings == ["studio-1: Thunderbolt 1 (en2) is the Mac Studio port beside Ethernet, where RDMA "
                                "never comes up; move the cable studio-1:1 -- studio-2:2 to another port"]
@@ -452,7 +493,7 @@ def test_addresses_same_across_runs_and_inventory_order():
     cluster = Cluster.of("mini-m4-pro", 4)
     first = cluster.fabric().addresses
     reordered = dict(reversed(list(cluster.facts.items())))
-    assert build_fabric(reordered, models=cluster.models).addresses == first == cluster.fabric().addresses
+    assert build_fabric(reordered, cluster.macos, models=cluster.models).addresses == first == cluster.fabric().addresses
     assert len(set(first.values())) == 6
 
 
@@ -595,3 +636,17 @@ def test_hostfiles_are_written_only_where_the_macs_copies_differ():
         "studio-5": None,                                                     # reported nothing
     }
     assert hostfile.macs_to_write(texts, reported) == ["studio-2", "studio-3", "studio-4", "studio-5"]
+
+
+def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+
+    cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro", "mini-3": "mini-m4-pro", "mini-4": "mini-m4"})
+    for c in generated_cables({h: MODELS[m] for h, m in cluster.models.items()}, "mesh"):
+        cluster.cable(str(c.a), str(c.b))
+    fabric = cluster.fabric()
+    line = rdma.assess(cluster.macos, cluster.facts, models=cluster.models)
+    assert fabric.backend == line.current == "ring" and fabric.warnings == []
+    assert line.summary.endswith("mini-4 cannot do RDMA, so ring is the way for it")
+    assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2 -> mini-3 -> mini-4) but "
+                             "mini-4 cannot do RDMA (a Thunderbolt 4 Mac)")

@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import (parse_ifconfig_networks,
                                                                                   parse_ip_addr_json)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory, choose_pool
 from conftest import FIXTURE_DIR, load
 
 HOSTS = {
@@ -49,7 +49,8 @@ CASES = {
     "mac-address-in-pool": (HOSTS, {"mlx_fleet_ip_pool": "10.0.1.8/30"},
                             "s1: management address 10.0.1.11 is inside mlx_fleet_ip_pool 10.0.1.8/30; pick a pool "
                             "the Macs do not already use"),
-    "pool-overlaps-management": (HOSTS, {"mlx_fleet_management_network": "192.168.10.0/24"},
+    "pool-overlaps-management": (HOSTS, {"mlx_fleet_ip_pool": "192.168.0.0/16",
+                                         "mlx_fleet_management_network": "192.168.10.0/24"},
                                  "mlx_fleet_ip_pool: 192.168.0.0/16 overlaps the management network "
                                  "192.168.10.0/24; pick a pool the Macs do not already use"),
     "pool-below-30": (HOSTS, {"mlx_fleet_ip_pool": "192.168.0.0/31"},
@@ -166,7 +167,8 @@ def test_every_problem_at_once_one_line_each():
 
 def test_a_pool_suggestion_avoids_the_controller():
     controller = [("en0", IPv4Interface("192.168.1.20/24"))]
-    assert check_inventory(HOSTS, {}, controller) == [
+    assert check_inventory(HOSTS, {}, controller) == []  # no pool set: the fabric picks one (choose_pool)
+    assert check_inventory(HOSTS, {"mlx_fleet_ip_pool": "192.168.0.0/16"}, controller) == [
         "mlx_fleet_ip_pool: 192.168.0.0/16 overlaps this controller's network 192.168.1.0/24 (en0 192.168.1.20); "
         "pick a pool neither the controller nor the Macs use, e.g. 10.99.0.0/16"]
 
@@ -179,3 +181,22 @@ def test_controller_networks_from_ip_and_ifconfig():
     networks = parse_ifconfig_networks(load(FIXTURE_DIR / "ifconfig__bmidgley-citizen-scientist__1.txt"))
     assert networks and all(isinstance(address, IPv4Interface) for _, address in networks)
     assert ("lo0", IPv4Interface("127.0.0.1/8")) in networks
+
+
+def test_with_no_pool_set_a_range_nothing_here_uses_is_chosen_and_then_kept():
+    home = [("en0", IPv4Interface("192.168.1.20/24"))]
+    pool, note = choose_pool(None, home, ["10.0.1.11"])
+    assert pool == "10.99.0.0/16"
+    assert note == ("mlx_fleet_ip_pool is not set: the cables' addresses come from 10.99.0.0/16, a private range "
+                    "neither this controller nor any Mac uses; fabric-addresses.json keeps it for the next runs")
+    # Recorded in the ledger, it stays when the controller moves (here: off 192.168.1.0/24), said no more.
+    assert choose_pool(pool, [("en0", IPv4Interface("10.0.1.5/24"))], ["10.0.1.11"]) == ("10.99.0.0/16", None)
+    # Not on a range now in use: a Mac's address, the declared management network, the controller's.
+    assert choose_pool(None, [], ["192.168.4.2"])[0] == "10.99.0.0/16"
+    assert choose_pool(None, [], [], "10.99.3.0/24")[0] == "192.168.0.0/16"
+    moved = choose_pool("10.99.0.0/16", [("en0", IPv4Interface("10.99.7.1/24"))], [])
+    assert moved[0] == "192.168.0.0/16" and "instead of 10.99.0.0/16, which overlaps a network in use now" in moved[1]
+    every = [("en0", IPv4Interface("192.168.1.1/24")), ("en1", IPv4Interface("10.99.0.1/24")),
+             ("en2", IPv4Interface("172.31.0.1/24"))]
+    with pytest.raises(ValueError, match="set mlx_fleet_ip_pool to a private range none of them uses"):
+        choose_pool(None, every, [None])

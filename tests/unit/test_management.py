@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import lockouts
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import network_problems
 from test_fabric import Cluster
 
 FIX = "manage the Mac over Ethernet or Wi-Fi (its ansible_host)"
@@ -91,15 +91,16 @@ def test_the_preflight_judges_the_plan_the_fabric_will_make(line, tmp_path, mana
               for host, ports in line.fabric(previous=previous).network.items()}
     expected = lockout_problems(facts, line.facts, fabric, bridge)
     assert [problem for host in line.facts
-            for problem in lockouts(host, facts[host], line.facts, bridge, {}, tmp_path)] == expected
+            for problem in network_problems(host, facts[host], line.facts, bridge, "192.168.0.0/16", tmp_path)] == expected
     assert len(expected) == refused
     assert all("192.168.7.2 for its Thunderbolt cable" in p for p in expected if "re-address" in p)
 
 
 def test_a_plan_that_cannot_be_addressed_still_judges_the_bridge(line):
     facts = macos(line, mini_1="bridge0", mini_2="en2")
-    # A /31 pool holds no /30: the fabric names that itself; a bridge turned off is still refused here.
-    assert lockouts("mini-2", facts["mini-2"], line.facts, "disabled", {"mlx_fleet_ip_pool": "10.9.9.0/31"}, None) == []
-    assert lockouts("mini-1", facts["mini-1"], line.facts, "disabled", {"mlx_fleet_ip_pool": "10.9.9.0/31"}, None) == [
+    # A /31 pool holds no /30: said once, on the first Mac; a bridge turned off is still refused.
+    assert network_problems("mini-2", facts["mini-2"], line.facts, "disabled", "10.9.9.0/31", None) == []
+    assert network_problems("mini-1", facts["mini-1"], line.facts, "disabled", "10.9.9.0/31", None) == [
+        f"mlx_fleet_ip_pool 10.9.9.0/31 holds 0 /30 networks for {len(line.fabric().links)} cables; use a larger pool",
         f"mini-1: managed over Thunderbolt Bridge (bridge0), which the fabric would turn off (mlx_fabric_bridge: "
         f"disabled); {FIX}, or keep the bridge with mlx_fabric_bridge: unchanged"]

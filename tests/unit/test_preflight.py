@@ -35,7 +35,7 @@ GOOD = {
         ({}, {"macos_node_wired_limit_mb": 60000}, False,
          "m1: macos_node_wired_limit_mb 60000 leaves macOS 5536 MB of this Mac's 65536 MB; keep at least 8192 MB "
          "for macOS: use at most 57344"),
-        ({"management_address": "192.168.4.2"}, {}, False,
+        ({"management_address": "192.168.4.2"}, {"mlx_fleet_ip_pool": "192.168.0.0/16"}, False,
          "m1: management address 192.168.4.2 is inside mlx_fleet_ip_pool 192.168.0.0/16; pick a pool the Macs do not already use"),
     ],
 )
