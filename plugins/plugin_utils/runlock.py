@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+
 LOCK_FILE = "run.lock"
 TOKEN_ENV = "MLX_FLEET_RUN_TOKEN"
 WAIT_ENV = "MLX_FLEET_LOCK_WAIT"  # seconds a second run waits before it refuses
@@ -48,7 +50,7 @@ def wait_seconds() -> float:
 
 def _holder(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = load_json(path.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import STATUS_WORDS
 from mlx_fleet import __version__
 from mlx_fleet.errors import UserError
@@ -20,6 +21,7 @@ from mlx_fleet.errors import UserError
 FORMAT = "mlx-fleet-record/1"
 TIME_KEY = "recorded_at"
 GIT_TIMEOUT = 10  # seconds
+MAX_DEPTH = 32  # a record nests about 6 deep; --diff refuses what no record holds rather than recursing
 
 
 def git_state(path: Path, exclude: Path | None = None) -> dict | None:
@@ -106,15 +108,28 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
     return {prefix: value}
 
 
+def _depth(value) -> int:
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        pending += [(child, depth + 1) for child in children]
+    return deepest
+
+
 def load(path: str) -> dict:
     try:
-        record = json.loads(Path(path).read_text())
+        record = load_json(Path(path).read_text())
     except OSError as exc:
         raise UserError(f"cannot read the record {path}: {exc.strerror}") from None
     except ValueError as exc:
         raise UserError(f"{path} is not a record ({exc}); give two files written by mlx-fleet record") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise UserError(f"{path} is not a {FORMAT} record; give two files written by mlx-fleet record")
+    if _depth(record) > MAX_DEPTH:
+        raise UserError(f"{path} nests values more than {MAX_DEPTH} deep, which no record does; give two files "
+                        "written by mlx-fleet record")
     return record
 
 
