@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import time
 import uuid
@@ -43,9 +44,10 @@ def new_token() -> str:
 
 def wait_seconds() -> float:
     try:
-        return max(0.0, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT)))
+        wait = float(os.environ.get(WAIT_ENV, DEFAULT_WAIT))
     except ValueError:
         return DEFAULT_WAIT
+    return max(0.0, wait) if math.isfinite(wait) else DEFAULT_WAIT  # nan or inf would never time out
 
 
 def _holder(path: Path) -> dict:
