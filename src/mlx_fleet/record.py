@@ -133,13 +133,22 @@ def load(path: str) -> dict:
     return record
 
 
+_ABSENT = object()  # a key one record lacks: never equal to a value, not even the text "(absent)"
+
+
+def _shown(value) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    return value if isinstance(value, str) and value != "(absent)" else json.dumps(value)
+
+
 def diff(a: dict, b: dict) -> list[str]:
-    """One line per value that differs ("path: old -> new"), the time stamp first."""
+    """One line per value that differs ("path: old -> new"), the time stamp first; a key only one record
+    has is "(absent)" in the other."""
     flat_a, flat_b = _flatten(a), _flatten(b)
     lines = []
     for key in sorted(flat_a.keys() | flat_b.keys(), key=lambda k: (k != TIME_KEY, k)):
-        old, new = flat_a.get(key, "(absent)"), flat_b.get(key, "(absent)")
-        if old != new:
-            lines.append(f"{key}: {json.dumps(old) if not isinstance(old, str) else old} -> "
-                         f"{json.dumps(new) if not isinstance(new, str) else new}")
+        old, new = flat_a.get(key, _ABSENT), flat_b.get(key, _ABSENT)
+        if old != new and _shown(old) != _shown(new):  # NaN is not equal to itself, yet unchanged
+            lines.append(f"{key}: {_shown(old)} -> {_shown(new)}")
     return lines
