@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, hostfile, rdma, run_record, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, hostfile, lock, rdma, run_record, runlock
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
@@ -300,6 +301,39 @@ def test_run_lock_holder_record_is_described_whatever_it_holds(text):
         path = Path(tmp) / runlock.LOCK_FILE
         path.write_text(text)
         assert "\n" not in runlock.describe(runlock._holder(path))
+
+
+class _ModuleFailed(Exception):
+    pass
+
+
+FAILING_MODULE = SimpleNamespace(fail_json=lambda msg: (_ for _ in ()).throw(_ModuleFailed(msg)))
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(odd([json.dumps(thunderbolt_network.empty_record(), indent=2)]))
+def test_the_macs_network_record_fails_the_module_in_one_line(text):
+    counted("ledgers")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "thunderbolt-network.json"
+        path.write_text(text)
+        try:
+            assert isinstance(thunderbolt_network.load_record(FAILING_MODULE, str(path)), dict)
+        except _ModuleFailed as exc:
+            assert str(path) in str(exc)
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(odd([json.dumps({"format": lock.LOCK_FORMAT, "declaration": {}, "packages": []}, indent=2)]))
+def test_the_environment_lock_raises_only_lock_error(text):
+    counted("ledgers")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "lock.json"
+        path.write_text(text)
+        try:
+            lock.load_lock(path)
+        except lock.LockError as exc:
+            assert str(path) in str(exc)
 
 
 # --- the capture loader -------------------------------------------------------------------------------
