@@ -171,7 +171,7 @@ COMMANDS = {"sw_vers", "sysctl", "sysctl -n", "system_profiler SPHardwareDataTyp
 def test_parsers_raise_only_value_error(prefix):
     parser = parser_for(prefix)
 
-    @settings(max_examples=220, **SETTINGS)
+    @settings(max_examples=200, **SETTINGS)
     @given(odd(CAPTURES[prefix]))
     def check(text):
         counted("parsers")
@@ -214,7 +214,7 @@ def hostfile_shapes():
     return st.one_of(st.sampled_from(HOSTFILES).flatmap(mutated_json), JSON_VALUES)
 
 
-@settings(max_examples=800, **SETTINGS)
+@settings(max_examples=700, **SETTINGS)
 @given(hostfile_shapes())
 def test_hostfile_check_raises_only_value_error(data):
     counted("hostfile")
@@ -258,33 +258,37 @@ LEDGER = {"format": rdma.LEDGER_FORMAT, "nodes": {
            "serial_number": "H7QK2XW9Y1"}}}
 
 
-@settings(max_examples=600, **SETTINGS)
+_MISSING = object()
+
+
+def read_written(name: str, text: str, reader, error=ValueError):
+    """reader(path) on a file NAME holding TEXT; _MISSING when it raised ERROR, whose message must name the file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(text)
+        try:
+            return reader(path)
+        except error as exc:
+            assert str(path) in str(exc)
+            return _MISSING
+
+
+@settings(max_examples=500, **SETTINGS)
 @given(odd([json.dumps(ADDRESSES, indent=2)]))
 def test_address_ledger_raises_only_value_error(text):
     counted("ledgers")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / fabric_addresses.ADDRESSES_FILE
-        path.write_text(text)
-        try:
-            previous = fabric_addresses.read_addresses(path)
-        except ValueError as exc:
-            assert str(path) in str(exc)
-            return
-    fabric_addresses.assign_addresses(["m1:1 -- m2:1", "m1:3 -- m2:3"], "192.168.0.0/16", previous)
+    previous = read_written(fabric_addresses.ADDRESSES_FILE, text, fabric_addresses.read_addresses)
+    if previous is not _MISSING:
+        fabric_addresses.assign_addresses(["m1:1 -- m2:1", "m1:3 -- m2:3"], "192.168.0.0/16", previous)
 
 
-@settings(max_examples=600, **SETTINGS)
+@settings(max_examples=500, **SETTINGS)
 @given(odd([json.dumps(LEDGER, indent=2)]))
 def test_rdma_ledger_raises_only_value_error(text):
     counted("ledgers")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "rdma-ledger.json"
-        path.write_text(text)
-        try:
-            ledger = rdma.read_ledger(path)
-        except ValueError as exc:
-            assert str(path) in str(exc)
-            return
+    ledger = read_written(rdma.LEDGER_FILE, text, rdma.read_ledger)
+    if ledger is _MISSING:
+        return
     node = SimpleNamespace(status=rdma.NEEDS_RECOVERY, product_version="26.3", build_version="25D1",
                            serial_number="H7QK2XW9Y1", regression=None)
     rdma.note_regressions(SimpleNamespace(nodes={"m1": node}), ledger)
@@ -297,10 +301,7 @@ def test_rdma_ledger_raises_only_value_error(text):
                         "started": "2026-05-01 10:00:00 UTC"})]))
 def test_run_lock_holder_record_is_described_whatever_it_holds(text):
     counted("ledgers")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / runlock.LOCK_FILE
-        path.write_text(text)
-        assert "\n" not in runlock.describe(runlock._holder(path))
+    assert "\n" not in read_written(runlock.LOCK_FILE, text, lambda path: runlock.describe(runlock._holder(path)))
 
 
 class _ModuleFailed(Exception):
@@ -314,26 +315,16 @@ FAILING_MODULE = SimpleNamespace(fail_json=lambda msg: (_ for _ in ()).throw(_Mo
 @given(odd([json.dumps(thunderbolt_network.empty_record(), indent=2)]))
 def test_the_macs_network_record_fails_the_module_in_one_line(text):
     counted("ledgers")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "thunderbolt-network.json"
-        path.write_text(text)
-        try:
-            assert isinstance(thunderbolt_network.load_record(FAILING_MODULE, str(path)), dict)
-        except _ModuleFailed as exc:
-            assert str(path) in str(exc)
+    record = read_written("thunderbolt-network.json", text,
+                          lambda path: thunderbolt_network.load_record(FAILING_MODULE, str(path)), _ModuleFailed)
+    assert record is _MISSING or isinstance(record, dict)
 
 
 @settings(max_examples=300, **SETTINGS)
 @given(odd([json.dumps({"format": lock.LOCK_FORMAT, "declaration": {}, "packages": []}, indent=2)]))
 def test_the_environment_lock_raises_only_lock_error(text):
     counted("ledgers")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "lock.json"
-        path.write_text(text)
-        try:
-            lock.load_lock(path)
-        except lock.LockError as exc:
-            assert str(path) in str(exc)
+    read_written("mlx-env.lock.json", text, lock.load_lock, lock.LockError)
 
 
 # --- the capture loader -------------------------------------------------------------------------------
@@ -392,7 +383,7 @@ RECORD = {"format": records.FORMAT, records.TIME_KEY: "2026-05-01T10:00:00Z", "m
                           "packages": {"mlx": {"version": "0.32.4"}}, "wired_limit_mb": 0}}}
 
 
-@settings(max_examples=1200, **SETTINGS)
+@settings(max_examples=1000, **SETTINGS)
 @given(odd([json.dumps(RECORD, indent=2)]), odd([json.dumps(RECORD, indent=2)]))
 def test_record_diff_raises_only_user_error(text_a, text_b):
     counted("record --diff")
