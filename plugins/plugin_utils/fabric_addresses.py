@@ -97,5 +97,5 @@ def read_addresses(path: str | Path) -> dict[str, str]:
         if not isinstance(cables, dict) or not all(isinstance(v, str) for v in cables.values()):
             raise ValueError("cables is not a map of cable to network")
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from exc
+        raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from None
     return dict(cables)

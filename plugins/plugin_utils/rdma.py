@@ -353,7 +353,7 @@ def read_ledger(path: str | Path) -> dict:
             if not isinstance(seen, dict) or not all(isinstance(seen.get(k), str) for k in LEDGER_FIELDS):
                 raise ValueError(f"{host}: the entry needs {', '.join(LEDGER_FIELDS)}")
     except ValueError as exc:
-        raise ValueError(f"{path}: not an RDMA ledger ({exc}); remove it to start a new one") from exc
+        raise ValueError(f"{path}: not an RDMA ledger ({exc}); remove it to start a new one") from None
     return data
 
 
