@@ -121,3 +121,13 @@ def parse_or_fail(module, parser, text, *args):
         return parser(text, *args)
     except ValueError as exc:
         module.fail_json(msg="unexpected output: {0}".format(exc))
+
+
+def parse_or_warn(module, parser, text, *args):
+    """parse_or_fail for a line-by-line parser: a line of unknown wording is left out with a warning
+    quoting it, so one new line in a macOS update does not fail the whole Mac."""
+    warnings = []
+    parsed = parse_or_fail(module, lambda out, *more: parser(out, *more, warnings=warnings), text, *args)
+    for warning in warnings:
+        module.warn(warning)
+    return parsed

@@ -4,7 +4,9 @@
 Pure standard library, Python 3.9 compatible: this runs on the Mac's /usr/bin/python3.
 Every parser takes the command's text output and returns plain dicts/lists; when the text is
 not that command's format it raises ValueError naming the command, so a changed or failed
-command is reported instead of being read as "nothing there".
+command is reported instead of being read as "nothing there". The line-by-line parsers take a
+``warnings`` list: given one, a single line of unknown wording is left out and quoted there instead
+(the Mac's other facts still count); without it, such a line refuses the whole output.
 Formats are pinned by the real captures in tests/fixtures/macos.
 """
 
@@ -18,6 +20,14 @@ __metaclass__ = type
 
 def _fail(command, why):
     raise ValueError("{0}: {1}".format(command, why))
+
+
+def _unrecognised(command, line, warnings):
+    """A line of a wording never seen on a Mac: with a warnings list it is left out and quoted there
+    (the rest of the output still counts), else the whole output is refused."""
+    if warnings is None:
+        _fail(command, "unexpected line {0!r}".format(line))
+    warnings.append("{0}: left out a line of unknown wording: {1!r}".format(command, line))
 
 
 def _lines(text):
@@ -35,13 +45,14 @@ _SW_VERS_KEYS = {"ProductName": "product_name", "ProductVersion": "product_versi
                  "BuildVersion": "build_version"}
 
 
-def parse_sw_vers(text):
+def parse_sw_vers(text, warnings=None):
     """`sw_vers` -> {product_name, product_version, build_version} (ProductVersionExtra kept if present)."""
     out = {}
     for line in _lines(text):
         key, sep, value = line.partition(":")
         if not sep:
-            _fail("sw_vers", "unexpected line {0!r}".format(line))
+            _unrecognised("sw_vers", line, warnings)
+            continue
         out[_SW_VERS_KEYS.get(key, key)] = value.strip()
     if "product_version" not in out or "build_version" not in out:
         _fail("sw_vers", "no ProductVersion/BuildVersion")
@@ -52,7 +63,7 @@ _SYSCTL_UNKNOWN = re.compile(r"^sysctl: unknown oid '([^']+)'")
 _SYSCTL_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
-def parse_sysctl(text):
+def parse_sysctl(text, warnings=None):
     """`sysctl a b` (`name: value` lines) -> {name: value}; an unknown name maps to None.
 
     The set form `name: old -> new` yields the new value.
@@ -65,7 +76,8 @@ def parse_sysctl(text):
             continue
         name, sep, value = line.partition(": ")
         if not sep or not _SYSCTL_NAME.match(name):
-            _fail("sysctl", "not a 'name: value' line: {0!r}".format(line))
+            _unrecognised("sysctl", line, warnings)
+            continue
         out[name] = value.split(" -> ")[-1].strip()
     if not out:
         _fail("sysctl", "empty output")
@@ -198,7 +210,7 @@ _SERVICE_TITLE = re.compile(r"^\((\d+|\*)\) (.+)$")
 _SERVICE_PORT = re.compile(r"^\(Hardware Port: (.*), Device: (.*)\)$")
 
 
-def parse_network_service_order(text):
+def parse_network_service_order(text, warnings=None):
     """`networksetup -listnetworkserviceorder` -> [{name, order, enabled, hardware_port, device}].
 
     order is the 1-based priority, None for a disabled "(*)" service; device is None for
@@ -215,13 +227,13 @@ def parse_network_service_order(text):
             services.append({"name": title.group(2), "enabled": enabled,
                              "order": int(title.group(1)) if enabled else None})
         elif not line.startswith("An asterisk (*)"):
-            _fail("networksetup -listnetworkserviceorder", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -listnetworkserviceorder", line, warnings)
     if not services or any("hardware_port" not in s for s in services):
         _fail("networksetup -listnetworkserviceorder", "no complete service entries")
     return services
 
 
-def parse_hardware_ports(text):
+def parse_hardware_ports(text, warnings=None):
     """`networksetup -listallhardwareports` -> [{hardware_port, device[, ethernet_address]}] in order.
 
     ethernet_address is present only when the output has that line ("N/A" becomes None).
@@ -238,7 +250,7 @@ def parse_hardware_ports(text):
         elif line.startswith("VLAN Configurations"):
             break
         elif not line.startswith("==="):
-            _fail("networksetup -listallhardwareports", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -listallhardwareports", line, warnings)
     if not ports or any("device" not in p for p in ports):
         _fail("networksetup -listallhardwareports", "no complete port entries")
     return ports
@@ -265,7 +277,7 @@ def thunderbolt_interfaces(ports):
 _GETINFO_LABEL = re.compile(r"^[A-Z][A-Za-z0-9 -]*$")  # "IP address", "Wi-Fi ID", "IPv6 Router"
 
 
-def parse_network_service_info(text):
+def parse_network_service_info(text, warnings=None):
     """`networksetup -getinfo <service>` -> {configuration, ip_address, subnet_mask, router, ...}.
 
     configuration is the method of the "<method> Configuration" first line ("DHCP", "Manual"), or
@@ -282,7 +294,8 @@ def parse_network_service_info(text):
     for line in lines:
         key, sep, value = line.partition(":")
         if not sep or not _GETINFO_LABEL.match(key):
-            _fail("networksetup -getinfo", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -getinfo", line, warnings)
+            continue
         info[key.lower().replace(" ", "_")] = _none_if_unset(value.strip())
     return info
 
@@ -291,7 +304,7 @@ _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _NO_ROUTES = re.compile(r"^There are no additional IPv4 routes on .+\.$")
 
 
-def parse_additional_routes(text):
+def parse_additional_routes(text, warnings=None):
     """`networksetup -getadditionalroutes <service>` -> [[destination, subnet_mask, gateway], ...].
 
     One route a line, "dest mask gateway"; a service without routes prints the sentence
@@ -303,7 +316,7 @@ def parse_additional_routes(text):
         if len(fields) == 3 and all(_IPV4.match(f) for f in fields):
             routes.append(fields)
         elif not _NO_ROUTES.match(line):
-            _fail("networksetup -getadditionalroutes", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -getadditionalroutes", line, warnings)
     return routes
 
 
@@ -494,7 +507,7 @@ def parse_thunderbolt_json(text):
     return sorted(ports, key=lambda port: port["receptacle"])
 
 
-def parse_ibv_devices(text):
+def parse_ibv_devices(text, warnings=None):
     """`ibv_devices` -> [{device, node_guid}]; an empty list when RDMA is disabled.
 
     Columns are separated by tabs or by spaces depending on the source, so split on whitespace.
@@ -506,7 +519,8 @@ def parse_ibv_devices(text):
     for line in lines[2:]:
         fields = line.split()
         if len(fields) != 2:
-            _fail("ibv_devices", "unexpected line {0!r}".format(line))
+            _unrecognised("ibv_devices", line, warnings)
+            continue
         devices.append({"device": fields[0], "node_guid": fields[1]})
     return devices
 

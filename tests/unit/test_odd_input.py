@@ -12,6 +12,7 @@ The number of inputs is counted per reader; the last test prints the total (at l
 from __future__ import annotations
 
 import collections
+import inspect
 import json
 import tempfile
 from pathlib import Path
@@ -171,16 +172,22 @@ COMMANDS = {"sw_vers", "sysctl", "sysctl -n", "system_profiler SPHardwareDataTyp
 def test_parsers_raise_only_value_error(prefix):
     parser = parser_for(prefix)
 
+    lenient = "warnings" in inspect.signature(parser).parameters
+
     @settings(max_examples=200, **SETTINGS)
     @given(odd(CAPTURES[prefix]))
     def check(text):
         counted("parsers")
-        try:
-            parsed = parser(text)
-        except ValueError as exc:
-            assert str(exc).split(": ", 1)[0] in COMMANDS, exc  # names the command, as _fail does
-            return
-        _after(prefix, parsed)
+        warnings = []
+        for kwargs in ({}, {"warnings": warnings}) if lenient else ({},):
+            try:
+                parsed = parser(text, **kwargs)
+            except ValueError as exc:
+                assert str(exc).split(": ", 1)[0] in COMMANDS, exc  # names the command, as _fail does
+                continue
+            _after(prefix, parsed)
+        # A line left out is quoted, naming its command.
+        assert all(w.split(": ", 1)[0] in COMMANDS and "unknown wording: " in w for w in warnings), warnings
 
     check()
 
