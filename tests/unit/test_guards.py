@@ -239,3 +239,15 @@ def test_a_port_with_a_drive_or_dock_is_not_free_in_the_cable_advice(what):
     used = {end for cable in busy.add for end in cable.split(" -- ")}
     assert not busy.errors and not {"new:2", "studio-1:4"} & used
     assert busy.add == ["new:3 -- studio-1:5", "new:4 -- studio-2:4", "new:5 -- studio-3:4"]
+
+
+def test_a_port_with_a_drive_is_not_free_in_the_fabric_s_advice():
+    cluster = Cluster.of("mini-m4-pro", 4, "ring").unplug("mini-2:2").unplug("mini-3:1")
+    assert cluster.fabric().errors[-1].endswith("connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")
+    _, port = cluster.port("mini-2:2")
+    port.update(connected=True, speed_is_max=False, devices=[{"name": "T7 Shield", "vendor": "Samsung", "depth": 1}])
+    assert cluster.fabric().errors[-1].endswith("connect mini-2 Thunderbolt 3 to mini-3 Thunderbolt 1")
+    _, port = cluster.port("mini-2:3")
+    port.update(connected=True, speed_is_max=False, devices=[{"name": "TS4", "vendor": "CalDigit", "depth": 1}])
+    assert cluster.fabric().errors[-1].endswith(
+        "connect mini-2 (no free Thunderbolt port: free one first) to mini-3 Thunderbolt 1")
