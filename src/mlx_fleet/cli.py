@@ -182,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         if exc.filename is None:  # not a file the user named or owns: a real fault, with its traceback
             raise
-        # An output folder or file the user cannot write (or read): one line naming it, like any bad input.
-        print(f"mlx-fleet {args.tool}: cannot use {exc.filename}: {exc.strerror}; choose a folder you can write "
-              "(--output-dir, or mlx_fleet_output_dir) or fix its permissions", file=sys.stderr)
+        # A folder or file the user cannot write or read (the output folder, --out): one line naming it.
+        print(f"mlx-fleet {args.tool}: cannot use {exc.filename}: {exc.strerror}; fix its permissions or give "
+              "another folder", file=sys.stderr)
         return EXIT_BAD_INPUT
 
 
