@@ -16,6 +16,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, load_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import sha256_file
@@ -63,7 +64,11 @@ class ActionModule(ClusterAction):
         controller = controller_state(output_dir, first["lock_file"])
         audit = run_audit(names, observed, declared, controller, inventory=inventory)
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        report, json_path, html_path = audit_report.write(output_dir, audit, generated=generated, inventory=inventory)
+        try:
+            report, json_path, html_path = audit_report.write(output_dir, audit, generated=generated,
+                                                              inventory=inventory)
+        except UnsafeFolder as exc:
+            raise AnsibleActionFail(f"audit.json not written: {exc}") from None
         hostfile = output_dir / HOSTFILE
         result.update(
             changed=False,  # a report on the controller; no Mac changed

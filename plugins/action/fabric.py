@@ -21,6 +21,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 
@@ -56,7 +57,7 @@ class ActionModule(ClusterAction):
         try:
             with run_lock(args["output_dir"], f"ansible-playbook task '{self._task.get_name()}'"):
                 return self._fabric(result, args, names, hostvars, task_vars, write=True)
-        except LockBusy as exc:
+        except (LockBusy, UnsafeFolder) as exc:
             raise AnsibleActionFail(f"hostfiles not rewritten: {exc}") from None
 
     def _fabric(self, result, args, names, hostvars, task_vars, *, write: bool):

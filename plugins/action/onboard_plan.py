@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import onboarding, visit_sheet
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 ARGS = {
@@ -60,8 +61,11 @@ class ActionModule(ClusterAction):
         if self._task.check_mode:
             html, text = visit_sheet.paths(args["output_dir"], new)
         else:
-            html, text = visit_sheet.write(args["output_dir"], sheet, inventory=inventory,
-                                           generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+            try:
+                html, text = visit_sheet.write(args["output_dir"], sheet, inventory=inventory,
+                                               generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+            except UnsafeFolder as exc:
+                raise AnsibleActionFail(f"visit sheet not written: {exc}") from None
         for note in judged.notes:
             self._display.warning(note)
         result.update(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import CLUSTER, Audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
 
@@ -74,8 +74,7 @@ def render_html(audit: Audit, report: dict, output_dir: str) -> str:
 
 def write(directory: str | Path, audit: Audit, *, generated: str, inventory: str) -> tuple[dict, Path, Path]:
     """Write audit.json and audit.html atomically; (the report, their paths)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = private_folder(directory)
     report = audit.to_dict(generated, inventory)
     json_path, html_path = directory / JSON_FILE, directory / HTML_FILE
     atomic_write_json(json_path, report)

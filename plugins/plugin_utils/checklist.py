@@ -13,26 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
 _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
-
-
-def printable(value):
-    """value with every non-printable character of its strings (newline, carriage return, form feed,
-    terminal escapes, line separators) written as its escape (\\n, \\x1b): the checklist's lines come
-    from its templates only, never from a value an inventory or a Mac supplied."""
-    if isinstance(value, str):
-        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
-    if isinstance(value, dict):
-        return {key: printable(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [printable(item) for item in value]
-    return value
 
 
 def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,

@@ -27,3 +27,17 @@ def template_environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
+
+
+def printable(value):
+    """value with every non-printable character of its strings (newline, carriage return, form feed,
+    terminal escapes, line separators) written as its escape (\\n, \\x1b): the lines of a sheet or of the
+    terminal come from mlx-fleet's own text only, never from a value an inventory or a Mac supplied (a
+    serial number with a newline would forge a line). The one cleaning of every printed report."""
+    if isinstance(value, str):
+        return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value)
+    if isinstance(value, dict):
+        return {key: printable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(item) for item in value]
+    return value

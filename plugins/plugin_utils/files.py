@@ -4,9 +4,40 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+
+class UnsafeFolder(ValueError):
+    """An output folder another account could write into: one line naming the problem and the fix."""
+
+
+def private_folder(path: str | Path, *, follow: bool = True) -> Path:
+    """path as a folder only this user can change: made 0700 when missing (missing parents as mkdir -p
+    makes them); one already there must be a folder owned by this user (or root) that group and others
+    cannot write, else UnsafeFolder. follow=False refuses a symlink too (the folders inside the output
+    folder, which mlx-fleet alone makes); the output folder itself may be a link the user made."""
+    path = Path(path)
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    st = os.stat(path) if follow else os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeFolder(f"{path} is a symlink, where mlx-fleet keeps a folder of its own: remove it and run again")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeFolder(f"{path} is not a folder: move it away or choose another output folder")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise UnsafeFolder(f"{path} belongs to another user (uid {st.st_uid}), who could change the hostfiles and "
+                           "ledgers mlx-fleet reads there: use a folder of your own (--output-dir, or "
+                           "mlx_fleet_output_dir)")
+    if st.st_mode & 0o022:
+        raise UnsafeFolder(f"{path} can be written by {'group and others' if st.st_mode & 0o002 else 'its group'} "
+                           f"(mode {stat.S_IMODE(st.st_mode):04o}), who could change the hostfiles and ledgers "
+                           f"mlx-fleet reads there: run chmod go-w {path}")
+    return path
 
 
 def sync_folder(folder: Path) -> None:
@@ -70,7 +101,7 @@ def atomic_write_json(path: str | Path, data, validate: Callable[[object], None]
     return atomic_write_text(path, json_text(data, final_newline), check)
 
 
-def load_json(text: str):
+def load_json(text: str | bytes):
     """json.loads, with JSON nested deeper than Python can follow reported as malformed JSON (ValueError) like
     any other, rather than as a RecursionError."""
     try:

@@ -45,7 +45,7 @@ else:
     PACKAGING_MISSING = None
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, load_json
 
 LOCK_FORMAT = 1
 ROLE_DEFAULTS = ROLES / "mlx_env" / "defaults" / "main.yml"
@@ -53,6 +53,12 @@ PYPI_SIMPLE = "https://pypi.org/simple"
 # Where uv's download metadata says the CPython builds are; mlx_env_python_mirror replaces
 # this prefix (as UV_PYTHON_INSTALL_MIRROR does for uv).
 PYTHON_BUILD_BASE = "https://github.com/astral-sh/python-build-standalone/releases/download"
+# A file name the lock gives that becomes a path component (the controller's cache, a bundle member, a
+# folder of the Macs' store): a plain name, never "..", a "/" or a leading dot.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+# Where a lock may be resolved from: TLS, or this machine's files (never plain http, which anyone on the
+# path could answer: the hashes the lock records come from that answer).
+INDEX_SCHEMES = ("https://", "file://")
 
 
 def _glibc_wheel(arch: str) -> re.Pattern:
@@ -147,7 +153,30 @@ def load_lock(path: str | os.PathLike) -> tuple[dict, str]:
         raise LockError(f"{path} is not a mlx-fleet lock file ({exc}); run mlx-fleet lock") from None
     if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT:
         raise LockError(f"{path} is not a mlx-fleet lock file of format {LOCK_FORMAT}; run mlx-fleet lock")
+    check_names(lock, str(path))
     return lock, hashlib.sha256(data).hexdigest()
+
+
+def plain_name(text, what: str) -> str:
+    """text if it is a plain file name (_PLAIN_NAME), else LockError naming what it is."""
+    if not isinstance(text, str) or not _PLAIN_NAME.fullmatch(text):
+        raise LockError(f"{what} {text!r} is not a plain file name (it becomes a path on the controller and the "
+                        "Macs); run mlx-fleet lock")
+    return text
+
+
+def check_names(lock: dict, where: str) -> None:
+    """Every wheel and Python build file name, and every build key, in the lock is a plain_name."""
+    def items(value) -> list:
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    uv = lock.get("uv") if isinstance(lock.get("uv"), dict) else {}
+    wheels = [f for pkg in items(lock.get("packages")) for f in items(pkg.get("files"))] + items(uv.get("files"))
+    for wheel in wheels:
+        plain_name(wheel.get("filename"), f"{where}: the wheel file name")
+    for build in items(lock.get("python_builds")):
+        plain_name(build.get("filename"), f"{where}: the Python build file name")
+        plain_name(build.get("key"), f"{where}: the Python build key")
 
 
 # ---------------------------------------------------------------- making a lock
@@ -310,14 +339,19 @@ def python_builds(decl: dict, index: str = PYPI_SIMPLE, fetch=_fetch_json, downl
                             f"{best['url']}")
         version = f"{best['major']}.{best['minor']}.{best['patch']}"
         key_os = "macos" if os_name == "darwin" else os_name
-        builds.append({"platform": platform, "key": f"cpython-{version}-{key_os}-{arch}-{libc}", "version": version,
-                       "os": key_os, "arch": arch, "libc": libc, "url": best["url"],
-                       "filename": urllib.request.unquote(best["url"].rsplit("/", 1)[1]), "sha256": best["sha256"]})
+        what = f"uv {decl['uv_version']}'s download metadata: the CPython build"
+        builds.append({"platform": platform, "key": plain_name(f"cpython-{version}-{key_os}-{arch}-{libc}", f"{what} key"),
+                       "version": version, "os": key_os, "arch": arch, "libc": libc, "url": best["url"],
+                       "filename": plain_name(urllib.request.unquote(best["url"].rsplit("/", 1)[1]), f"{what} file name"),
+                       "sha256": best["sha256"]})
     return {"source": {"filename": sdist_name, "url": entry["url"], "sha256": got}, "builds": builds}
 
 
 def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=_fetch_json, download=_download) -> dict:
-    """Resolve DECL into a lock (a dict ready for json.dump)."""
+    """Resolve DECL into a lock (a dict ready for json.dump) from INDEX (https:// or file://)."""
+    if not index.startswith(INDEX_SCHEMES):
+        raise LockError(f"--index {index}: give an https:// (or file://) index; over plain http anyone on the "
+                        "way could answer with other wheels and hashes")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "requirements.in"
         src.write_text("\n".join(requirements_in(decl)) + "\n")
@@ -366,9 +400,12 @@ def _require_wheels(what: str, files: list[dict], platforms, index: str) -> None
 
 
 def write_lock(lock: dict, path: str | os.PathLike) -> str:
+    """Write the lock atomically (a reader, or a run reading it meanwhile, sees the old lock or the new
+    one, never part of it); its sha256."""
+    check_names(lock, "the new lock")
     text = json.dumps(lock, indent=1, sort_keys=False) + "\n"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text)
+    atomic_write_text(path, text)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import sync_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import private_folder, sync_folder
 
 GENERATIONS = ".generations"
 CURRENT = ".current"
@@ -34,13 +34,15 @@ def _replace_link(link: Path, target: str) -> None:
 
 
 def current_files(directory: Path) -> dict[str, Path]:
-    """The published files, name -> path: the current generation's, or, in a folder written before
-    generations, the plain files at its top."""
+    """The published files, name -> path: those of the current generation whose name in the folder still
+    links to it. A generation owns only its own files: a report written in the folder later (audit.json,
+    a visit sheet, a file of the user's) replaced the link with a file of its own, which stays as written;
+    the plain files of a folder written before generations are not taken in either."""
     generation = directory / CURRENT
-    if generation.is_dir():
-        return {p.name: p for p in generation.iterdir() if p.is_file()}
-    return {p.name: p for p in directory.iterdir() if p.is_file() and not p.is_symlink()
-            and not p.name.startswith(".") and p.suffix != ".lock"} if directory.is_dir() else {}
+    if not generation.is_dir():
+        return {}
+    return {p.name: p for p in generation.iterdir() if p.is_file() and (directory / p.name).is_symlink()
+            and os.readlink(directory / p.name) == f"{CURRENT}/{p.name}"}
 
 
 @contextmanager
@@ -48,9 +50,8 @@ def staged(directory: str | Path) -> Iterator[Path]:
     """A private folder holding the current files, to write the new ones into (replace a file by
     writing a new one over its name, or unlink it). When the block ends normally, the folder becomes
     the published set; when it raises, nothing is published."""
-    directory = Path(directory)
-    generations = directory / GENERATIONS
-    generations.mkdir(parents=True, exist_ok=True)
+    directory = private_folder(directory)
+    generations = private_folder(directory / GENERATIONS, follow=False)  # what it rmtrees is its own
     before = current_files(directory)
     stage = Path(tempfile.mkdtemp(prefix=".staged-", dir=generations))
     try:

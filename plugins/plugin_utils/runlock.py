@@ -18,6 +18,7 @@ import fcntl
 import json
 import math
 import os
+import stat
 import time
 import uuid
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, load_json, private_folder
 
 LOCK_FILE = "run.lock"
 TOKEN_ENV = "MLX_FLEET_RUN_TOKEN"
@@ -50,9 +51,9 @@ def wait_seconds() -> float:
     return max(0.0, wait) if math.isfinite(wait) else DEFAULT_WAIT  # nan or inf would never time out
 
 
-def _holder(path: Path) -> dict:
+def _holder(fd: int) -> dict:
     try:
-        data = load_json(path.read_text())
+        data = load_json(os.pread(fd, 4096, 0))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -73,18 +74,24 @@ def run_lock(directory: str | Path, what: str, *, token: str | None = None,
     by the CLI and passed to its playbooks, so its own plugins go ahead. Waits up to ``wait``
     seconds (``MLX_FLEET_LOCK_WAIT``, 30 by default), then raises LockBusy.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = private_folder(directory)  # UnsafeFolder (a ValueError) when another account could use it
     path = directory / LOCK_FILE
     wait = wait_seconds() if wait is None else wait
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    # Never through a symlink (it would truncate what it points to), and only a plain file.
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise UnsafeFolder(f"{path} cannot be opened as the run lock ({exc.strerror}): a symlink or another "
+                           "kind of file is there; remove it and run again") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafeFolder(f"{path} is not a plain file: remove it and run again")
         deadline = time.monotonic() + wait
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = _holder(path)
+                holder = _holder(fd)
                 if holder.get("token") and holder["token"] == os.environ.get(TOKEN_ENV):
                     break  # our own CLI run holds it for us
                 if time.monotonic() >= deadline:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
 
 
@@ -54,7 +54,7 @@ def context(sheet: Sheet, *, inventory: str, output_dir: str, generated: str) ->
         line = f"{model.model_name} ({model.key}): {model.ports_where}" if model and model.ports_where else None
         if line and line not in ports_where:
             ports_where.append(line)
-    return {
+    return printable({
         "node": {"host": sheet.host, "location": sheet.location, "model": sheet.model.key if sheet.model else None,
                  "model_name": macos["model_name"], "chip": macos.get("chip"),
                  "model_identifier": macos["model_identifier"], "serial_number": macos["serial_number"],
@@ -70,7 +70,7 @@ def context(sheet: Sheet, *, inventory: str, output_dir: str, generated: str) ->
         "inventory": inventory,
         "output_dir": output_dir,
         "generated": generated,
-    }
+    })
 
 
 def render(ctx: dict) -> tuple[str, str]:
@@ -88,7 +88,7 @@ def write(directory: str | Path, sheet: Sheet, *, inventory: str, generated: str
     """Render the sheet and write both files atomically; (html, text)."""
     html_path, text_path = paths(directory, sheet.host)
     html, text = render(context(sheet, inventory=inventory, output_dir=str(directory), generated=generated))
-    Path(directory).mkdir(parents=True, exist_ok=True)
+    private_folder(directory)
     atomic_write_text(html_path, html)
     atomic_write_text(text_path, text)
     return html_path, text_path

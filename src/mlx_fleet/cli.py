@@ -9,10 +9,11 @@ cluster runs on the backend its cables allow without RDMA."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from mlx_fleet import __version__
-from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, UserError
+from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, Interrupted, UserError
 from mlx_fleet.sim.cli import add_sim_parser, run_sim
 
 
@@ -166,26 +167,39 @@ def main(argv: list[str] | None = None) -> int:
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
     from mlx_fleet.capture import CaptureError
+    from mlx_fleet.interrupt import raise_keyboard_interrupt
     from mlx_fleet.sim.host import SimError
 
+    # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner.py); the sim keeps its own.
+    previous = {signum: signal.signal(signum, raise_keyboard_interrupt)
+                for signum in (signal.SIGTERM, signal.SIGHUP) if args.tool != "sim"}
     try:
         return _dispatch(args, argv)
     except Busy as exc:
-        print(f"mlx-fleet {args.tool}: {exc}", file=sys.stderr)
-        return EXIT_BUSY
+        return _say(args.tool, exc, EXIT_BUSY)
     except (UserError, SimError, CablePlanError, CaptureError, LockError) as exc:
-        print(f"mlx-fleet {args.tool}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _say(args.tool, exc, EXIT_BAD_INPUT)
+    except Interrupted as exc:
+        return _say(args.tool, exc, EXIT_INTERRUPTED)
     except KeyboardInterrupt:
-        print(f"mlx-fleet {args.tool}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _say(args.tool, "interrupted", EXIT_INTERRUPTED)
     except OSError as exc:
         if exc.filename is None:  # not a file the user named or owns: a real fault, with its traceback
             raise
         # A folder or file the user cannot write or read (the output folder, --out): one line naming it.
-        print(f"mlx-fleet {args.tool}: cannot use {exc.filename}: {exc.strerror}; fix its permissions or give "
-              "another folder", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _say(args.tool, f"cannot use {exc.filename}: {exc.strerror}; fix its permissions or give another "
+                               "folder", EXIT_BAD_INPUT)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _say(tool: str, message, status: int) -> int:
+    try:
+        print(f"mlx-fleet {tool}: {message}", file=sys.stderr)
+    except OSError:
+        pass  # the terminal is gone (SIGHUP): the status still says it
+    return status
 
 
 if __name__ == "__main__":

@@ -14,3 +14,7 @@ class UserError(Exception):
 
 class Busy(UserError):
     """Another run holds the cluster's output folder; the line names it."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C, SIGTERM or SIGHUP stopped a run; the line names the Macs that may be mid-change."""

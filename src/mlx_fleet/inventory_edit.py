@@ -14,6 +14,7 @@ group_vars/mlx_cluster/*.yml beside the inventory, the group's ``vars``, then gr
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import ato
 
 GROUP = "mlx_cluster"
 CABLES = "mlx_fleet_cables"
+BACKUP_SUFFIX = ".mlx-fleet.bak"
 # (mapping indent, sequence indent, sequence dash offset) as people write YAML inventories.
 _STYLES = ((2, 2, 0), (2, 4, 2), (4, 4, 0), (4, 6, 2), (4, 4, 2), (2, 3, 1))
 
@@ -38,9 +40,25 @@ class Edit:
     remove_cables: list[str] = field(default_factory=list)
 
 
-def replace_file(path: Path, text: str) -> None:
-    """Write text over path atomically, keeping the file's mode (0600 for a new file)."""
-    atomic_write_text(path, text, mode=path.stat().st_mode & 0o777 if path.exists() else 0o600)
+def backup_path(path: Path) -> Path:
+    """Where the file's previous text is kept: beside it, with an extension Ansible skips in an inventory
+    folder and in group_vars (.bak)."""
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def replace_file(path: Path, text: str) -> Path | None:
+    """Write text over path atomically, keeping the file's mode (0600 for a new file) and its previous
+    text in backup_path(path) (returned; None for a new file). A symlink stays one: the file it names is
+    rewritten (a dotfiles repository, a shared inventory)."""
+    target = Path(os.path.realpath(path))
+    if not target.exists():
+        atomic_write_text(target, text, mode=0o600)
+        return None
+    mode = target.stat().st_mode & 0o777
+    backup = backup_path(path)
+    atomic_write_text(backup, target.read_text(), mode=mode)
+    atomic_write_text(target, text, mode=mode)
+    return backup
 
 
 class _Document:
@@ -138,8 +156,9 @@ def _key(text: str):
 
 
 def apply(inventories: list[str], edit: Edit) -> list[Path]:
-    """Write the host and the cables into the inventory; the files changed (none when all were there).
-    Raises NotEditable before writing anything when the inventory is not one faithful YAML file."""
+    """Write the host and the cables into the inventory; the files changed (none when all were there),
+    each with its previous text in backup_path(). Raises NotEditable before writing anything when the
+    inventory is not one faithful YAML file. Callers hold the run lock: two edits never interleave."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     inventory = _Document(inventory_file(inventories))

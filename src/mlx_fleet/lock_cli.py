@@ -25,7 +25,8 @@ def add_lock_parser(sub, command) -> None:
     p.add_argument("--uv", dest="uv_version", help="override mlx_env_uv_version")
     p.add_argument("--mlx", dest="mlx_version", help="override mlx_env_mlx_version")
     p.add_argument("--mlx-lm", dest="mlx_lm_version", help="override mlx_env_mlx_lm_version")
-    p.add_argument("--index", default=PYPI_SIMPLE, help="package index, PEP 691 simple API (default: %(default)s)")
+    p.add_argument("--index", default=PYPI_SIMPLE, help="package index, PEP 691 simple API, https:// or file:// "
+                   "(default: %(default)s)")
     p.add_argument("--uv-bin", default=None, help="uv to resolve with (default: the one beside this Python, or on PATH)")
 
 

@@ -11,8 +11,10 @@ cables that did not change).
 from __future__ import annotations
 
 import getpass
+import os
 import re
 import shlex
+import stat
 import sys
 import tempfile
 import time
@@ -21,15 +23,45 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
 from mlx_fleet.arguments import seconds
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, Busy, UserError
 
 GROUP = "mlx_cluster"
 DEFAULT_USER = "admin"
 POLL_SECONDS = 2
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def print_plan(plan: dict) -> None:
+    """The onboarding plan on the terminal: what the Mac reported with its control characters escaped,
+    so one line stays one line (a serial number cannot forge the next line)."""
+    shown = printable(plan)
+    print(f"model: {shown['model'] or 'not in mlx-fleet catalogue'}, serial number {shown['serial_number']}")
+    print(f"RDMA: {shown['rdma']}")
+    for note in shown["notes"]:
+        print(f"note: {note}")
+    print(f"cables: {shown['headline']}")
+    for number, step in enumerate(shown["steps"], 1):
+        print(f"  {number}. {step}{' (plugged in already)' if step in shown['seen_steps'] else ''}")
+    print(f"visit sheet: {shown['sheet']['html']} (text: {shown['sheet']['text']})")
+
+
+def edit_inventory(inventories: list[str], edit, output_dir: Path) -> list:
+    """inventory_edit.apply under the cluster's run lock, so two onboardings never interleave their
+    read and write of the inventory (the second waits, then refuses: Busy, exit 3)."""
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
+
+    try:
+        with runlock.run_lock(output_dir, "mlx-fleet onboard editing the inventory"):
+            return inventory_edit.apply(inventories, edit)
+    except runlock.LockBusy as exc:
+        raise Busy(f"inventory not changed: {exc}") from None
+    except UnsafeFolder as exc:
+        raise UserError(str(exc)) from None
 
 
 def add_onboard_parser(sub, command) -> None:
@@ -51,7 +83,8 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--user", help="its admin user (default: the inventory's ansible_user, else admin)")
     parser.add_argument("--host-key-fingerprint", metavar="SHA256:...",
                         help="the Mac's SSH host key fingerprint, for scripts (else you are asked to confirm it)")
-    parser.add_argument("--password-file", help="read the admin password from this file (else it is asked once)")
+    parser.add_argument("--password-file", help="read the new Mac's admin password from this file, which only you may "
+                                                "read (chmod 600; else it is asked once)")
     parser.add_argument("--passwordless-sudo", action="store_true",
                         help="also install a sudoers drop-in so the admin user needs no password for sudo")
     parser.add_argument("--known-hosts", help="known_hosts file to record the host key in (default: what ssh uses "
@@ -64,7 +97,8 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--output-dir", help="where the visit sheet, hostfiles and run logs go "
                                              "(default: .mlx-fleet in the inventory's folder)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
-                        help="ask for the sudo password of the other Macs once")
+                        help="ask once for the sudo password of the cluster's other Macs (the new Mac's sudo gets "
+                             "its admin password, never theirs)")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more Ansible output in the run log")
 
 
@@ -99,6 +133,21 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | Non
     return view, own
 
 
+def check_password_file(path: str) -> None:
+    """Refuse a password file another account can read or that another user owns, as ssh does for keys."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise UserError(f"--password-file {path}: {exc.strerror}") from exc
+    if info.st_uid not in (os.getuid(), 0):
+        raise UserError(f"--password-file {path} belongs to another user (uid {info.st_uid}): use a file of your own, "
+                        "mode 600")
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise UserError(f"--password-file {path} has mode {mode:04o}, so other accounts can read it: "
+                        f"run `chmod 600 {shlex.quote(path)}`")
+
+
 def _read_password(path: str | None, target: onboard_ssh.Target) -> str:
     if path:
         try:
@@ -122,11 +171,17 @@ def _trust(target: onboard_ssh.Target, given: str | None) -> tuple[str, bool]:
         raise UserError(f"{target.name}: the host key of {target.hostname} is {fingerprint}, not the "
                         f"{given.strip()} given; refused before any password was sent: check the fingerprint at "
                         "the Mac (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub)")
-    if known and key not in known:
-        raise UserError(f"{target.name}: {target.known_hosts} holds another host key for {target.hostname}; the Mac "
-                        f"now shows {fingerprint}; if it was reinstalled, remove the old key with "
+    mine = f"{onboard_ssh.KEY_TYPE} {key}"
+    if f"@revoked {mine}" in known:
+        raise UserError(f"{target.name}: {target.known_hosts} marks the host key {fingerprint} of {target.hostname} "
+                        "as revoked; refused before any password was sent")
+    trusted = [k for k in known if not k.startswith("@")]
+    if trusted and mine not in trusted:
+        types = ", ".join(dict.fromkeys(k.split()[0] for k in trusted))
+        raise UserError(f"{target.name}: {target.known_hosts} holds another host key for {target.hostname} ({types}); "
+                        f"the Mac now shows {fingerprint}; if it was reinstalled, remove the old key with "
                         f"`ssh-keygen -R {target.hostname} -f {target.known_hosts}` and run again")
-    if key in known:
+    if mine in trusted:
         print(f"host key: {fingerprint} (already in {target.known_hosts})")
         return key, True
     if not given:
@@ -142,11 +197,15 @@ def _trust(target: onboard_ssh.Target, given: str | None) -> tuple[str, bool]:
 
 
 def _access(target: onboard_ssh.Target, key: str, known: bool, args) -> str | None:
-    """Install our key (and passwordless sudo); the admin password when it was needed, else None."""
+    """Install our key (and passwordless sudo); the admin password when it was needed (or sudo on the Mac
+    still asks for it, as after an interrupted onboarding), else None."""
     check = "sudo -n true" if args.passwordless_sudo else "true"
     if known and onboard_ssh.key_login_works(target, check):
-        print(f"access: key login as {target.user} works{' with passwordless sudo' if args.passwordless_sudo else ''}")
-        return None
+        if args.passwordless_sudo or onboard_ssh.key_login_works(target, "sudo -n true"):
+            print(f"access: key login as {target.user} works with passwordless sudo")
+            return None
+        print(f"access: key login as {target.user} works; its sudo asks for the admin password")
+        return _read_password(args.password_file, target)
     password = _read_password(args.password_file, target)
     access = onboard_ssh.install_access(target, key, password, passwordless_sudo=args.passwordless_sudo)
     if not known:
@@ -221,6 +280,8 @@ def run_onboard(args, summarize) -> int:
     """The whole onboarding; summarize(report) prints a converge's summary and returns its exit status."""
     started = time.monotonic()
     onboard_ssh.which_ssh()
+    if args.password_file:
+        check_password_file(args.password_file)
     name = args.name
     if not _NAME_RE.match(name):
         raise UserError(f"{name!r} is not a usable inventory name: letters, digits, '-', '_' and '.'")
@@ -235,6 +296,8 @@ def run_onboard(args, summarize) -> int:
 
     key, known = _trust(target, args.host_key_fingerprint)
     password = _access(target, key, known, args)
+    # -K is the other Macs' sudo password, asked once for every run below.
+    others = getpass.getpass("sudo password of the cluster's other Macs: ") if args.ask_become_pass else None
 
     def host_vars(model: str | None) -> dict:
         # In the order an inventory usually has them: address, user, model, location.
@@ -247,9 +310,9 @@ def run_onboard(args, summarize) -> int:
     inventory_text = " ".join(f"-i {shlex.quote(i)}" for i in args.inventory)
     converge = f"mlx-fleet converge {inventory_text}"
     extravars = {"mlx_fleet_output_dir": str(output_dir)}
-    # Sudo on the new Mac asks for the admin password unless the drop-in went in.
-    options = runner.PlaybookOptions(verbosity=args.verbose, ask_become_pass=args.ask_become_pass,
-                                     become_password=None if args.passwordless_sudo else password)
+    # Sudo on the new Mac asks for its admin password unless the drop-in went in: that Mac's alone.
+    options = runner.PlaybookOptions(verbosity=args.verbose, become_password=others, host_become_passwords=(
+        {name: password} if password and not args.passwordless_sudo else {}))
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-onboard-") as folder:
         inventories = list(args.inventory)
         if own is None:
@@ -261,23 +324,17 @@ def run_onboard(args, summarize) -> int:
     plan = report.result("mlx_fleet.cluster.onboard_plan")
     if report.exit_status != EXIT_OK or not plan or plan.get("failed"):
         return runner.print_summary(report)
-    print(f"model: {plan['model'] or 'not in mlx-fleet catalogue'}, serial number {plan['serial_number']}")
-    print(f"RDMA: {plan['rdma']}")
-    for note in plan["notes"]:
-        print(f"note: {note}")
-    print(f"cables: {plan['headline']}")
-    for number, step in enumerate(plan["steps"], 1):
-        print(f"  {number}. {step}{' (plugged in already)' if step in plan['seen_steps'] else ''}")
-    print(f"visit sheet: {plan['sheet']['html']} (text: {plan['sheet']['text']})")
+    print_plan(plan)
 
     edit = inventory_edit.Edit(name, host_vars(plan["model"]), plan["add"], plan["unplug"])
     try:
-        changed = inventory_edit.apply(args.inventory, edit)
+        changed = edit_inventory(args.inventory, edit, output_dir)
     except inventory_edit.NotEditable as exc:
         print(f"inventory: not changed: {exc}; add these lines yourself, then run `{converge}`:")
         print(inventory_edit.lines_to_add(edit))
         return EXIT_ATTENTION
-    print(f"inventory: {'updated ' + ', '.join(str(p) for p in changed) if changed else 'already lists ' + name + ' and its cables'}")
+    updated = ", ".join(f"{p} (before: {inventory_edit.backup_path(p).name})" for p in changed)
+    print(f"inventory: {'updated ' + updated if changed else 'already lists ' + name + ' and its cables'}")
 
     pending = [c for c in plan["add"] if c not in plan["seen"]]
     if pending or plan["unplug"]:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlx_fleet.errors import UserError
-from mlx_fleet.inventory_edit import replace_file
 
 KEY_TYPE = "ssh-ed25519"
 SCAN_TIMEOUT = 10  # seconds for ssh-keyscan to get an answer
@@ -147,15 +146,22 @@ def scan_host_key(target: Target) -> str:
 
 
 def known_keys(target: Target) -> list[str]:
-    """The ed25519 keys known_hosts already holds for the Mac (hashed entries too)."""
+    """Every host key known_hosts holds for the Mac, of any type, as "TYPE BASE64" (hashed entries too),
+    a key marked @revoked as "@revoked TYPE BASE64": an ECDSA or RSA key recorded for the Mac makes a
+    new ed25519 key as suspect as a changed one. (@cert-authority lines name a CA, not the Mac's key.)"""
     if not target.known_hosts.is_file():
         return []
     keys = []
     for name in target.known_hosts_names:
         out = subprocess.run(["ssh-keygen", "-F", name, "-f", str(target.known_hosts)], capture_output=True,
                              text=True, stdin=subprocess.DEVNULL)
-        keys += [line.split()[2] for line in out.stdout.splitlines()
-                 if not line.startswith("#") and len(line.split()) >= 3 and line.split()[1] == KEY_TYPE]
+        for line in out.stdout.splitlines():
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            marker = [words.pop(0)] if words[0].startswith("@") else []
+            if marker != ["@cert-authority"] and len(words) >= 3:
+                keys.append(" ".join(marker + words[1:3]))
     return list(dict.fromkeys(keys))
 
 
@@ -172,11 +178,18 @@ def known_hosts_lines(target: Target, key_b64: str) -> str:
 
 
 def record_host_key(target: Target, key_b64: str) -> None:
-    """Add the confirmed key to the known_hosts file (atomically, keeping its mode)."""
+    """Append the confirmed key to the known_hosts file, as ssh does: the file (or the one its symlink
+    names) keeps its inode and mode, and a line another ssh appends meanwhile is not lost (0600 if new)."""
     path = target.known_hosts
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    old = path.read_text() if path.exists() else ""
-    replace_file(path, old + ("\n" if old and not old.endswith("\n") else "") + known_hosts_lines(target, key_b64))
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        unfinished = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        os.write(fd, (("\n" if unfinished else "") + known_hosts_lines(target, key_b64)).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # --- access ---------------------------------------------------------------------------------------
@@ -263,7 +276,9 @@ class Access:
 
 
 def dropin_path(user: str) -> str:
-    return f"{SUDOERS_DIR}/mlx-fleet-{user}"
+    """The user's drop-in. sudo skips a file of sudoers.d whose name contains a dot (or ends in ~), so a dot
+    of the user name (john.doe) is written _2e, and _ as __ to keep two users' names apart."""
+    return f"{SUDOERS_DIR}/mlx-fleet-{user.replace('_', '__').replace('.', '_2e')}"
 
 
 def install_access(target: Target, host_key_b64: str, password: str, *, passwordless_sudo: bool) -> Access:

@@ -11,19 +11,32 @@ from __future__ import annotations
 
 import getpass
 import importlib.util
+import json
 import os
+import re
+import secrets
 import shlex
+import shutil
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, UserError
+from mlx_fleet import interrupt
+from mlx_fleet.errors import (EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, Interrupted,
+                              UserError)
 
 COLLECTION = "ansible_collections.mlx_fleet.cluster"
 PACKAGED_CONFIG = Path(__file__).parent / "ansible.cfg"
 KEPT_RUNS = 10
+_RUN_IDENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")  # ansible-runner's uuid4
+# The environment variables mlx-fleet sets for ansible-playbook that runs/<id>/command keeps, so that a
+# person can rerun the command; no other variable of the controller's environment is ever written there.
+RECORDED_ENV = ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOST_KEY_CHECKING")
+# A Mac's own sudo password (onboarding's new Mac) reaches ansible-playbook as a host variable encrypted
+# with a key made for the run, which ansible-playbook asks for on its terminal: nothing readable at rest.
+VAULT_ID = "mlx_fleet_run"
 
 
 def collections_path() -> str:
@@ -53,6 +66,7 @@ class RunReport:
     results: dict[str, list[dict]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     input_errors: list[str] = field(default_factory=list)
+    in_flight: set[str] = field(default_factory=set)  # Macs with a task started and not yet done
     artifacts: Path | None = None
     seconds: float = 0.0
     check: bool = False  # --check: "changed" means "would change", and nothing was written
@@ -146,6 +160,10 @@ class _Events:
         host = data.get("host", "")
         action = data.get("task_action", "")
         progress = self.progress
+        if kind == "runner_on_start":
+            self.report.in_flight.add(host)
+        elif kind.startswith("runner_on_"):
+            self.report.in_flight.discard(host)
         if kind == "playbook_on_task_start" and progress:
             progress.task_start(data.get("task", "") or action)
         elif kind == "runner_on_start" and progress:
@@ -195,8 +213,11 @@ class PlaybookOptions:
     check: bool = False
     diff: bool = False
     verbosity: int = 0
+    read_only: bool = False  # a command that changes no Mac (audit, record)
     ask_become_pass: bool = False
-    become_password: str | None = None  # already known (onboard asked for it): handed over, never asked
+    become_password: str | None = None  # -K's answer when already asked (onboard asks once for its runs)
+    # Per Mac, a sudo password other than -K's (onboarding's new Mac: its admin password). Memory only.
+    host_become_passwords: dict[str, str] = field(default_factory=dict)
 
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
@@ -204,6 +225,7 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
                  progress: bool = True) -> RunReport:
     """Run mlx_fleet.cluster.<playbook> against the inventories and report what happened."""
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 
     options = options or PlaybookOptions()
     for inventory in inventories:
@@ -218,14 +240,17 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
                         {runlock.TOKEN_ENV: token})
     except runlock.LockBusy as exc:
         raise Busy(str(exc)) from None
+    except UnsafeFolder as exc:
+        raise UserError(str(exc)) from None
 
 
 def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extravars: dict | None, output_dir: Path,
          progress: bool, run_env: dict) -> RunReport:
     import ansible_runner
 
-    artifacts = output_dir / "runs"
-    artifacts.mkdir(parents=True, exist_ok=True)
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import private_folder
+
+    artifacts = private_folder(output_dir / "runs", follow=False)
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
@@ -240,34 +265,64 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     for value in options.extra_vars:
         cmdline += ["-e", value]
     cmdline += ["--check"] * options.check + ["--diff"] * options.diff
+    # Passwords stay in this process: ansible-runner answers ansible-playbook's prompts on its terminal
+    # (suppress_env_files: it writes none of them, nor the extra variables, into its private folder).
     passwords = {}
-    if options.ask_become_pass or options.become_password:
-        # Asked here, once, without echo; handed to ansible-playbook's prompt, never written anywhere.
-        password = options.become_password or getpass.getpass("BECOME password: ")
+    become = options.become_password or (getpass.getpass("BECOME password: ") if options.ask_become_pass else None)
+    if become:
         cmdline.append("--ask-become-pass")
-        passwords[r"^BECOME password.*:\s*$"] = password
+        passwords[r"^BECOME password.*:\s*$"] = become
     report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check)
     watcher = Progress() if progress else None
+    events = _Events(report, watcher)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-run-") as private:
-        result = ansible_runner.run(
-            private_data_dir=private,
-            artifact_dir=str(artifacts),
-            rotate_artifacts=KEPT_RUNS,
-            playbook=report.playbook,
-            inventory=[str(Path(i).resolve()) for i in inventories],
-            extravars=extravars or {},
-            limit=options.limit,
-            verbosity=options.verbosity or None,
-            cmdline=shlex.join(cmdline) or None,
-            passwords=passwords or None,
-            envvars=envvars,
-            project_dir=os.getcwd(),
-            event_handler=_Events(report, watcher),
-            quiet=True,
-        )
+        inventory = [str(Path(i).resolve()) for i in inventories]
+        if options.host_become_passwords:
+            key = secrets.token_urlsafe(32)
+            inventory.append(_vaulted_inventory(Path(private), options.host_become_passwords, key))
+            cmdline += ["--vault-id", f"{VAULT_ID}@prompt"]
+            passwords[rf"^Vault password \({VAULT_ID}\):\s*$"] = key
+        # ansible-runner asks cancel_callback whenever it stops waiting on the playbook's output: every
+        # second rather than its default 5, so an interrupt is acted on at once.
+        (Path(private) / "env").mkdir()
+        (Path(private) / "env" / "settings").write_text(json.dumps({"pexpect_timeout": 1}))
+        # Once interrupted, the terminal may be gone (SIGHUP): the progress line stops.
+        with interrupt.Stopper(on_signal=lambda: setattr(events, "progress", None)) as stopper:
+            try:
+                result = ansible_runner.run(
+                    private_data_dir=private,
+                    artifact_dir=str(artifacts),
+                    playbook=report.playbook,
+                    inventory=inventory,
+                    extravars=extravars or {},
+                    limit=options.limit,
+                    verbosity=options.verbosity or None,
+                    cmdline=shlex.join(cmdline) or None,
+                    passwords=passwords or None,
+                    envvars=envvars,
+                    project_dir=os.getcwd(),
+                    event_handler=events,
+                    status_handler=lambda data, runner_config: _record_command(data, runner_config, envvars, private),
+                    cancel_callback=stopper.cancel,
+                    suppress_env_files=True,
+                    quiet=True,
+                )
+            except BaseException:
+                stopper.stop()  # no playbook process outlives the CLI, whatever went wrong
+                if stopper.signal is None:
+                    raise
+            if stopper.signal is not None:
+                stopper.stop()
+                try:
+                    if watcher:
+                        watcher.finish()
+                except OSError:
+                    pass  # the terminal is gone
+                raise Interrupted(_interrupted(report, options.read_only))
     if watcher:
         watcher.finish()
+    rotate_runs(artifacts)
     report.rc = result.rc
     report.artifacts = artifacts / result.config.ident
     report.seconds = time.monotonic() - started
@@ -278,6 +333,79 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         errors = [line.strip() for line in stderr.splitlines() if line.strip().startswith(("ERROR", "[ERROR]"))]
         report.input_errors = errors or [f"ansible-playbook exited {result.rc}; its output: {report.artifacts}/stdout"]
     return report
+
+
+def rotate_runs(artifacts: Path, keep: int = KEPT_RUNS) -> None:
+    """Keep the newest `keep` runs in artifacts. Only what ansible-runner made is removed: folders named
+    by a run's ident (a UUID), never a symlink, a file or a folder of another name put there."""
+    runs = []
+    for entry in os.scandir(artifacts):
+        if _RUN_IDENT.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+            runs.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
+    for _, path in sorted(runs)[:-keep]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _vaulted_inventory(folder: Path, host_passwords: dict[str, str], key: str) -> str:
+    """An inventory source giving these Macs their ansible_become_password, encrypted with key."""
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    secret = VaultSecret(key.encode())
+    vault = VaultLib([(VAULT_ID, secret)])
+    lines = ["all:", "  hosts:"]
+    for host, password in host_passwords.items():
+        blob = vault.encrypt(password, secret, VAULT_ID).decode()
+        lines += [f"    {json.dumps(host)}:", "      ansible_become_password: !vault |",
+                  *(f"        {line}" for line in blob.splitlines())]
+    path = folder / "become.yml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def command_record(command: list[str], cwd: str, env: dict[str, str], private: str) -> dict:
+    """What runs/<id>/command keeps: the ansible-playbook command line (its program by full path, found on
+    env's PATH; without the run's own temporary inventory and vault prompt) and, of env, the variables
+    RECORDED_ENV names."""
+    argv, kept = list(command), []
+    while argv:
+        arg = argv.pop(0)
+        if arg == "-i" and argv and argv[0].startswith(private + os.sep):
+            argv.pop(0)
+        elif arg == "--vault-id" and argv and argv[0] == f"{VAULT_ID}@prompt":
+            argv.pop(0)
+        else:
+            kept.append(arg)
+    if kept:
+        kept[0] = shutil.which(kept[0], path=env.get("PATH")) or kept[0]
+    return {"command": kept, "cwd": cwd, "env": {k: env[k] for k in RECORDED_ENV if k in env}}
+
+
+def _record_command(data: dict, runner_config, envvars: dict, private: str) -> None:
+    """ansible-runner writes the command with the controller's whole environment (it has no switch for
+    that): as soon as it has, before ansible-playbook starts, replace it with the record a person needs
+    to rerun it. No secret of mlx-fleet's is in that environment; the user's own stay there for
+    milliseconds, in a 0600 file."""
+    if data.get("status") != "running":
+        return
+    path = Path(runner_config.artifact_dir) / "command"
+    text = json.dumps(command_record(runner_config.command, runner_config.cwd, envvars, private))
+    temporary = path.with_name(".command.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(temporary, path)
+
+
+def _interrupted(report: RunReport, read_only: bool = False) -> str:
+    """The line an interrupted run ends with: which Macs may be mid-change."""
+    if report.check:
+        return "interrupted (--check: nothing was changed)"
+    if read_only:
+        return "interrupted (this command changes no Mac)"
+    macs = sorted(report.changed | report.in_flight)
+    if not macs:
+        return "interrupted before any Mac was changed"
+    return f"interrupted: {', '.join(macs)} may be mid-change; the next converge repairs them"
 
 
 def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None = None) -> int:
@@ -329,7 +457,8 @@ def options_from(args, command: str, needs_every_mac: bool) -> PlaybookOptions:
                         "(the fabric is built from all of them); run it without --limit")
     return PlaybookOptions(extra_vars=args.extra_vars, limit=args.limit, check=getattr(args, "check", False),
                            diff=getattr(args, "diff", False),
-                           verbosity=args.verbose, ask_become_pass=args.ask_become_pass)
+                           verbosity=args.verbose, ask_become_pass=args.ask_become_pass,
+                           read_only=not hasattr(args, "check"))
 
 
 def output_dir_from(args) -> Path:

@@ -97,6 +97,7 @@ def test_a_wrong_fingerprint_or_password_changes_nothing(cluster, tmp_path):
 
     password = tmp_path / "wrong"
     password.write_text("not-the-password\n")
+    password.chmod(0o600)  # else refused for its mode before any contact
     wrong_password = subprocess.run(argv + ["--host-key-fingerprint", fingerprint, "--password-file", str(password)],
                                     capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert wrong_password.returncode == 2 and wrong_password.stderr.count("\n") == 1, wrong_password.stderr

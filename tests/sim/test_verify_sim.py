@@ -126,11 +126,18 @@ def test_a_wrong_address_on_one_end_fails_naming_the_cable_and_stops_every_rank(
     assert by_name(report, "all_sum")["status"] == "failed"
     assert by_name(report, f"link {cable} ring")["status"] == "failed"
     assert all(link["status"] == "passed" for link in report["links"] if link["cable"] != cable)
-    # nothing of the run is left on the Macs
-    rundir = f"/tmp/mlx-fleet-verify/{report['record']['run_id']}"
+    # nothing of the run is left on the Macs: neither its folder nor a process working in it
+    rundir = f".mlx-fleet-verify-{report['record']['run_id']}"
     for node in RING:
-        left = ring.ssh(node, f"ls -d {rundir}; ps -axo command | grep -F {rundir} | grep -v grep", check=False)
-        assert left.stdout == "", left.stdout
+        assert ring.ssh(node, f"ls -d {rundir}", check=False).returncode != 0
+        assert working_in(ring, node, rundir) == ""
+
+
+def working_in(sim: Sim, node: str, folder: str) -> str:
+    """The processes on node whose working folder's path has `folder` in it (the sim's /proc)."""
+    found = sim.cli("exec", node, "--", "sh", "-c", f"for p in /proc/[0-9]*; do readlink $p/cwd; done | grep -F {folder}",
+                    check=False)
+    return found.stdout
 
 
 def test_jaccl_on_a_mesh_fails_with_mlx_message_and_the_ring_passes(make_sim, tmp_path):
@@ -150,3 +157,50 @@ def test_jaccl_on_a_mesh_fails_with_mlx_message_and_the_ring_passes(make_sim, tm
     (finding,) = report["findings"]
     assert finding["cause"] == "rdma" and failed["error"] in finding["message"]
     assert all(link["status"] == "failed" and link["measured_with"] == "ring" for link in report["links"])
+
+
+# What another account on the Mac does before a run: it owns the folders verify used to use (and a
+# watcher that swaps in its own program wherever verify would stage), and keeps a process whose pid it
+# lists where verify records the ranks it may have to kill.
+PLANTED = """
+exec </dev/null >/dev/null 2>&1  # nothing of its background processes holds the caller's pipes
+mkdir -m 777 /tmp/mlx-fleet-verify
+printf 'open("/tmp/planted-ran", "w").write("ran as the admin")\\n' > /tmp/planted.py
+sleep 100000 & echo $! > /tmp/student-pids
+for d in /tmp/mlx-fleet-verify-shared /tmp/.mlx-fleet-verify "$HOME/.mlx-fleet-verify"; do
+  mkdir -p $d/running $d/script && cp /tmp/planted.py $d/check_program.py && echo $! > $d/running/all_sum.0
+  chmod -R a+rwX $d
+done
+watch() {
+  while :; do
+    for d in /tmp/mlx-fleet-verify/*; do
+      case $d in *.taken) continue;; esac
+      [ -d "$d" ] || continue
+      [ -O "$d" ] || { mv "$d" "$d.taken" && mkdir -m 777 "$d" "$d/running" "$d/output" "$d/script"; }
+      cmp -s /tmp/planted.py "$d/check_program.py" || cp /tmp/planted.py "$d/check_program.py"
+      chmod 666 "$d/check_program.py"
+    done
+    sleep 0.05
+  done
+}
+watch &
+echo $! >> /tmp/student-pids
+"""
+
+
+def test_another_account_on_the_mac_gets_none_of_its_code_run_and_keeps_its_processes(make_sim, tmp_path):
+    names = ["vshare-1", "vshare-2"]
+    sim = converged(make_sim(topology=plan(tmp_path / "pair.yml", names, [f"{names[0]}:1 -- {names[1]}:1"]),
+                             rdma="none"))
+    for node in names:
+        sim.cli("exec", "--user", "student", node, "--", "sh", "-c", PLANTED)
+    done, report = verify(sim, tmp_path / "out", "--sizes", "1KiB", "--timeout", "60")
+    assert done.returncode == 0 and report["status"] == "passed", done.stdout + done.stderr
+    for node in names:
+        assert sim.ssh(node, "ls /tmp/planted-ran", check=False).returncode != 0, f"{node} ran the planted program"
+        alive = sim.cli("exec", "--user", "student", node, "--", "sh", "-c", "kill -0 $(cat /tmp/student-pids)",
+                        check=False)
+        assert alive.returncode == 0, f"a process of the other account on {node} was killed"
+        # its folders are as it left them, and nothing of the run is left in the admin's home
+        assert sim.ssh(node, "ls /tmp/mlx-fleet-verify-shared/check_program.py").returncode == 0
+        assert sim.ssh(node, "ls -d .mlx-fleet-verify-*", check=False).returncode != 0

@@ -4,6 +4,7 @@ escape in an inventory or node value cannot forge a line of the sheet a person f
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from test_rdma import minis
 
 FORGED = "Serial number:  C02FORGED01"
@@ -28,4 +29,4 @@ def test_values_cannot_forge_a_line(tmp_path):
 
 
 def test_printable_keeps_text_and_escapes_controls():
-    assert checklist.printable({"a": ["Bürö 2 — shelf", "x\ty"], "n": 3}) == {"a": ["Bürö 2 — shelf", "x\\ty"], "n": 3}
+    assert printable({"a": ["Bürö 2 — shelf", "x\ty"], "n": 3}) == {"a": ["Bürö 2 — shelf", "x\\ty"], "n": 3}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlx_fleet.inventory_edit import Edit, NotEditable, apply, lines_to_add
+from mlx_fleet.inventory_edit import Edit, NotEditable, apply, backup_path, lines_to_add
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,3 +94,33 @@ def test_the_lines_to_add_by_hand():
         "or, in an INI inventory's [mlx_cluster] section:\n"
         '  studio-4 mlx_fleet_model=studio-m3-ultra mlx_fleet_location="Rack A, shelf 4"\n'
         "add to mlx_fleet_cables:\n  - studio-1:4 -- studio-4:2\n  - studio-2:4 -- studio-4:3")
+
+
+def test_a_symlinked_inventory_stays_a_link_and_the_previous_text_is_kept(tmp_path):
+    real = tmp_path / "dotfiles" / "lab.yml"
+    real.parent.mkdir()
+    real.write_text(INVENTORY)
+    real.chmod(0o640)
+    link = tmp_path / "hosts.yml"
+    link.symlink_to(real)
+    assert apply([str(link)], NEW) == [link]
+    assert link.is_symlink() and "studio-4:" in real.read_text()
+    assert real.stat().st_mode & 0o777 == 0o640
+    backup = backup_path(link)
+    assert backup.name == "hosts.yml.mlx-fleet.bak" and backup.read_text() == INVENTORY
+    assert backup.stat().st_mode & 0o777 == 0o640
+
+
+def test_an_onboarding_edits_the_inventory_only_under_the_run_lock(tmp_path, monkeypatch):
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+    from mlx_fleet.errors import Busy
+    from mlx_fleet.onboard import edit_inventory
+
+    path = tmp_path / "hosts.yml"
+    path.write_text(INVENTORY)
+    monkeypatch.setenv(runlock.WAIT_ENV, "0")
+    with runlock.run_lock(tmp_path / ".mlx-fleet", "mlx-fleet onboard of studio-5"):
+        with pytest.raises(Busy, match="inventory not changed: .* is in use by mlx-fleet onboard of studio-5"):
+            edit_inventory([str(path)], NEW, tmp_path / ".mlx-fleet")
+    assert path.read_text() == INVENTORY
+    assert edit_inventory([str(path)], NEW, tmp_path / ".mlx-fleet") == [path]

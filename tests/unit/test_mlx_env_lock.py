@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -307,3 +308,53 @@ def test_fetches_send_only_their_headers_and_keep_the_bytes_the_server_sent(tmp_
     json_headers = {"User-Agent": "mlx-fleet-lock", "Accept": "application/vnd.pypi.simple.v1+json",
                     "Authorization": None}
     assert seen == [json_headers, json_headers, {"User-Agent": "mlx-fleet-lock", "Accept": None, "Authorization": None}]
+
+
+# ---------------------------------------------------------------- names, writing, the index
+
+@pytest.mark.parametrize("where, name, value", [
+    ("wheel", "filename", "../../../.ssh/authorized_keys"),
+    ("build", "filename", "cpython-3.12.16/../../x.tar.gz"),
+    ("build", "key", "../cpython-3.12.16-macos-aarch64-none"),
+    ("build", "key", ".hidden"),
+])
+def test_a_lock_whose_file_names_would_leave_their_folder_is_refused(tmp_path, where, name, value):
+    data, _ = lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
+    (data["packages"][0]["files"][0] if where == "wheel" else data["python_builds"][0])[name] = value
+    path = tmp_path / "lock.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(LockError, match=rf"{path}: the .* {re.escape(repr(value))} is not a plain file name"):
+        lock.load_lock(path)
+    with pytest.raises(LockError, match="is not a plain file name"):
+        lock.write_lock(data, tmp_path / "new.json")
+    assert not (tmp_path / "new.json").exists()
+
+
+def test_python_builds_refuse_a_build_name_with_a_path_in_it():
+    escaping = _build("darwin", "aarch64", "none", 16, "2" * 64)
+    escaping["url"] = escaping["url"].replace("cpython-3.12.16", "..%2F..%2Fcpython-3.12.16")
+    body = _uv_sdist({"m16": escaping})
+    with pytest.raises(LockError, match=r"the CPython build file name '\.\./\.\./cpython-3\.12\.16"):
+        lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
+    body = _uv_sdist({"m16": dict(_build("darwin", "aarch64", "none", 16, "2" * 64), patch="16/../../x")})
+    with pytest.raises(LockError, match="the CPython build key 'cpython-3.12.16/../../x-macos-aarch64-none'"):
+        lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
+
+
+def test_a_lock_that_cannot_be_written_whole_leaves_the_previous_one(tmp_path, monkeypatch):
+    data, _ = lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
+    path = tmp_path / ".mlx-env.lock.json"
+    path.write_text("the previous lock\n")
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        lock.write_lock(data, path)
+    assert path.read_text() == "the previous lock\n" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_lock_is_never_resolved_from_a_plain_http_index():
+    with pytest.raises(LockError, match=r"--index http://pypi.example/simple: give an https:// \(or file://\) index"):
+        lock.make_lock(DECL, "/nonexistent/uv", index="http://pypi.example/simple")

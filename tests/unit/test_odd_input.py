@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import inspect
 import json
+import os
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -308,7 +309,14 @@ def test_rdma_ledger_raises_only_value_error(text):
                         "started": "2026-05-01 10:00:00 UTC"})]))
 def test_run_lock_holder_record_is_described_whatever_it_holds(text):
     counted("ledgers")
-    assert "\n" not in read_written(runlock.LOCK_FILE, text, lambda path: runlock.describe(runlock._holder(path)))
+    def described(path: Path) -> str:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return runlock.describe(runlock._holder(fd))
+        finally:
+            os.close(fd)
+
+    assert "\n" not in read_written(runlock.LOCK_FILE, text, described)
 
 
 class _ModuleFailed(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def test_a_recorded_key_is_found_by_ssh_keygen_and_the_file_keeps_its_mode(keys,
     blob = (keys / "host.pub").read_text().split()[1]
     assert onboard_ssh.known_keys(target) == []
     onboard_ssh.record_host_key(target, blob)
-    assert onboard_ssh.known_keys(target) == [blob]
+    assert onboard_ssh.known_keys(target) == [f"ssh-ed25519 {blob}"]
     assert known.stat().st_mode & 0o777 == 0o644
     lines = known.read_text().splitlines()
     assert lines[0].startswith("other.example ") and len(lines) == (3 if hashed else 2)
@@ -91,3 +92,55 @@ def test_a_known_hosts_that_is_not_a_file_is_refused(keys):
     args = _config(keys, f"IdentityFile {keys / 'client'}\nUserKnownHostsFile /dev/null\n")
     with pytest.raises(UserError, match="/dev/null is not a known_hosts file"):
         onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+
+
+def test_the_sudoers_drop_in_has_a_name_sudo_reads_for_every_user_name():
+    # sudo skips a sudoers.d file whose name contains a dot or ends in ~ (sudoers(5), #includedir)
+    names = ["admin", "john.doe", "john_doe", "john_2edoe", "j.d_", "a-b"]
+    paths = [onboard_ssh.dropin_path(n) for n in names]
+    for path in paths:
+        name = Path(path).name
+        assert Path(path).parent == Path(onboard_ssh.SUDOERS_DIR)
+        assert "." not in name and not name.endswith("~") and "/" not in name, name
+    assert len(set(paths)) == len(names)  # two users never share (and overwrite) one drop-in
+    assert onboard_ssh.dropin_path("admin") == "/etc/sudoers.d/mlx-fleet-admin"  # as before: found again
+
+
+def _known_target(keys, known: Path):
+    args = _config(keys, f"Host studio-4\n  HostName 10.0.0.14\n  IdentityFile {keys / 'client'}\n"
+                         f"  UserKnownHostsFile {known}\n")
+    return onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+
+
+def test_the_key_is_appended_to_known_hosts_as_ssh_does_through_its_symlink(keys):
+    real = keys / "dotfiles" / "known_hosts"
+    real.parent.mkdir()
+    real.write_text("other.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBh8PVQdJ2Rt8niEfci779wpnR62ehGFNfuwKcXcgmME")
+    link = keys / "known"
+    link.symlink_to(real)
+    inode = real.stat().st_ino
+    blob = (keys / "host.pub").read_text().split()[1]
+    onboard_ssh.record_host_key(_known_target(keys, link), blob)
+    assert link.is_symlink() and real.stat().st_ino == inode  # appended in place, not a new file renamed over it
+    assert real.read_text().splitlines()[1] == f"10.0.0.14,studio-4 ssh-ed25519 {blob}"
+
+
+def test_a_key_of_another_type_known_for_the_mac_is_refused_like_a_changed_key(keys, monkeypatch, capsys):
+    from mlx_fleet import onboard
+
+    ecdsa = keys / "ecdsa"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-f", str(ecdsa)], check=True)
+    known = keys / "known"
+    known.write_text(f"10.0.0.14 {' '.join((keys / 'ecdsa.pub').read_text().split()[:2])}\n")
+    target = _known_target(keys, known)
+    blob = (keys / "host.pub").read_text().split()[1]
+    monkeypatch.setattr(onboard_ssh, "scan_host_key", lambda t: blob)
+    fingerprint = onboard_ssh.fingerprint(blob)
+    with pytest.raises(UserError, match=rf"holds another host key for 10.0.0.14 \(ecdsa-sha2-nistp256\); the Mac "
+                                        rf"now shows {re.escape(fingerprint)}"):
+        onboard._trust(target, fingerprint)
+    known.write_text(f"@revoked 10.0.0.14 ssh-ed25519 {blob}\n")
+    with pytest.raises(UserError, match="as revoked"):
+        onboard._trust(target, fingerprint)
+    known.write_text(f"10.0.0.14 ssh-ed25519 {blob}\n")
+    assert onboard._trust(target, None) == (blob, True)

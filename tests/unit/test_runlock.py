@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import threading
 import time
 
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import outputs, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
 
@@ -104,13 +106,24 @@ def test_a_removed_file_goes_and_an_unchanged_set_makes_no_generation(tmp_path):
     assert len([p for p in (tmp_path / outputs.GENERATIONS).iterdir()]) == outputs.KEPT
 
 
-def test_a_folder_written_before_generations_is_carried_over(tmp_path):
-    (tmp_path / "hostfile.json").write_text("old")
+def test_a_generation_owns_only_its_own_files_and_later_reports_stay_as_written(tmp_path):
+    (tmp_path / "audit.json").write_text("report of before")  # a folder written before generations
     (tmp_path / "run.lock").write_text("")
     (tmp_path / "runs").mkdir()
-    publish(tmp_path, **{"rdma-ledger.json": "new"})
-    assert (tmp_path / "hostfile.json").is_symlink() and (tmp_path / "hostfile.json").read_text() == "old"
-    assert sorted(p.name for p in (tmp_path / outputs.CURRENT).iterdir()) == ["hostfile.json", "rdma-ledger.json"]
+    publish(tmp_path, **{"hostfile.json": "h1"})
+    assert not (tmp_path / "audit.json").is_symlink() and (tmp_path / "audit.json").read_text() == "report of before"
+    assert sorted(p.name for p in (tmp_path / outputs.CURRENT).iterdir()) == ["hostfile.json"]
+    # Reports written after a generation, over a name it had too, replace its link with a file of their own.
+    publish(tmp_path, **{"hostfile.json": "h2", "visit-mini-5.txt": "old sheet"})
+    atomic_write_text(tmp_path / "visit-mini-5.txt", "new sheet", mode=0o600)
+    atomic_write_text(tmp_path / "audit.json", "report of now", mode=0o600)
+    publish(tmp_path, **{"hostfile.json": "h3"})  # the next converge
+    for name, text in (("visit-mini-5.txt", "new sheet"), ("audit.json", "report of now")):
+        path = tmp_path / name
+        assert not path.is_symlink() and path.read_text() == text
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in (tmp_path / outputs.CURRENT).iterdir()) == ["hostfile.json"]
+    assert (tmp_path / "hostfile.json").read_text() == "h3"
 
 
 def test_a_reader_never_sees_a_hostfile_and_a_ledger_of_two_writes(tmp_path):
@@ -137,3 +150,62 @@ def test_a_reader_never_sees_a_hostfile_and_a_ledger_of_two_writes(tmp_path):
     thread.join()
     assert reads and not mixes
     assert json.loads((tmp_path / "hostfile.json").read_text()) == 149
+
+
+# --- the output folder is the user's own --------------------------------------------------------------
+
+
+def test_a_missing_output_folder_is_made_private(tmp_path):
+    with run_lock(tmp_path / "inventory" / ".mlx-fleet", "mlx-fleet running site"):
+        pass
+    assert stat.S_IMODE((tmp_path / "inventory" / ".mlx-fleet").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "inventory" / ".mlx-fleet" / runlock.LOCK_FILE).stat().st_mode) == 0o600
+
+
+def test_the_run_lock_is_never_opened_through_a_symlink(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("a file of someone's\n")
+    folder = tmp_path / "out"
+    folder.mkdir(mode=0o700)
+    (folder / runlock.LOCK_FILE).symlink_to(victim)
+    with pytest.raises(UnsafeFolder) as refused:
+        with run_lock(folder, "mlx-fleet running site", wait=0):
+            pytest.fail("locked through a symlink")
+    assert victim.read_text() == "a file of someone's\n"
+    assert "\n" not in str(refused.value) and str(folder / runlock.LOCK_FILE) in str(refused.value)
+
+
+@pytest.mark.parametrize("mode, words", [(0o777, "group and others (mode 0777)"), (0o770, "its group (mode 0770)")])
+def test_an_output_folder_others_can_write_is_refused_naming_the_fix(tmp_path, mode, words):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    folder.chmod(mode)
+    with pytest.raises(UnsafeFolder) as refused:
+        with run_lock(folder, "mlx-fleet running site", wait=0):
+            pytest.fail("a folder others can write was used")
+    assert str(refused.value) == (f"{folder} can be written by {words}, who could change the hostfiles and ledgers "
+                                  f"mlx-fleet reads there: run chmod go-w {folder}")
+    assert not (folder / runlock.LOCK_FILE).exists()
+
+
+def test_an_output_folder_of_another_user_is_refused(tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir(mode=0o755)
+    os.chown(folder, 4242, 4242)  # the tests run as root (the sim needs it)
+    with pytest.raises(UnsafeFolder, match=r"belongs to another user \(uid 4242\)"):
+        with run_lock(folder, "mlx-fleet running site", wait=0):
+            pytest.fail("another user's folder was used")
+
+
+def test_a_generations_folder_that_is_a_symlink_is_refused_and_what_it_points_to_is_kept(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "0000000001").mkdir(parents=True)
+    (elsewhere / "0000000001" / "keep.txt").write_text("keep")
+    (elsewhere / ".staged-x").mkdir()
+    folder = tmp_path / "out"
+    folder.mkdir(mode=0o700)
+    (folder / outputs.GENERATIONS).symlink_to(elsewhere)
+    for _ in range(3):
+        with pytest.raises(UnsafeFolder, match="is a symlink"):
+            publish(folder, **{"hostfile.json": "h"})
+    assert (elsewhere / "0000000001" / "keep.txt").read_text() == "keep" and (elsewhere / ".staged-x").is_dir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
@@ -167,3 +168,53 @@ def test_version(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--version"])
     assert capsys.readouterr().out.strip() == "mlx-fleet 0.2.0"
+
+
+def test_the_runs_rotation_removes_only_old_runs_of_its_own(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    idents = [f"{n:08x}-0000-4000-8000-000000000000" for n in range(14)]
+    for n, ident in enumerate(idents):
+        (runs / ident).mkdir()
+        os.utime(runs / ident, (1_000_000 + n, 1_000_000 + n))
+    (runs / "00000000-0000-4000-8000-00000000ffff").symlink_to(victim)  # a run's name, but a link
+    (runs / "notes").mkdir()  # the user's
+    (runs / "ffffffff-0000-4000-8000-000000000000").write_text("a file")
+    os.utime(runs / "notes", (1, 1))
+    runner.rotate_runs(runs, keep=10)
+    assert sorted(p.name for p in runs.iterdir() if p.name in idents) == idents[4:]
+    assert (victim / "precious").read_text() == "keep" and (runs / "notes").is_dir()
+    assert (runs / "00000000-0000-4000-8000-00000000ffff").is_symlink()
+    assert (runs / "ffffffff-0000-4000-8000-000000000000").is_file()
+
+
+@pytest.mark.parametrize("setup, words", [
+    (lambda out: out.chmod(0o777), "can be written by group and others (mode 0777)"),
+    (lambda out: (out / "runs").symlink_to("/"), "runs is a symlink"),
+])
+def test_an_output_folder_another_account_could_use_is_bad_input_in_one_line(tmp_path, setup, words):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all: {}\n")
+    out = tmp_path / "out"
+    out.mkdir(mode=0o700)
+    setup(out)
+    with pytest.raises(UserError) as refused:
+        runner.run_playbook("hostfile", [str(inventory)], output_dir=out, progress=False)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+    assert type(refused.value) is UserError  # exit 2 (cli.main), not Busy
+
+
+def test_the_cli_names_an_output_folder_others_can_write_in_one_line_and_exits_2(tmp_path, capsys):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all: {}\n")
+    out = tmp_path / "shared"
+    out.mkdir()
+    out.chmod(0o777)
+    assert cli.main(["hostfile", "-i", str(inventory), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"mlx-fleet hostfile: {out} can be written by group and others (mode 0777), who could change the "
+                   f"hostfiles and ledgers mlx-fleet reads there: run chmod go-w {out}\n")
+    assert list(out.iterdir()) == []

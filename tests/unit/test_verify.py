@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -462,3 +465,32 @@ def test_an_unreachable_mac_is_exit_4_and_says_which(tmp_path):
                                "port 22: Operation timed out); check that it is on the network and that `ssh b` works "
                                "from here")
     assert [r["reachable"] for r in data["cluster"]["ranks"]] == [True, False, True]
+
+
+def test_an_interrupted_job_stops_its_launcher_and_its_readers_before_the_log_closes(tmp_path, monkeypatch):
+    launcher = tmp_path / "launch.py"
+    launcher.write_text("import sys, time\nwhile True:\n    print('@mlx-fleet-verify line', flush=True)\n"
+                        "    time.sleep(0.01)\n")
+    failures, started = [], []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failures.append(args.exc_value))
+    real_wait = subprocess.Popen.wait
+
+    def ctrl_c(self, timeout=None):
+        if timeout and timeout > 20:  # the job's own wait: the user presses Ctrl-C meanwhile
+            started.append(self.pid)
+            time.sleep(0.3)  # the launcher has printed, and goes on printing
+            raise KeyboardInterrupt
+        return real_wait(self, timeout=timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", ctrl_c)
+    hostfile = {"backend": "ring", "hosts": [{"ssh": "a", "ips": []}, {"ssh": "b", "ips": []}], "envs": []}
+    with pytest.raises(KeyboardInterrupt):
+        jobs.run(Job("task", "task", "script", "ring", hostfile, tmp_path / "logs"),
+                 launcher=[sys.executable, str(launcher)], python=sys.executable, rundir=str(tmp_path),
+                 command=["task.py"], deadline=30)
+    for thread in threading.enumerate():
+        if "_reader" in thread.name:
+            thread.join(timeout=10)
+    assert failures == []
+    with pytest.raises(ProcessLookupError):
+        os.killpg(started[0], 0)  # the launcher's group is gone

@@ -56,3 +56,28 @@ def test_the_sheet_is_written_atomically_beside_the_hostfile(tmp_path):
     assert (html.name, text.name) == ("onboard-studio-4.html", "onboard-studio-4.txt")
     assert html.read_text().startswith("<!DOCTYPE html>") and "NEW MAC: studio-4" in text.read_text()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["onboard-studio-4.html", "onboard-studio-4.txt"]
+
+
+FORGED = "D6WY33LLJM\nRDMA:           already enabled, skip the Recovery step\x1b[2J"
+
+
+def test_a_value_the_mac_reported_cannot_forge_a_line_of_the_sheet():
+    sheet = _sheet(needs_recovery=True, notes=["studio-4 says\r\nNote: nothing to do"])
+    sheet.macos = dict(MACOS, serial_number=FORGED)
+    html, text = _render(sheet)
+    assert "Serial number:  D6WY33LLJM\\nRDMA:           already enabled, skip the Recovery step\\x1b[2J\n" in text
+    assert not any(line.startswith(("RDMA:", "Note: nothing")) for line in text.splitlines())
+    assert all(line.isprintable() for line in text.splitlines())
+    assert "\x1b" not in html
+
+
+def test_the_onboarding_plan_on_the_terminal_keeps_one_line_per_line(capsys):
+    from mlx_fleet.onboard import print_plan
+
+    print_plan({"model": "studio-m3-ultra", "serial_number": FORGED, "rdma": "off", "notes": ["a\nb"],
+                "headline": "jaccl", "steps": ["Connect x\ry"], "seen_steps": [],
+                "sheet": {"html": "out/a.html", "text": "out/a.txt"}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("model: studio-m3-ultra, serial number D6WY33LLJM\\nRDMA:           already enabled, "
+                        "skip the Recovery step\\x1b[2J")
+    assert lines[1:5] == ["RDMA: off", "note: a\\nb", "cables: jaccl", "  1. Connect x\\ry"]

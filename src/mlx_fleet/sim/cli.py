@@ -38,9 +38,12 @@ def add_sim_parser(sub) -> None:
     add.add_argument("--macos-build", help="e.g. 25C56 (default: the sim's)")
     with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
     with_dir(ssub.add_parser("status", help="nodes, their state and the cables"))
-    for name, helptext in (("exec", "run a command as root on a node's console"),
+    for name, helptext in (("exec", "run a command as root (or --user) on a node's console"),
                            ("recovery", "boot a node into macOS Recovery and run a Terminal command there")):
         p = with_dir(ssub.add_parser(name, help=helptext))
+        if name == "exec":
+            p.add_argument("--user", help="as this local account instead of root (admin, or student: a "
+                                          "standard account with no sudo)")
         p.add_argument("node")
         p.add_argument("node_command", nargs=argparse.REMAINDER, metavar="-- COMMAND")
     link = with_dir(ssub.add_parser("link", help="take the link the controller manages NODE through down (or up), "
@@ -80,7 +83,7 @@ def run_sim(args) -> int:
     from mlx_fleet.sim.cluster import Cluster
     from mlx_fleet.sim.layout import build_layout, parse_manage_over
 
-    host.check_cluster_dir(Path(args.dir).resolve())
+    host.check_cluster_dir(Path(os.path.abspath(args.dir)))  # not resolved: a symlink there is checked itself
     if os.geteuid() == 0:
         host.remove_stale_drop_ins()
     cluster = Cluster(args.dir)
@@ -115,7 +118,7 @@ def run_sim(args) -> int:
     elif cmd == "status":
         _print_status(cluster.status())
     elif cmd == "exec":
-        return cluster.exec(args.node, _strip_dashes(args.node_command))
+        return cluster.exec(args.node, _strip_dashes(args.node_command), user=args.user)
     elif cmd == "recovery":
         return cluster.recovery(args.node, _strip_dashes(args.node_command))
     elif cmd == "link":

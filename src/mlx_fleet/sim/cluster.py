@@ -147,19 +147,13 @@ class Cluster:
         return self.state["nodes"][name]
 
     def _save(self) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state, indent=2))
-        tmp.replace(self.state_path)
+        host.write_file(self.state_path, json.dumps(self.state, indent=2))
 
     def profile(self, name: str) -> dict:
         return json.loads((self.fs(name) / LIBEXEC / "node.json").read_text())
 
     def _write_profile(self, name: str, profile: dict) -> None:
-        path = self.fs(name) / LIBEXEC / "node.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(profile, indent=2))
-        tmp.chmod(0o644)
-        tmp.replace(path)
+        host.write_file(self.fs(name) / LIBEXEC / "node.json", json.dumps(profile, indent=2))
 
     # ---- up ----------------------------------------------------------------------
     def up(self, layout: Layout, seed: int = 0) -> None:
@@ -191,8 +185,7 @@ class Cluster:
         run(["ip", "link", "set", self.bridge, "up"])
         run(["ip", "netns", "add", self.patch_ns])
         self._write_client_key()
-        (self.dir / "admin_password").write_text(password + "\n")
-        (self.dir / "admin_password").chmod(0o600)
+        host.write_file(self.dir / "admin_password", password + "\n", 0o600)
         profiles = {}
         for name, model in layout.models.items():
             rank = self._rank(name)
@@ -318,6 +311,10 @@ class Cluster:
         home = fs / "Users" / host.ADMIN_USER
         home.mkdir(parents=True, exist_ok=True)
         owned = [(home, 0o750)]
+        other = fs / "Users" / host.OTHER_USER
+        other.mkdir(exist_ok=True)
+        os.chown(other, *host.admin_ids(host.OTHER_USER))
+        other.chmod(0o750)
         if factory_password is None:
             (home / ".ssh").mkdir(parents=True, exist_ok=True)
             (home / ".ssh" / "authorized_keys").write_text((self.dir / "id_ed25519.pub").read_text())
@@ -394,12 +391,8 @@ class Cluster:
         today = int(time.time() // 86400)
         lines = [f"{entry.pw_name}:{hashed if entry.pw_name == host.ADMIN_USER else '*'}:{today}:0:99999:7:::"
                  for entry in pwd.getpwall()]
-        shadow = self.fs(name) / "etc/shadow"
-        shadow.touch(mode=0o600)
-        shadow.write_text("\n".join(lines) + "\n")
-        secret = self.dir / "nodes" / name / "admin-password"
-        secret.touch(mode=0o600)
-        secret.write_text(password + "\n")
+        host.write_file(self.fs(name) / "etc/shadow", "\n".join(lines) + "\n", 0o600)
+        host.write_file(self.dir / "nodes" / name / "admin-password", password + "\n", 0o600)
 
     def _write_factory_names(self, name: str, model_name: str) -> str:
         """Setup Assistant's ComputerName and LocalHostName; returns the LocalHostName."""
@@ -659,8 +652,7 @@ class Cluster:
         home = self._node_run(name, ["getent", "passwd", uid]).split(":")[5]
         # The node's own pip drives the environment's Python (`--python`): environments made with
         # `uv venv`, as mlx_env makes them, have no pip of their own.
-        command = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
-                   "/usr/bin/python3", "-m", "pip", "--python", f"{env}/bin/python", *args]
+        command = _as_user(uid, gid, ["/usr/bin/python3", "-m", "pip", "--python", f"{env}/bin/python", *args])
         offline = {"HOME": home, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_CACHE_DIR": "1"}
         return subprocess.run(self._console_argv(name, command, env=offline)).returncode
 
@@ -681,11 +673,20 @@ class Cluster:
         self._save()
         return self._spawn(name, command).wait()
 
-    def exec(self, name: str, command: list[str]) -> int:
-        """Run a command as root on the node's console (its namespaces), not over SSH."""
+    def exec(self, name: str, command: list[str], user: str | None = None) -> int:
+        """Run a command on the node's console (its namespaces), not over SSH: as root, or as a local
+        account logged in at the Mac (`user`, with its home)."""
         self._require_up()
         self._require(name)
-        return subprocess.run(self._console_argv(name, command)).returncode
+        env = None
+        if user:
+            try:
+                entry = pwd.getpwnam(user)
+            except KeyError:
+                raise SimError(f"no local account {user!r} on {name}; the sim's are {host.ADMIN_USER} and "
+                               f"{host.OTHER_USER}") from None
+            command, env = _as_user(entry.pw_uid, entry.pw_gid, command), {"HOME": entry.pw_dir, "USER": user}
+        return subprocess.run(self._console_argv(name, command, env=env)).returncode
 
     def _console_argv(self, name: str, command: list[str], env: dict | None = None) -> list[str]:
         node = self.state["nodes"][name]
@@ -740,8 +741,8 @@ class Cluster:
             lines += self._ssh_host_block(name)
             pub = (self.fs(name) / LIBEXEC / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
             known.append(f"{','.join([name, *self._addresses(name)])} {pub[0]} {pub[1]}")
-        (self.dir / "ssh_config").write_text("# Written by mlx-fleet sim up\n" + "\n".join(lines))
-        (self.dir / "known_hosts").write_text("\n".join(known) + "\n")
+        host.write_file(self.dir / "ssh_config", "# Written by mlx-fleet sim up\n" + "\n".join(lines))
+        host.write_file(self.dir / "known_hosts", "\n".join(known) + "\n")
         inventory = {"all": {"children": {"mlx_cluster": {
             "hosts": {name: {"mlx_fleet_model": self.state["nodes"][name]["model"]} for name in self.node_names()},
             "vars": {
@@ -754,10 +755,9 @@ class Cluster:
                 **environment_vars(),
             },
         }}}}
-        (self.dir / "inventory.yml").write_text(
-            "# Written by mlx-fleet sim up: the simulated cluster as an Ansible inventory.\n"
-            + yaml.safe_dump(inventory, sort_keys=False)
-        )
+        host.write_file(self.dir / "inventory.yml",
+                        "# Written by mlx-fleet sim up: the simulated cluster as an Ansible inventory.\n"
+                        + yaml.safe_dump(inventory, sort_keys=False))
         # ssh reads the drop-ins in name order and the first match wins: naming them by
         # reverse creation time makes a plain `ssh NODE` reach the newest cluster with that name.
         self.state["ssh_drop_in"] = str(DROP_IN_DIR / f"mlx-fleet-sim-{10**10 - int(time.time()):010d}-{self.index}.conf")
@@ -810,6 +810,10 @@ class Cluster:
         for pid in run(["ip", "netns", "pids", ns], check=False).stdout.split():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def _as_user(uid, gid, command: list[str]) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", *command]
 
 
 def _factory_names(model_name: str) -> tuple[str, str]:

@@ -18,7 +18,9 @@ import os
 import pwd
 import secrets
 import shutil
+import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +31,10 @@ DROP_IN_GLOB = "mlx-fleet-sim-*.conf"
 ADMIN_USER = "admin"
 ADMIN_UID = 501  # the first account on every Mac
 ADMIN_HOME_ROOT = "/Users"
+# A second, standard account, as a shared lab Mac has: no sudo, no Remote Login, a home of its own;
+# what it can reach (/tmp, guessable paths) is what the toolkit must not trust.
+OTHER_USER = "student"
+OTHER_UID = 502
 # Directories a Mac has that a Debian host lacks; nodes mount their own copies there.
 MAC_ONLY_DIRS = ("/Users", "/Library")
 # Groups a Mac has that a Debian host lacks, with the Mac's gid: files a playbook installs as
@@ -126,7 +132,14 @@ def acquire_shared_resources() -> str:
                 raise SimError(f"a host user {ADMIN_USER!r} exists already with another home; macsim needs that name")
         # A real password, so `sudo` with a password (--ask-become-pass) can be rehearsed.
         run(["chpasswd"], input=f"{ADMIN_USER}:{state['password']}\n")
-    # Outside the first-cluster block: clusters made before a group joined the list get it too.
+    # Outside the first-cluster block: clusters made before a group or account joined the list get it too.
+    try:
+        pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        argv = ["useradd", "--no-create-home", "--home-dir", f"{ADMIN_HOME_ROOT}/{OTHER_USER}", "--gid", "staff",
+                "--shell", shutil.which("zsh"), "--comment", "macsim standard account"]
+        run(argv + (["--uid", str(OTHER_UID)] if not _uid_taken(OTHER_UID) else []) + [OTHER_USER])
+        state.setdefault("created_users", []).append(OTHER_USER)
     for name, gid in MAC_ONLY_GROUPS.items():
         try:
             grp.getgrnam(name)
@@ -154,6 +167,8 @@ def release_shared_resources() -> None:
     state = _shared_state()
     if state.get("created_user"):
         run(["userdel", ADMIN_USER], check=False)
+    for name in state.get("created_users", []):
+        run(["userdel", name], check=False)
     for name in state.get("created_groups", []):
         run(["groupdel", "--force", name], check=False)  # --force: gid 0 is root's primary group
     for d in state.get("created_dirs", []):
@@ -163,17 +178,38 @@ def release_shared_resources() -> None:
 
 
 def check_cluster_dir(sim_dir: Path) -> None:
-    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config."""
+    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config. sim_dir as
+    given (absolute, not resolved): a symlink at that path made by another user is refused too, as it
+    could be pointed anywhere root then writes."""
     try:
+        link = sim_dir.lstat()
         st = sim_dir.stat()
     except FileNotFoundError:
         return
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != 0:
+        raise SimError(f"cluster folder {sim_dir} is a symlink made by uid {link.st_uid}, who could point it at "
+                       "any folder root writes to; give a folder made by root (sudo mkdir)")
     if st.st_uid != 0:
         raise SimError(f"cluster folder {sim_dir} is owned by uid {st.st_uid}, not root: its ssh_config goes into "
                        "every ssh on this machine; use a folder made by root (sudo mkdir)")
     if st.st_mode & 0o022:
         raise SimError(f"cluster folder {sim_dir} is writable by others (mode {st.st_mode & 0o7777:04o}): its "
                        f"ssh_config goes into every ssh on this machine; run: sudo chmod go-w {sim_dir}")
+
+
+def write_file(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write path as root without following a symlink there: a new file beside it (O_EXCL), renamed over
+    the name (a rename replaces a link, it never writes through it)."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def drop_in_target(drop_in: Path) -> str | None:
@@ -250,6 +286,6 @@ def name_warnings(names, ssh_configs: list[Path] | None = None, timeout: float =
     return warnings
 
 
-def admin_ids() -> tuple[int, int]:
-    entry = pwd.getpwnam(ADMIN_USER)
+def admin_ids(user: str = ADMIN_USER) -> tuple[int, int]:
+    entry = pwd.getpwnam(user)
     return entry.pw_uid, entry.pw_gid

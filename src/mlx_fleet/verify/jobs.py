@@ -170,7 +170,8 @@ def _stop_group(process: subprocess.Popen) -> None:
 def _argv(job: Job, launcher: list[str], python: str, rundir: str, command: list[str], deadline: float) -> list[str]:
     """mlx.launch with the job's hostfile; one Mac alone (the single-Mac baseline) is run over plain ssh
     with the same interpreter and environment, as MLX's ring launcher cannot start a group of one."""
-    supervised = [python, "-B", f"{rundir}/check_program.py", "supervise", "--job", job.name, "--deadline",
+    # Paths relative to rundir, the ranks' working folder: it is not at the same place on every Mac.
+    supervised = [python, "-B", "check_program.py", "supervise", "--job", job.name, "--deadline",
                   f"{deadline:g}", "--", *command]
     if len(job.hosts) == 1:
         env = [*job.hostfile["envs"], "MLX_RANK=0"]
@@ -200,8 +201,11 @@ def run(job: Job, *, launcher: list[str], python: str, rundir: str, command: lis
         except subprocess.TimeoutExpired:
             job.killed = True
             _stop_group(process)
-        for reader in readers:
-            reader.join(timeout=10)
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C): the launcher goes too, before the log closes
+                _stop_group(process)
+            for reader in readers:
+                reader.join(timeout=10)
     job.seconds = round(time.monotonic() - started, 3)
     tagged = read_tagged(out + err)
     if not whole(tagged, len(job.hosts)):

@@ -13,7 +13,6 @@ import subprocess
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers
 from mlx_fleet.capture import remote_command
@@ -34,6 +33,7 @@ class Node:
     host: str
     reachable: bool = True
     error: str = ""  # why not reachable, or why staging failed
+    staged: bool = False  # the run's folder was made on this Mac by this run (only then is it cleaned up)
     reads: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (rc, stdout)
     python: str | None = None  # "3.12.8" when the interpreter runs and imports MLX
     mlx: str | None = None
@@ -147,12 +147,24 @@ def payload(files: dict[str, bytes]) -> bytes:
 
 
 def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, reads: tuple[str, ...]) -> dict[str, Node]:
-    """Copy files into rundir on every Mac, read sw_vers and `reads`, check the interpreter runs MLX."""
+    """Make rundir in the admin's home on every Mac and copy files into it, read sw_vers and `reads`,
+    check the interpreter runs MLX. The folder is private by construction: made by a plain mkdir (which
+    fails on anything already there, a symlink included) with umask 077, in a home that must be the
+    admin's own and writable by no one else; a Mac where that does not hold is not staged (exit 3)."""
     folder = shlex.quote(rundir)
-    script = (f"umask 077; mkdir -p {folder}/{RUNNING_DIR} && tar -xf - -C {folder} || exit 3; "
-              + _read_script(("sw_vers", *reads), python))
+    refuse = "echo {} >&2; exit 3".format(shlex.quote(
+        f"cannot stage in the home folder: it must be owned by this user and writable by no one else, "
+        f"and ~/{rundir} must not exist yet"))
+    script = (f"cd && umask 077 && [ -O . ] && [ -z \"$(find . -maxdepth 0 \\( -perm -020 -o -perm -002 \\))\" ] "
+              f"&& mkdir {folder} && mkdir {folder}/{RUNNING_DIR} && tar -xf - -C {folder} || {{ {refuse}; }}; "
+              f"echo {_MARK} staged; echo {_MARK} end 0; " + _read_script(("sw_vers", *reads), python))
     data = payload(files)
-    return _each(hosts, lambda host: _node(host, ssh(host, script, data), python))
+
+    def staged(host: str) -> Node:
+        node = _node(host, ssh(host, script, data), python)
+        node.staged = node.reads.pop("staged", None) is not None
+        return node
+    return _each(hosts, staged)
 
 
 def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
@@ -192,4 +204,6 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
 
 
 def rundir_for(run_id: str) -> str:
-    return str(Path("/tmp/mlx-fleet-verify") / run_id)
+    """The run's folder on every Mac, relative to the admin's home, where ssh (and so mlx.launch) starts:
+    never a shared folder such as /tmp, where another account could make the path first."""
+    return f".mlx-fleet-verify-{run_id}"

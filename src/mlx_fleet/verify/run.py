@@ -87,7 +87,7 @@ class _Runner:
 
     def check(self, name: str, kind: str, hostfile: dict, cable: str | None = None) -> jobs.Job:
         sizes = ",".join(str(s) for s in self.outcome.options.sizes)
-        return self.job(name, kind, hostfile, [f"{self.rundir}/check_program.py", kind, "--backend",
+        return self.job(name, kind, hostfile, ["check_program.py", kind, "--backend",
                                                hostfile["backend"], "--sizes", sizes], cable)
 
     def link(self, link: CableLink) -> None:
@@ -103,7 +103,7 @@ class _Runner:
 
     def script(self, hostfile: dict) -> None:
         options = self.outcome.options
-        command = [f"{self.rundir}/{SCRIPT_DIR}/{options.script.name}", *options.script_args]
+        command = [f"{SCRIPT_DIR}/{options.script.name}", *options.script_args]  # relative to rundir
         for k in range(1, options.repeat + 1):
             for runs, label, where in ((self.outcome.single, "single Mac", single_host_hostfile(self.outcome.cluster)),
                                        (self.outcome.scripted, "cluster", hostfile)):
@@ -155,6 +155,8 @@ def verify(cluster: Cluster, options: Options, out: Path, launcher: list[str]) -
             options.script is not None)
         return outcome
     finally:
-        reachable = [h for h in hosts if outcome.nodes.get(h) is None or outcome.nodes[h].reachable]
-        outcome.leftovers = nodes.stop(reachable, runner.rundir, remove=True)
+        # Only where this run made the folder (a path already there is not ours to empty); every Mac when
+        # staging itself was interrupted (Ctrl-C): the folder, if there, is then this run's own.
+        staged = [h for h in hosts if outcome.nodes[h].staged] if outcome.nodes else hosts
+        outcome.leftovers = nodes.stop(staged, runner.rundir, remove=True)
         outcome.finished = datetime.now(timezone.utc)
