@@ -198,7 +198,7 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
             continue
         for name, (_, text) in _sections(result.stdout.decode("utf-8", "replace")).items():
             rank = name[len(job) + 1:] if name.startswith(job + ".") else ""
-            if rank.isdigit():
+            if rank.isascii() and rank.isdigit():
                 records[int(rank)] = text
     return records
 
