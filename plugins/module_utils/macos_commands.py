@@ -25,6 +25,10 @@ SYSCTL_NAMES = (
 # The wired-limit LaunchDaemon's label (macos_node_wired_limit_label's default); a read of another
 # label passes its own argv to run_reads.
 WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
+# Seconds one read may take (system_profiler takes a second or two, the environment probe hashes files): a
+# tool that hangs fails its read (exit TIMED_OUT, as timeout(1) reports it) instead of holding the module.
+READ_TIMEOUT = 300
+TIMED_OUT = 124
 
 READS = {
     "sw_vers": ("sw_vers",),
@@ -66,9 +70,14 @@ def capture(module, argv):
     try:
         process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, env=env)
-        out, err = process.communicate()
     except OSError as exc:
         module.fail_json(msg="{0}: cannot run it ({1})".format(argv[0], exc))
+    try:
+        out, err = process.communicate(timeout=READ_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        return TIMED_OUT, "", "{0}: no answer within {1} s".format(" ".join(argv), READ_TIMEOUT)
     return (process.returncode, to_native(out, errors="surrogate_or_strict"),
             to_native(err, errors="surrogate_or_strict"))
 
@@ -112,3 +121,13 @@ def parse_or_fail(module, parser, text, *args):
         return parser(text, *args)
     except ValueError as exc:
         module.fail_json(msg="unexpected output: {0}".format(exc))
+
+
+def parse_or_warn(module, parser, text, *args):
+    """parse_or_fail for a line-by-line parser: a line of unknown wording is left out with a warning
+    quoting it, so one new line in a macOS update does not fail the whole Mac."""
+    warnings = []
+    parsed = parse_or_fail(module, lambda out, *more: parser(out, *more, warnings=warnings), text, *args)
+    for warning in warnings:
+        module.warn(warning)
+    return parsed

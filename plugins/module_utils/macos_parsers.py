@@ -4,7 +4,9 @@
 Pure standard library, Python 3.9 compatible: this runs on the Mac's /usr/bin/python3.
 Every parser takes the command's text output and returns plain dicts/lists; when the text is
 not that command's format it raises ValueError naming the command, so a changed or failed
-command is reported instead of being read as "nothing there".
+command is reported instead of being read as "nothing there". The line-by-line parsers take a
+``warnings`` list: given one, a single line of unknown wording is left out and quoted there instead
+(the Mac's other facts still count); without it, such a line refuses the whole output.
 Formats are pinned by the real captures in tests/fixtures/macos.
 """
 
@@ -18,6 +20,14 @@ __metaclass__ = type
 
 def _fail(command, why):
     raise ValueError("{0}: {1}".format(command, why))
+
+
+def _unrecognised(command, line, warnings):
+    """A line of a wording never seen on a Mac: with a warnings list it is left out and quoted there
+    (the rest of the output still counts), else the whole output is refused."""
+    if warnings is None:
+        _fail(command, "unexpected line {0!r}".format(line))
+    warnings.append("{0}: left out a line of unknown wording: {1!r}".format(command, line))
 
 
 def _lines(text):
@@ -35,13 +45,14 @@ _SW_VERS_KEYS = {"ProductName": "product_name", "ProductVersion": "product_versi
                  "BuildVersion": "build_version"}
 
 
-def parse_sw_vers(text):
+def parse_sw_vers(text, warnings=None):
     """`sw_vers` -> {product_name, product_version, build_version} (ProductVersionExtra kept if present)."""
     out = {}
     for line in _lines(text):
         key, sep, value = line.partition(":")
         if not sep:
-            _fail("sw_vers", "unexpected line {0!r}".format(line))
+            _unrecognised("sw_vers", line, warnings)
+            continue
         out[_SW_VERS_KEYS.get(key, key)] = value.strip()
     if "product_version" not in out or "build_version" not in out:
         _fail("sw_vers", "no ProductVersion/BuildVersion")
@@ -52,7 +63,7 @@ _SYSCTL_UNKNOWN = re.compile(r"^sysctl: unknown oid '([^']+)'")
 _SYSCTL_NAME = re.compile(r"^[A-Za-z_][\w.]*$")
 
 
-def parse_sysctl(text):
+def parse_sysctl(text, warnings=None):
     """`sysctl a b` (`name: value` lines) -> {name: value}; an unknown name maps to None.
 
     The set form `name: old -> new` yields the new value.
@@ -65,7 +76,8 @@ def parse_sysctl(text):
             continue
         name, sep, value = line.partition(": ")
         if not sep or not _SYSCTL_NAME.match(name):
-            _fail("sysctl", "not a 'name: value' line: {0!r}".format(line))
+            _unrecognised("sysctl", line, warnings)
+            continue
         out[name] = value.split(" -> ")[-1].strip()
     if not out:
         _fail("sysctl", "empty output")
@@ -88,47 +100,66 @@ def parse_sysctl_n(text, names):
     return out
 
 
+_DIGITS = re.compile(r"^[0-9]+$")  # str.isdigit() also takes "²", which int() refuses
 _SIZE_UNITS = {"MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+_SIZE = re.compile(r"^([0-9]+) (MB|GB|TB)$")
+_PROCS = re.compile(r"^proc [0-9]+(?::[0-9]+)*$")
+
+
+def _shown(value):
+    """A value quoted for a message, cut short: odd input can be long."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _size_bytes(command, size):
-    number, dummy, unit = size.partition(" ")
-    if unit not in _SIZE_UNITS or not number.isdigit():
-        _fail(command, "unexpected size {0!r}".format(size))
-    return int(number) * _SIZE_UNITS[unit]
+    match = _SIZE.match(size) if isinstance(size, str) else None
+    if not match:
+        _fail(command, "unexpected size {0}".format(_shown(size)))
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
 
 
 def parse_hardware_json(text):
     """`system_profiler SPHardwareDataType -json` -> one dict for this Mac.
 
     cpu_cores is the total; core_groups the per-kind counts in Apple's order (the number of
-    groups varies: "proc 16:12:4" on an M4 Max, "proc 18:6:0:12" on an M5 Max).
+    groups varies: "proc 16:12:4" on an M4 Max, "proc 18:6:0:12" on an M5 Max). The optional
+    text fields are None when absent or not text.
     """
     command = "system_profiler SPHardwareDataType -json"
     try:
         item = json.loads(text)["SPHardwareDataType"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
         _fail(command, "not SPHardwareDataType JSON")
+    if not isinstance(item, dict):
+        _fail(command, "the first item is not an object: {0}".format(_shown(item)))
+
+    def text_of(key):
+        value = item.get(key)
+        return value if isinstance(value, str) else None
+
     procs = item.get("number_processors")
-    if isinstance(procs, int):  # virtual machines report a plain count
+    if isinstance(procs, int) and not isinstance(procs, bool) and procs > 0:  # virtual machines: a plain count
         cores, groups = procs, []
-    elif isinstance(procs, str) and procs.startswith("proc "):
+    elif isinstance(procs, str) and _PROCS.match(procs):
         counts = [int(n) for n in procs[len("proc "):].split(":")]
         cores, groups = counts[0], counts[1:]
     else:
-        _fail(command, "unexpected number_processors {0!r}".format(procs))
+        _fail(command, "unexpected number_processors {0}".format(_shown(procs)))
+    if not text_of("machine_model"):
+        _fail(command, "no machine_model")
     return {
         "model_identifier": item["machine_model"],
-        "model_name": item.get("machine_name"),
-        "chip": item.get("chip_type"),
+        "model_name": text_of("machine_name"),
+        "chip": text_of("chip_type"),
         "cpu_cores": cores,
         "core_groups": groups,
-        "memory_bytes": _size_bytes(command, item["physical_memory"]),
-        "serial_number": item.get("serial_number"),
-        "platform_uuid": item.get("platform_UUID"),
-        "provisioning_udid": item.get("provisioning_UDID"),
-        "boot_rom_version": item.get("boot_rom_version"),
-        "os_loader_version": item.get("os_loader_version"),
+        "memory_bytes": _size_bytes(command, item.get("physical_memory")),
+        "serial_number": text_of("serial_number"),
+        "platform_uuid": text_of("platform_UUID"),
+        "provisioning_udid": text_of("provisioning_UDID"),
+        "boot_rom_version": text_of("boot_rom_version"),
+        "os_loader_version": text_of("os_loader_version"),
         "activation_lock": item.get("activation_lock_status") == "activation_lock_enabled",
     }
 
@@ -159,7 +190,7 @@ def parse_pmset(text):
         if len(fields) != 2:
             _fail("pmset -g", "unexpected setting {0!r}".format(line))
         key, value = fields
-        current[key] = int(value) if value.isdigit() else value
+        current[key] = int(value) if _DIGITS.match(value) else value
     if not sections:
         _fail("pmset -g", "empty output")
     return sections
@@ -179,7 +210,7 @@ _SERVICE_TITLE = re.compile(r"^\((\d+|\*)\) (.+)$")
 _SERVICE_PORT = re.compile(r"^\(Hardware Port: (.*), Device: (.*)\)$")
 
 
-def parse_network_service_order(text):
+def parse_network_service_order(text, warnings=None):
     """`networksetup -listnetworkserviceorder` -> [{name, order, enabled, hardware_port, device}].
 
     order is the 1-based priority, None for a disabled "(*)" service; device is None for
@@ -196,13 +227,13 @@ def parse_network_service_order(text):
             services.append({"name": title.group(2), "enabled": enabled,
                              "order": int(title.group(1)) if enabled else None})
         elif not line.startswith("An asterisk (*)"):
-            _fail("networksetup -listnetworkserviceorder", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -listnetworkserviceorder", line, warnings)
     if not services or any("hardware_port" not in s for s in services):
         _fail("networksetup -listnetworkserviceorder", "no complete service entries")
     return services
 
 
-def parse_hardware_ports(text):
+def parse_hardware_ports(text, warnings=None):
     """`networksetup -listallhardwareports` -> [{hardware_port, device[, ethernet_address]}] in order.
 
     ethernet_address is present only when the output has that line ("N/A" becomes None).
@@ -219,7 +250,7 @@ def parse_hardware_ports(text):
         elif line.startswith("VLAN Configurations"):
             break
         elif not line.startswith("==="):
-            _fail("networksetup -listallhardwareports", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -listallhardwareports", line, warnings)
     if not ports or any("device" not in p for p in ports):
         _fail("networksetup -listallhardwareports", "no complete port entries")
     return ports
@@ -246,7 +277,7 @@ def thunderbolt_interfaces(ports):
 _GETINFO_LABEL = re.compile(r"^[A-Z][A-Za-z0-9 -]*$")  # "IP address", "Wi-Fi ID", "IPv6 Router"
 
 
-def parse_network_service_info(text):
+def parse_network_service_info(text, warnings=None):
     """`networksetup -getinfo <service>` -> {configuration, ip_address, subnet_mask, router, ...}.
 
     configuration is the method of the "<method> Configuration" first line ("DHCP", "Manual"), or
@@ -263,7 +294,8 @@ def parse_network_service_info(text):
     for line in lines:
         key, sep, value = line.partition(":")
         if not sep or not _GETINFO_LABEL.match(key):
-            _fail("networksetup -getinfo", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -getinfo", line, warnings)
+            continue
         info[key.lower().replace(" ", "_")] = _none_if_unset(value.strip())
     return info
 
@@ -272,7 +304,7 @@ _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 _NO_ROUTES = re.compile(r"^There are no additional IPv4 routes on .+\.$")
 
 
-def parse_additional_routes(text):
+def parse_additional_routes(text, warnings=None):
     """`networksetup -getadditionalroutes <service>` -> [[destination, subnet_mask, gateway], ...].
 
     One route a line, "dest mask gateway"; a service without routes prints the sentence
@@ -284,13 +316,16 @@ def parse_additional_routes(text):
         if len(fields) == 3 and all(_IPV4.match(f) for f in fields):
             routes.append(fields)
         elif not _NO_ROUTES.match(line):
-            _fail("networksetup -getadditionalroutes", "unexpected line {0!r}".format(line))
+            _unrecognised("networksetup -getadditionalroutes", line, warnings)
     return routes
 
 
 # --- interfaces and routes: ifconfig, route -------------------------------------------------------
 
 _IFCONFIG_HEADER = re.compile(r"^([a-z][a-z0-9]*): flags=[0-9a-f]+<([^>]*)> mtu (\d+)")
+
+
+_HEX_MASK = re.compile(r"^0x[0-9a-f]{8}$")
 
 
 def _prefix_from_hex_mask(mask):
@@ -319,10 +354,14 @@ def parse_ifconfig(text):
                 continue
             _fail("ifconfig", "no interface header before {0!r}".format(line))
         fields = line.split()
+        if fields[0] in ("ether", "inet", "inet6", "member:", "status:") and len(fields) < 2:
+            _fail("ifconfig", "{0} without a value: {1!r}".format(fields[0], line))
         if fields[0] == "ether":
             current["ether"] = fields[1]
         elif fields[0] == "inet":
             attrs = dict(zip(fields[2::2], fields[3::2]))
+            if not _HEX_MASK.match(attrs.get("netmask", "")):
+                _fail("ifconfig", "inet line without a hex netmask: {0!r}".format(line))
             current["inet"].append({"address": fields[1],
                                     "prefixlen": _prefix_from_hex_mask(attrs["netmask"]),
                                     "broadcast": attrs.get("broadcast")})
@@ -357,7 +396,7 @@ def parse_ssh_connection(value):
     address the connection arrived on.
     """
     fields = (value or "").split()
-    if len(fields) != 4 or not fields[1].isdigit() or not fields[3].isdigit():
+    if len(fields) != 4 or not _DIGITS.match(fields[1]) or not _DIGITS.match(fields[3]):
         _fail("SSH_CONNECTION", "expected 'client_ip client_port server_ip server_port', got {0!r}".format(value))
     return {"client": fields[0], "client_port": int(fields[1]), "server": fields[2], "server_port": int(fields[3])}
 
@@ -395,28 +434,41 @@ def parse_launchctl_print(text):
 
 # --- Thunderbolt and RDMA -------------------------------------------------------------------------
 
-_SPEED = re.compile(r"^(Up to )?(\d+(?:\.\d+)?) Gb/s$")
+_SPEED = re.compile(r"^(Up to )?([0-9]+(?:\.[0-9]+)?) Gb/s$")
+_TB_COMMAND = "system_profiler SPThunderboltDataType -json"
 
 
 def _thunderbolt_speed(value):
-    match = _SPEED.match(value or "")
+    match = _SPEED.match(value) if isinstance(value, str) else None
     if not match:
-        _fail("system_profiler SPThunderboltDataType -json", "unexpected speed {0!r}".format(value))
+        _fail(_TB_COMMAND, "unexpected speed {0}".format(_shown(value)))
     number = float(match.group(2))
     return (int(number) if number.is_integer() else number), bool(match.group(1))
 
 
-def _attached(items, depth, peers, devices):
+def _items(value, where):
+    """The `_items` list of an entry: a list of objects, else the output is not one system_profiler writes."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        _fail(_TB_COMMAND, "{0}: _items is not a list of objects".format(where))
+    return value
+
+
+def _attached(items, peers, devices):
     # A Mac at the other end of a cable shows up with its own port's domain UUID; drives and
     # docks have none. A Mac found behind a dock is not a direct cable, so it cannot do RDMA.
-    for item in items:
+    # Walked with a list rather than recursion: a chain of docks is as deep as the output says.
+    pending = [(item, 1) for item in reversed(items)]  # a stack: depth first, in the output's order
+    while pending:
+        item, depth = pending.pop()
         if "domain_uuid_key" in item:
             peers.append({"domain_uuid": item["domain_uuid_key"], "model": item.get("device_name_key"),
                           "name": item.get("_name"), "direct": depth == 1})
         else:
             devices.append({"name": item.get("_name"), "vendor": item.get("vendor_name_key"),
                             "depth": depth})
-        _attached(item.get("_items", []), depth + 1, peers, devices)
+        pending += [(child, depth + 1) for child in reversed(_items(item.get("_items"), _shown(item.get("_name"))))]
 
 
 def parse_thunderbolt_json(text):
@@ -426,19 +478,22 @@ def parse_thunderbolt_json(text):
     devices}. speed_is_max is True for the idle "Up to N Gb/s" rating (no link). peers are Macs
     ({domain_uuid (the peer port's), model, name, direct}); devices are everything else.
     """
-    command = "system_profiler SPThunderboltDataType -json"
+    command = _TB_COMMAND
     try:
         buses = json.loads(text)["SPThunderboltDataType"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         _fail(command, "not SPThunderboltDataType JSON")
     ports = []
-    for bus in buses:
+    for bus in _items(buses, "SPThunderboltDataType"):
         receptacle = bus.get("receptacle_1_tag")
         if not receptacle:
-            _fail(command, "bus {0!r} has no receptacle".format(bus.get("_name")))
+            _fail(command, "bus {0} has no receptacle".format(_shown(bus.get("_name"))))
+        if not isinstance(receptacle, dict) or not _DIGITS.match(str(receptacle.get("receptacle_id_key"))) \
+                or not isinstance(bus.get("_name"), str) or not isinstance(bus.get("domain_uuid_key"), str):
+            _fail(command, "bus {0}: no receptacle number, bus name or domain UUID".format(_shown(bus.get("_name"))))
         speed, is_max = _thunderbolt_speed(receptacle.get("current_speed_key"))
         peers, devices = [], []
-        _attached(bus.get("_items", []), 1, peers, devices)
+        _attached(_items(bus.get("_items"), bus["_name"]), peers, devices)
         ports.append({
             "receptacle": int(receptacle["receptacle_id_key"]),
             "bus": bus["_name"],
@@ -452,7 +507,7 @@ def parse_thunderbolt_json(text):
     return sorted(ports, key=lambda port: port["receptacle"])
 
 
-def parse_ibv_devices(text):
+def parse_ibv_devices(text, warnings=None):
     """`ibv_devices` -> [{device, node_guid}]; an empty list when RDMA is disabled.
 
     Columns are separated by tabs or by spaces depending on the source, so split on whitespace.
@@ -464,7 +519,8 @@ def parse_ibv_devices(text):
     for line in lines[2:]:
         fields = line.split()
         if len(fields) != 2:
-            _fail("ibv_devices", "unexpected line {0!r}".format(line))
+            _unrecognised("ibv_devices", line, warnings)
+            continue
         devices.append({"device": fields[0], "node_guid": fields[1]})
     return devices
 
@@ -488,6 +544,8 @@ def parse_ibv_devinfo(text):
         elif key == "transport":
             device["transport"] = value.split(" (")[0]
         elif key == "port":
+            if not _DIGITS.match(value):
+                _fail("ibv_devinfo", "unexpected port line {0!r}".format(line))
             port = int(value)
         elif key == "state" and port is not None:
             device["ports"][port] = value.split(" (")[0]

@@ -243,8 +243,10 @@ def build_state(store, key):
     try:
         with open(build_marker(store, key)) as handle:
             marker = json.load(handle)
-    except (IOError, OSError, ValueError):
+    except (IOError, OSError, ValueError, RecursionError):
         return None
+    if not isinstance(marker, dict):
+        return None  # not a marker mlx_env wrote: the build is extracted again
     root = os.path.join(store_paths(store)["pythons"], key)
     intact = os.path.isdir(root) and not os.path.islink(root) and tree_digest(root) == marker.get("tree")
     return {"sha256": marker.get("sha256"), "intact": intact,

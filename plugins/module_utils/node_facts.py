@@ -12,7 +12,7 @@ import os
 import pwd
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, parse_or_warn, run_reads
 
 __metaclass__ = type
 
@@ -36,12 +36,12 @@ def management(module, interfaces, hardware_ports):
 
 def macos(module, results):
     """mlx_fleet_macos from the MACOS_READS results."""
-    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
+    sw = parse_or_warn(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
     # sysctl reports an unknown name on stderr and exits 1; the other names still print.
     rc, out, err = results["sysctl"]
-    sysctl = parse_or_fail(module, parsers.parse_sysctl, out + err)
+    sysctl = parse_or_warn(module, parsers.parse_sysctl, out + err)
     hardware = parse_or_fail(module, parsers.parse_hardware_json, output_of(module, results, "hardware"))
-    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
+    hardware_ports = parse_or_warn(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
     interface, hardware_port, address = management(module, interfaces, hardware_ports)
     groups = output_of(module, results, "groups").split()
@@ -75,7 +75,7 @@ def _rdma(module, results):
     enabled = parse_or_fail(module, parsers.parse_rdma_ctl_status, output_of(module, results, "rdma_ctl"))
     if results["ibv_devices"][0] == MISSING:
         return enabled, [], {}
-    listed = parse_or_fail(module, parsers.parse_ibv_devices, output_of(module, results, "ibv_devices"))
+    listed = parse_or_warn(module, parsers.parse_ibv_devices, output_of(module, results, "ibv_devices"))
     devices = [d["device"] for d in listed]
     states = {}
     if devices:
@@ -87,9 +87,9 @@ def _rdma(module, results):
 def thunderbolt(module, results):
     """mlx_fleet_thunderbolt from the THUNDERBOLT_READS results."""
     buses = parse_or_fail(module, parsers.parse_thunderbolt_json, output_of(module, results, "thunderbolt"))
-    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
+    hardware_ports = parse_or_warn(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
     devices = parsers.thunderbolt_interfaces(hardware_ports)
-    services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, results, "service_order"))
+    services = parse_or_warn(module, parsers.parse_network_service_order, output_of(module, results, "service_order"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
     rdma_enabled, rdma_devices, rdma_states = _rdma(module, results)
 

@@ -121,7 +121,7 @@ def main():
         try:
             if not isinstance(json.loads(text), dict):
                 raise ValueError("not a JSON object")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             module.fail_json(msg="{0}: the text given is not a hostfile ({1}); pass the fabric's hostfiles".format(
                 name, exc))
 

@@ -212,7 +212,7 @@ def main():
     try:
         with open(fingerprint_path(path)) as handle:
             fingerprint = json.load(handle)
-    except (IOError, OSError, ValueError):
+    except (IOError, OSError, ValueError, RecursionError):
         pass
     result["fingerprint"] = fingerprint
     module.exit_json(**result)

@@ -494,9 +494,11 @@ def load_record(module, path):
     try:
         with open(path) as f:
             record = json.load(f)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         module.fail_json(msg="{0}: cannot read the record ({1}); move it aside to start afresh".format(
             path, to_native(exc)))
+    if not isinstance(record, dict):
+        module.fail_json(msg="{0}: not a record (a JSON object); move it aside to start afresh".format(path))
     if record.get("version") != RECORD_VERSION:
         module.fail_json(msg="{0}: record version {1} is not {2}".format(path, record.get("version"), RECORD_VERSION))
     return dict(empty_record(), **record)

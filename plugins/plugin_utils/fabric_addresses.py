@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 
 PREFIX = 30  # one /30 per cable: network, the two ends, broadcast
 ADDRESSES_FILE = "fabric-addresses.json"
@@ -93,15 +93,18 @@ def read_addresses(path: str | Path) -> dict[str, str]:
     if not path.exists():
         return {}
     try:
-        return dict(json.loads(path.read_text())["cables"])
+        cables = load_json(path.read_text())["cables"]
+        if not isinstance(cables, dict) or not all(isinstance(v, str) for v in cables.values()):
+            raise ValueError("cables is not a map of cable to network")
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from exc
+        raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from None
+    return dict(cables)
 
 
 def read_pool(path: str | Path) -> str | None:
     """The pool a fabric-addresses.json records (the range its cables came from); None without one."""
     try:
-        pool = json.loads(Path(path).read_text()).get("pool")
+        pool = load_json(Path(path).read_text()).get("pool")
     except (OSError, ValueError, AttributeError):
         return None  # none yet, or damaged: read_addresses names the damage
     return pool if isinstance(pool, str) else None

@@ -116,9 +116,10 @@ class _PortPicker:
     def _free(self, host: str) -> int | None:
         model = model_of(self.models, host)
         broken = model.rdma_broken_ports if model and self.rdma else ()
-        free = [p for p in self.facts[host]["ports"] if (host, p["receptacle"]) not in self.taken]
-        # Empty ports first, ports RDMA cannot use last.
-        free.sort(key=lambda p: (p["connected"], p["receptacle"] in broken, p["receptacle"]))
+        # A port with something plugged in (a drive, a dock, a Mac outside the cluster) is not free.
+        free = [p for p in self.facts[host]["ports"]
+                if (host, p["receptacle"]) not in self.taken and not p["connected"]]
+        free.sort(key=lambda p: (p["receptacle"] in broken, p["receptacle"]))  # ports RDMA cannot use last
         return free[0]["receptacle"] if free else None
 
     def connect(self, a: str, b: str) -> str:

@@ -99,3 +99,12 @@ def atomic_write_json(path: str | Path, data, validate: Callable[[object], None]
             validate(back)
 
     return atomic_write_text(path, json_text(data, final_newline), check)
+
+
+def load_json(text: str | bytes):
+    """json.loads, with JSON nested deeper than Python can follow reported as malformed JSON (ValueError) like
+    any other, rather than as a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None

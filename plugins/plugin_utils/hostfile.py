@@ -66,10 +66,13 @@ def check_hostfile(data: dict) -> None:
     if not isinstance(hosts, list) or not hosts:
         raise ValueError("hostfile: no hosts")
     for rank, host in enumerate(hosts):
-        if not isinstance(host.get("ssh"), str) or not isinstance(host.get("ips"), list):
+        if not isinstance(host, dict) or not isinstance(host.get("ssh"), str) or not isinstance(host.get("ips"), list):
             raise ValueError(f"hostfile: rank {rank} needs ssh and ips")
         for ip in host["ips"]:
-            ipaddress.ip_address(ip)
+            try:
+                ipaddress.ip_address(ip if isinstance(ip, str) else None)
+            except ValueError:
+                raise ValueError(f"hostfile: rank {rank}: {ip!r} is not an IP address") from None
         rdma = host.get("rdma")
         if data["backend"] == "ring":
             if rdma != []:

@@ -45,7 +45,7 @@ else:
     PACKAGING_MISSING = None
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, load_json
 
 LOCK_FORMAT = 1
 ROLE_DEFAULTS = ROLES / "mlx_env" / "defaults" / "main.yml"
@@ -148,7 +148,7 @@ def load_lock(path: str | os.PathLike) -> tuple[dict, str]:
     except OSError as exc:
         raise LockError(f"cannot read the lock file {path}: {exc.strerror}; run mlx-fleet lock") from None
     try:
-        lock = json.loads(data)
+        lock = load_json(data.decode("utf-8"))
     except ValueError as exc:
         raise LockError(f"{path} is not a mlx-fleet lock file ({exc}); run mlx-fleet lock") from None
     if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT:

@@ -13,13 +13,13 @@ Recovery. The toolkit says who needs that visit and checks afterwards that it wo
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
@@ -36,6 +36,7 @@ RDMA_MIN_MACOS = "26.2"  # the first macOS with RDMA over Thunderbolt (rdma_ctl)
 ACTIVE = "PORT_ACTIVE"
 LEDGER_FILE = "rdma-ledger.json"
 LEDGER_FORMAT = "mlx-fleet-rdma-ledger/1"
+LEDGER_FIELDS = ("last_seen_ready", "product_version", "build_version")  # what a regression message quotes
 
 
 def _join(items: list[str]) -> str:
@@ -379,11 +380,14 @@ def read_ledger(path: str | Path) -> dict:
     if not path.exists():
         return {"format": LEDGER_FORMAT, "nodes": {}}
     try:
-        data = json.loads(path.read_text())
-        if data.get("format") != LEDGER_FORMAT or not isinstance(data.get("nodes"), dict):
+        data = load_json(path.read_text())
+        if not isinstance(data, dict) or data.get("format") != LEDGER_FORMAT or not isinstance(data.get("nodes"), dict):
             raise ValueError(f"format is not {LEDGER_FORMAT}")
-    except (ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: not an RDMA ledger ({exc}); remove it to start a new one") from exc
+        for host, seen in data["nodes"].items():
+            if not isinstance(seen, dict) or not all(isinstance(seen.get(k), str) for k in LEDGER_FIELDS):
+                raise ValueError(f"{host}: the entry needs {', '.join(LEDGER_FIELDS)}")
+    except ValueError as exc:
+        raise ValueError(f"{path}: not an RDMA ledger ({exc}); remove it to start a new one") from None
     return data
 
 

@@ -10,10 +10,10 @@ does: two records of an unchanged cluster are equal here.
 from __future__ import annotations
 
 import hashlib
-import json
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 
 
 def _mac(observed: dict) -> dict:
@@ -42,11 +42,12 @@ def record_facts(macs: list[str], observed: dict, models: dict, hostfile_text: s
     hostfile = None
     if hostfile_text is not None:
         try:
-            content = json.loads(hostfile_text)
+            content = load_json(hostfile_text)
         except ValueError:
             content = None
         hostfile = {"sha256": hashlib.sha256(hostfile_text.encode()).hexdigest(), "content": content}
-    content = (hostfile or {}).get("content") or {}
+    content = (hostfile or {}).get("content")
+    content = content if isinstance(content, dict) else {}
     return {
         "macs": {h: _mac(observed[h]) for h in macs},
         "cluster": {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import stat
 import time
@@ -25,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, load_json, private_folder
 
 LOCK_FILE = "run.lock"
 TOKEN_ENV = "MLX_FLEET_RUN_TOKEN"
@@ -44,14 +45,15 @@ def new_token() -> str:
 
 def wait_seconds() -> float:
     try:
-        return max(0.0, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT)))
+        wait = float(os.environ.get(WAIT_ENV, DEFAULT_WAIT))
     except ValueError:
         return DEFAULT_WAIT
+    return max(0.0, wait) if math.isfinite(wait) else DEFAULT_WAIT  # nan or inf would never time out
 
 
 def _holder(fd: int) -> dict:
     try:
-        data = json.loads(os.pread(fd, 4096, 0))
+        data = load_json(os.pread(fd, 4096, 0))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -22,6 +22,9 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_com
 
 MANIFEST = "manifest.json"
 FORMAT = "mlx-fleet-capture/1"
+CONNECT_TIMEOUT = 10  # seconds ssh waits for the Mac to answer
+LOGIN_TIMEOUT = 300  # the first connection, a password or passphrase typed included
+READ_TIMEOUT = 300  # one read (system_profiler takes seconds on a Mac, never minutes)
 
 # Words that would make a macOS tool change something; a read carrying one is refused.
 _WRITE_WORDS = {"enable", "disable", "bootstrap", "bootout", "load", "unload", "kickstart", "kill",
@@ -73,17 +76,25 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
     }
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-capture-") as tmp:
         # One authenticated connection (a password or passphrase is asked once) for all reads.
-        control = ["-o", f"ControlPath={tmp}/c", "-o", "LogLevel=ERROR"]
+        control = ["-o", f"ControlPath={tmp}/c", "-o", "LogLevel=ERROR", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]
         with open(Path(tmp) / "master.log", "w+") as log:
-            master = subprocess.run([ssh, *control, "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
-                                     "-f", "-N", "--", host], stdout=subprocess.DEVNULL, stderr=log)
+            try:
+                master = subprocess.run([ssh, *control, "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
+                                         "-f", "-N", "--", host], stdout=subprocess.DEVNULL, stderr=log,
+                                        timeout=LOGIN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise CaptureError(f"ssh {host}: no connection within {LOGIN_TIMEOUT} s") from None
             log.seek(0)
             if master.returncode != 0:
                 raise CaptureError(f"ssh {host} failed (exit {master.returncode}): {log.read().strip()}")
         try:
             for name, argv in registry.items():
-                result = subprocess.run([ssh, *control, "-o", "ControlMaster=no", "-n", "--", host,
-                                         remote_command(argv)], capture_output=True, timeout=300)
+                try:
+                    result = subprocess.run([ssh, *control, "-o", "ControlMaster=no", "-n", "--", host,
+                                             remote_command(argv)], capture_output=True, timeout=READ_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    raise CaptureError(f"{host}: {shlex.join(argv)!r} gave no answer within {READ_TIMEOUT} s; "
+                                       "nothing was kept: run the capture again") from None
                 if result.returncode == 255:
                     raise CaptureError(f"ssh {host} failed during {shlex.join(argv)!r}: "
                                        f"{result.stderr.decode(errors='replace').strip()}")
@@ -94,6 +105,9 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
                     "stderr": result.stderr.decode("utf-8", errors="replace"),
                 }
         finally:
-            subprocess.run([ssh, *control, "-O", "exit", "--", host], capture_output=True)
+            try:
+                subprocess.run([ssh, *control, "-O", "exit", "--", host], capture_output=True, timeout=CONNECT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass  # the master ends with its folder, which goes now
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest

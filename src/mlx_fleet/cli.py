@@ -185,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         return _say(args.tool, exc, EXIT_INTERRUPTED)
     except KeyboardInterrupt:
         return _say(args.tool, "interrupted", EXIT_INTERRUPTED)
+    except OSError as exc:
+        if exc.filename is None:  # not a file the user named or owns: a real fault, with its traceback
+            raise
+        # A folder or file the user cannot write or read (the output folder, --out): one line naming it.
+        return _say(args.tool, f"cannot use {exc.filename}: {exc.strerror}; fix its permissions or give another "
+                               "folder", EXIT_BAD_INPUT)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import STATUS_WORDS
 from mlx_fleet import __version__
 from mlx_fleet.errors import UserError
@@ -20,6 +21,7 @@ from mlx_fleet.errors import UserError
 FORMAT = "mlx-fleet-record/1"
 TIME_KEY = "recorded_at"
 GIT_TIMEOUT = 10  # seconds
+MAX_DEPTH = 32  # a record nests about 6 deep; --diff refuses what no record holds rather than recursing
 
 
 def git_state(path: Path, exclude: Path | None = None) -> dict | None:
@@ -106,25 +108,47 @@ def _flatten(value, prefix: str = "") -> dict[str, object]:
     return {prefix: value}
 
 
+def _depth(value) -> int:
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        pending += [(child, depth + 1) for child in children]
+    return deepest
+
+
 def load(path: str) -> dict:
     try:
-        record = json.loads(Path(path).read_text())
+        record = load_json(Path(path).read_text())
     except OSError as exc:
         raise UserError(f"cannot read the record {path}: {exc.strerror}") from None
     except ValueError as exc:
         raise UserError(f"{path} is not a record ({exc}); give two files written by mlx-fleet record") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise UserError(f"{path} is not a {FORMAT} record; give two files written by mlx-fleet record")
+    if _depth(record) > MAX_DEPTH:
+        raise UserError(f"{path} nests values more than {MAX_DEPTH} deep, which no record does; give two files "
+                        "written by mlx-fleet record")
     return record
 
 
+_ABSENT = object()  # a key one record lacks: never equal to a value, not even the text "(absent)"
+
+
+def _shown(value) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    return value if isinstance(value, str) and value != "(absent)" else json.dumps(value)
+
+
 def diff(a: dict, b: dict) -> list[str]:
-    """One line per value that differs ("path: old -> new"), the time stamp first."""
+    """One line per value that differs ("path: old -> new"), the time stamp first; a key only one record
+    has is "(absent)" in the other."""
     flat_a, flat_b = _flatten(a), _flatten(b)
     lines = []
     for key in sorted(flat_a.keys() | flat_b.keys(), key=lambda k: (k != TIME_KEY, k)):
-        old, new = flat_a.get(key, "(absent)"), flat_b.get(key, "(absent)")
-        if old != new:
-            lines.append(f"{key}: {json.dumps(old) if not isinstance(old, str) else old} -> "
-                         f"{json.dumps(new) if not isinstance(new, str) else new}")
+        old, new = flat_a.get(key, _ABSENT), flat_b.get(key, _ABSENT)
+        if old != new and _shown(old) != _shown(new):  # NaN is not equal to itself, yet unchanged
+            lines.append(f"{key}: {_shown(old)} -> {_shown(new)}")
     return lines

@@ -96,7 +96,7 @@ def test_facts_variants(monkeypatch, override, key, value):
 
 
 @pytest.mark.parametrize("override, message", [
-    ({"sw_vers": (0, "no such format\n", "")}, "unexpected output: sw_vers: unexpected line 'no such format'"),
+    ({"sw_vers": (0, "no such format\n", "")}, "unexpected output: sw_vers: no ProductVersion/BuildVersion"),
     ({"hardware_ports": (1, "", "networksetup: not permitted\n")},
      "networksetup -listallhardwareports failed (exit 1): networksetup: not permitted"),
 ])
@@ -115,3 +115,16 @@ def test_a_malformed_ssh_connection_fails(monkeypatch):
 def test_it_takes_no_options(monkeypatch):
     result = run_module(macos_facts.main, {"gather": "all"}, outputs())
     assert result["failed"] and "Unsupported parameters" in result["msg"] and "gather" in result["msg"]
+
+
+def test_a_line_of_unknown_wording_is_left_out_with_a_warning_not_a_failed_mac(monkeypatch):
+    # A macOS update that adds a line to a listing: the Mac is still read, the line quoted in a warning.
+    ports = fixture("networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt")
+    result = facts(monkeypatch, "192.168.64.7 50122 192.168.64.1 22",
+                   hardware_ports=(0, "Hardware Port Group: Thunderbolt\n" + ports, ""),
+                   sw_vers=(0, fixture("sw_vers__sudo-is-man-pmset__1.txt") + "Rapid Security Response\n", ""))
+    mac = result["ansible_facts"]["mlx_fleet_macos"]
+    assert (mac["product_version"], mac["model_identifier"]) == ("14.2.1", "Mac16,5")
+    assert result["warnings"] == [
+        "sw_vers: left out a line of unknown wording: 'Rapid Security Response'",
+        "networksetup -listallhardwareports: left out a line of unknown wording: 'Hardware Port Group: Thunderbolt'"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from mlx_fleet.sim.host import SimError
@@ -68,13 +69,15 @@ class Recording:
 def load_capture(path: str | Path) -> Recording:
     directory = Path(path)
     try:
-        manifest = json.loads((directory / MANIFEST).read_text())
+        manifest = load_json((directory / MANIFEST).read_text())
     except (OSError, ValueError) as exc:
         raise ReplayError(f"{directory} is not a capture folder (mlx-fleet capture): {exc}") from exc
-    reads = manifest.get("reads")
+    reads = manifest.get("reads") if isinstance(manifest, dict) else None
     if not isinstance(reads, dict) or not reads:
         raise ReplayError(f"{directory / MANIFEST}: no reads recorded")
     for name, read in reads.items():
+        if not isinstance(read, dict):
+            raise ReplayError(f"{directory / MANIFEST}: read {name!r} is not an object")
         argv, file = read.get("argv"), read.get("file")
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise ReplayError(f"{directory / MANIFEST}: read {name!r} has no argv list")

@@ -98,6 +98,19 @@ class _Tagged:
         self._write(EVENT, json.dumps(fields, sort_keys=True))
 
 
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # str.isdigit() alone takes "²", which int() refuses
+
+
+def _event_ok(value) -> bool:
+    """An event as _Tagged.event writes it: an object naming the event, with an integer exit code and a
+    numeric deadline where those events carry them."""
+    if not isinstance(value, dict) or not isinstance(value.get("event"), str):
+        return False
+    wanted = {"exit": ("code", int), "timeout": ("deadline", (int, float))}.get(value["event"])
+    return wanted is None or (isinstance(value.get(wanted[0]), wanted[1]) and not isinstance(value[wanted[0]], bool))
+
+
 def read_tagged(lines) -> dict:
     """The controller's side of the format: mlx.launch's merged output (or a rank's record) -> per rank
     {"lines": [(stream, text)] in order (stream out, err or event), "events": [dict], "garbled": count}. Lines without a tag (mlx.launch's
@@ -108,7 +121,7 @@ def read_tagged(lines) -> dict:
     for line in lines:
         for chunk in line.rstrip("\r\n").split(TAG + " ")[1:]:
             words = chunk.split(" ", 3)
-            if len(words) != 4 or not words[0].isdigit() or not words[1].isdigit():
+            if len(words) != 4 or not _number(words[0]) or not _number(words[1]):
                 continue
             rank, seq, kind, payload = int(words[0]), int(words[1]), words[2], words[3].rstrip("\r")
             state = ranks.setdefault(rank, {"lines": [], "events": [], "garbled": 0, "next": 0})
@@ -117,10 +130,13 @@ def read_tagged(lines) -> dict:
             state["next"] = seq + 1
             try:
                 value = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):
                 state["garbled"] += 1
                 continue
             if kind == EVENT:
+                if not _event_ok(value):
+                    state["garbled"] += 1
+                    continue
                 state["events"].append(value)
                 state["lines"].append((EVENT, payload))
                 continue

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report
 from mlx_fleet.verify.jobs import LaunchError, mlx_launch
@@ -31,7 +33,7 @@ def add_verify_parser(sub, command) -> None:
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("--sizes", default=DEFAULT_SIZES,
                         help="message sizes: FROM:TO (x4 steps) or a list, e.g. 1KiB,4MiB (default: %(default)s)")
-    parser.add_argument("--timeout", type=float, default=120,
+    parser.add_argument("--timeout", type=seconds, default=120,
                         help="seconds each job may run before every rank is stopped (default: %(default)s)")
     parser.add_argument("--script", type=Path, help="your own small task: a Python script that prints its result "
                                                     "as JSON (numbers or arrays)")
@@ -50,8 +52,8 @@ def _options(args, python: str) -> Options:
         raise VerifyError("--args goes with --script")
     if args.repeat < 1:
         raise VerifyError("--repeat must be 1 or more")
-    if args.timeout <= 0 or args.rtol < 0 or args.atol < 0:
-        raise VerifyError("--timeout must be positive, --rtol and --atol not negative")
+    if not (math.isfinite(args.rtol) and math.isfinite(args.atol)) or args.rtol < 0 or args.atol < 0:
+        raise VerifyError("--rtol and --atol must be finite and not negative")
     return Options(" ".join(args.inventory), python, parse_sizes(args.sizes), args.timeout,
                    args.script.resolve() if args.script else None, list(args.script_args), args.repeat,
                    args.rtol, args.atol)

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.check_program import ERR, OUT, read_tagged
 
@@ -76,7 +77,7 @@ class Rank:
         for stream, text in self.lines:
             if stream == OUT and text.startswith('{"'):
                 try:
-                    value = json.loads(text)
+                    value = load_json(text)
                 except ValueError:
                     continue
                 if isinstance(value, dict) and "record" in value:
@@ -87,7 +88,7 @@ class Rank:
     def error(self) -> str | None:
         """MLX's own message when the check caught one, else the exception line of a traceback the rank
         printed (a script's), else None: a rank stopped mid-traceback has no message to quote."""
-        caught = [r for r in self.records if r["record"] == "error"]
+        caught = [r for r in self.records if r["record"] == "error" and isinstance(r.get("message"), str)]
         if caught:
             return caught[-1]["message"]
         raised = [text.strip() for stream, text in self.lines if stream == ERR and _RAISED.match(text)]

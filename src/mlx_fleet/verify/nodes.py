@@ -85,13 +85,16 @@ def _sections(text: str) -> dict[str, tuple[int, str]]:
     found: dict[str, tuple[int, str]] = {}
     name, lines = None, []
     for line in text.splitlines(keepends=True):
-        if line.startswith(_MARK + " "):
-            words = line.split()
+        words = line.split()
+        if words[:1] == [_MARK] and len(words) > 1:  # a marker line: "MARK name" or "MARK end STATUS"
             if words[1] == "end" and name is not None:
-                found[name] = (int(words[2]), "".join(lines))
+                status = words[2] if len(words) == 3 else ""
+                found[name] = (int(status) if status.isascii() and status.isdigit() else 255, "".join(lines))
                 name = None
-            else:
+            elif words[1] != "end" and len(words) == 2:
                 name, lines = words[1], []
+            else:
+                name = None  # a mangled marker: the section it closes or opens is not trusted
         elif name is not None:
             lines.append(line)
     return found
@@ -195,7 +198,7 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
             continue
         for name, (_, text) in _sections(result.stdout.decode("utf-8", "replace")).items():
             rank = name[len(job) + 1:] if name.startswith(job + ".") else ""
-            if rank.isdigit():
+            if rank.isascii() and rank.isdigit():
                 records[int(rank)] = text
     return records
 

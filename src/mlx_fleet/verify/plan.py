@@ -9,7 +9,6 @@ The inventory gives the folder the hostfiles are in (``mlx_fleet_output_dir``, b
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import yaml
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import check_hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import ROLE_DEFAULTS
@@ -157,7 +157,7 @@ class Cluster:
 
 def _read_json(path: Path, what: str, fix: str):
     try:
-        return json.loads(path.read_text())
+        return load_json(path.read_text())
     except FileNotFoundError:
         raise VerifyError(f"{path}: no {what}; {fix}") from None
     except (OSError, ValueError) as exc:

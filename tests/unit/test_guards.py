@@ -1,0 +1,253 @@
+"""The checks that guard the rack, each pinned by a test that fails when the check is weakened.
+
+Each test here was seen to fail against a hand-made weakening of its check (a comparison loosened, a
+condition dropped), which the rest of the unit suite let through.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import io
+import json
+import os
+import zipfile
+from types import SimpleNamespace
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
+from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
+from mlx_fleet import onboard, onboard_ssh
+from mlx_fleet import record as records
+from mlx_fleet.errors import UserError
+from mlx_fleet.verify import check_program, jobs
+from test_audit import FABRIC, NODE, converged, lines, node
+from test_onboarding import MESH, _joining
+from test_writeguard import HOSTS, plan
+from test_fabric import Cluster
+
+
+# --- the run lock ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env_token", [None, ""])
+def test_a_caller_with_no_token_is_not_the_lock_s_own_run(tmp_path, monkeypatch, env_token):
+    # A run without a token (a plain ansible-playbook, a second CLI) holds it; a caller whose environment
+    # has no token, or an empty one, waits like anyone else.
+    if env_token is None:
+        monkeypatch.delenv(runlock.TOKEN_ENV, raising=False)
+    else:
+        monkeypatch.setenv(runlock.TOKEN_ENV, env_token)
+    with run_lock(tmp_path, "mlx-fleet hostfile"):
+        with pytest.raises(LockBusy, match="in use by mlx-fleet hostfile"):
+            with run_lock(tmp_path, "fabric task", wait=0):
+                pass
+
+
+def test_a_shorter_holder_record_leaves_no_stale_bytes(tmp_path):
+    with run_lock(tmp_path, "a run with a long name " * 10, token="t" * 64):
+        pass
+    with run_lock(tmp_path, "short") as holder:
+        text = (tmp_path / runlock.LOCK_FILE).read_text()
+        assert text == json.dumps(holder) + "\n"
+        assert json.loads(text)["what"] == "short"
+
+
+# --- the write guard ---------------------------------------------------------------------------------
+
+def test_no_mac_came_through_keeps_the_last_hostfiles():
+    assert refusal(HOSTS, [], None, {}, {}) == (
+        "hostfiles not rewritten: mini-1, mini-2 and mini-3 failed or did not answer earlier in this run; the last "
+        "good hostfiles stay on the controller and the Macs: fix them and run again")
+
+
+def test_a_port_s_address_changed_with_the_same_hosts_and_cables_keeps_the_last_hostfiles():
+    before = plan(Cluster.of("mini-m4-pro", 3))
+    now = copy.deepcopy(before)
+    port = now["network"]["mini-2"][0]
+    port["address"] = "192.168.250.1"
+    assert set(now["network"]) == set(before["network"]) and now["cables"] == before["cables"]
+    assert refusal(HOSTS, HOSTS, before, now["cables"], now["network"]) == (
+        "hostfiles not rewritten: the cabling changed while the ports were being configured (the ports' addresses "
+        "differ from the ones configured); the last good hostfiles stay on the controller and the Macs: check the "
+        "cables and run again")
+
+
+# --- the host-key fingerprint ------------------------------------------------------------------------
+
+def _trusting(monkeypatch, key: str) -> SimpleNamespace:
+    monkeypatch.setattr(onboard_ssh, "scan_host_key", lambda target: key)
+    monkeypatch.setattr(onboard_ssh, "known_keys", lambda target: [])
+    return SimpleNamespace(name="studio-4", hostname="10.0.0.14", known_hosts="/nonexistent/known_hosts")
+
+
+@pytest.mark.parametrize("cut", ["prefix", "truncated", "scheme only", "longer"])
+def test_a_prefix_or_a_truncated_fingerprint_is_not_a_match(monkeypatch, cut):
+    key = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + bytes(range(32))).decode()
+    target = _trusting(monkeypatch, key)
+    right = onboard_ssh.fingerprint(key)
+    given = {"prefix": right[:20], "truncated": right[:-1], "scheme only": "SHA256:", "longer": right + "A"}[cut]
+    with pytest.raises(UserError, match="refused before any password was sent"):
+        onboard._trust(target, given)
+    assert onboard._trust(target, right) == (key, False)
+
+
+# --- the node's uv -----------------------------------------------------------------------------------
+
+def _uv_wheel(binary: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        zf.writestr("uv-0.13.9.data/scripts/uv", binary)
+    return buffer.getvalue()
+
+
+def test_a_node_s_uv_with_the_wrong_hash_is_sent_again(tmp_path):
+    from test_mlx_env_plan import DECL, HERE, _linux_facts, _lock, _write
+
+    lock_file, bodies = _write(_lock(), tmp_path)
+    facts = {"right": _linux_facts(), "wrong": _linux_facts(), "none": _linux_facts()}
+    first = envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE), "/usr/bin/python3", "/opt/s",
+                             str(tmp_path / "cache"), facts, lambda url: io.BytesIO(bodies[url]))
+    want = first["hosts"]["none"]["uv"]["sha256"]
+    facts["right"]["uv_sha256"], facts["wrong"]["uv_sha256"] = want, "0" * 64
+    again = envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE), "/usr/bin/python3", "/opt/s",
+                             str(tmp_path / "cache"), facts, lambda url: io.BytesIO(bodies[url]))
+    uv_members = {host: [m for m in h["push"] if m.startswith("uv/")] for host, h in again["hosts"].items()}
+    assert uv_members["right"] == [] and again["hosts"]["right"]["uv"]["wheel"] is None
+    assert len(uv_members["wrong"]) == 1 and again["hosts"]["wrong"]["uv"]["wheel"] is not None
+    assert len(uv_members["none"]) == 1
+
+
+class _Failed(Exception):
+    pass
+
+
+def test_the_node_replaces_a_uv_binary_with_the_wrong_hash_and_refuses_to_run_one(tmp_path):
+    module = SimpleNamespace(fail_json=lambda msg: (_ for _ in ()).throw(_Failed(msg)))
+    uv_path = tmp_path / "bin" / "uv"
+    uv_path.parent.mkdir()
+    uv_path.write_bytes(b"#!someone else's uv")
+    good = b"#!the locked uv"
+    want = hashlib.sha256(good).hexdigest()
+    with pytest.raises(_Failed, match="is missing or is not the locked uv"):
+        mlx_env_module._check_uv(module, str(uv_path), want)
+    wheel = tmp_path / "uv.whl"
+    wheel.write_bytes(_uv_wheel(good))
+    mlx_env_module._install_uv(module, str(wheel), str(uv_path), want)
+    assert uv_path.read_bytes() == good and os.access(uv_path, os.X_OK)
+    mlx_env_module._check_uv(module, str(uv_path), want)
+
+
+# --- verify: lost output lines fail the rank ---------------------------------------------------------
+
+def test_a_rank_that_exited_0_with_lost_output_lines_fails():
+    tag = check_program.TAG
+    stream = [f"{tag} 0 0 event {json.dumps({'event': 'start'})}",
+              f"{tag} 0 2 out {json.dumps('a line after one that never came')}",
+              f"{tag} 0 3 event {json.dumps({'event': 'exit', 'code': 0})}"]
+    state = check_program.read_tagged(stream)[0]
+    assert state["garbled"] == 1
+    rank = jobs.Rank(0, "mini-1", state["lines"], state["events"], state["garbled"])
+    assert rank.exit_code == 0 and not rank.ok
+    assert rank.outcome() == "completed, but 1 of its output lines were lost in transit"
+    job = jobs.Job("all_sum", "all_sum", "all_sum", "ring", {}, None, ranks=[rank])
+    assert not job.passed and job.failed_ranks() == [rank]
+
+
+# --- record --diff ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["SERIAL0005", "(absent)", None, {}, []])
+def test_record_diff_names_a_key_present_in_one_record_only(value):
+    a = {"format": records.FORMAT, records.TIME_KEY: "T1", "macs": {"mini-1": {"serial_number": "S1"}}}
+    b = copy.deepcopy(a)
+    b["macs"]["mini-5"] = {"serial_number": value}
+    shown = value if isinstance(value, str) and value != "(absent)" else json.dumps(value)
+    assert records.diff(a, b) == [f"macs.mini-5.serial_number: (absent) -> {shown}"]
+    assert records.diff(b, a) == [f"macs.mini-5.serial_number: {shown} -> (absent)"]
+
+
+# --- the audit ---------------------------------------------------------------------------------------
+
+def test_macos_26_10_is_newer_than_26_2():
+    state = converged()
+    state[1]["mini-2"]["mlx_fleet_macos"].update(product_version="26.10", build_version="25Z10")
+    assert lines(state)[1:] == [
+        "macOS: mini-2: expected 26.2 (25C56), as on mini-1, mini-3 and mini-4; found 26.10 (25Z10)",
+        "  fix: update macOS on mini-1, mini-3 and mini-4 to 26.10 (25Z10) (one build on every Mac: RDMA breaks "
+        "across mixed builds)"]
+    for host in state[2]:
+        state[2][host]["min_macos"] = "26.10"
+        state[1][host]["mlx_fleet_macos"].update(product_version="26.10", build_version="25Z10")
+    state[1]["mini-3"]["mlx_fleet_macos"].update(product_version="26.2", build_version="25C56")
+    assert lines(state)[1:] == ["macOS: mini-3: expected 26.10 or later (mlx_fleet_min_macos); found 26.2 (25C56)",
+                                "  fix: update macOS on mini-3 to 26.10 (25Z10)"]
+
+
+@pytest.mark.parametrize("source", ["AC Power", "Battery Power"])
+def test_power_settings_are_checked_on_every_power_source(source):
+    state = converged()
+    pmset = node(state)["pmset"]
+    pmset["Battery Power"] = copy.deepcopy(pmset["AC Power"])
+    pmset[source]["sleep"] = 10
+    found = "AC Power 10, Battery Power 0" if source == "AC Power" else "AC Power 0, Battery Power 10"
+    assert lines(state)[1:] == [f"pmset sleep: mini-2: expected 0; found {found}", NODE]
+    changes, unsupported, before, after = plan_power(pmset, normalize_power({"sleep": 0}))
+    assert "sleep" in changes and after[source]["sleep"] == 0
+
+
+def test_the_bridge_service_off_while_bridge0_is_still_up_is_drift():
+    state = converged()
+    state[1]["mini-2"]["mlx_fleet_thunderbolt"]["bridge"].update(active=True, service_enabled=False)
+    assert lines(state)[1:] == ["Thunderbolt Bridge: mini-2: expected off (service disabled, bridge0 inactive); "
+                                "found service disabled, bridge0 active", FABRIC]
+
+
+def test_an_extra_thunderbolt_address_is_drift():
+    state = converged()
+    right = node(state)["addresses"]["en2"][0]
+    node(state)["addresses"]["en2"] = [right, "192.168.250.1/30"]
+    assert lines(state)[1:] == [f"Thunderbolt 1 address: mini-2: expected {right} (en2, address ledger); found "
+                                f"{right}, 192.168.250.1/30", FABRIC]
+
+
+# --- the cable plan and cable advice ------------------------------------------------------------------
+
+@pytest.mark.parametrize("twice", ["a:1 -- b:1", "b:1 -- a:1", "a:1--b:1"])
+def test_a_cable_listed_twice_in_the_plan_is_refused(twice):
+    with pytest.raises(CablePlanError, match="already used by cable a:1 -- b:1"):
+        parse_cables(["a:1 -- b:1", twice], {"a": 4, "b": 4})
+
+
+@pytest.mark.parametrize("what", ["drive", "dock"])
+def test_a_port_with_a_drive_or_dock_is_not_free_in_the_cable_advice(what):
+    cluster, macos = _joining()
+    models = {h: "studio-m3-ultra" for h in macos if h != "new"}
+    plain = assess("new", macos, cluster.facts, models=models, cables=MESH)
+    assert plain.add == ["new:2 -- studio-1:4", "new:3 -- studio-2:4", "new:4 -- studio-3:4"]
+    for end in ("new:2", "studio-1:4"):
+        _, port = cluster.port(end)
+        port.update(connected=True, speed_is_max=False, peers=[],
+                    devices=[{"name": "T7 Shield" if what == "drive" else "TS4", "vendor": "Samsung" if what == "drive"
+                              else "CalDigit", "depth": 1}])
+    busy = assess("new", macos, cluster.facts, models=models, cables=MESH)
+    used = {end for cable in busy.add for end in cable.split(" -- ")}
+    assert not busy.errors and not {"new:2", "studio-1:4"} & used
+    assert busy.add == ["new:3 -- studio-1:5", "new:4 -- studio-2:4", "new:5 -- studio-3:4"]
+
+
+def test_a_port_with_a_drive_is_not_free_in_the_fabric_s_advice():
+    cluster = Cluster.of("mini-m4-pro", 4, "ring").unplug("mini-2:2").unplug("mini-3:1")
+    assert cluster.fabric().errors[-1].endswith("connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")
+    _, port = cluster.port("mini-2:2")
+    port.update(connected=True, speed_is_max=False, devices=[{"name": "T7 Shield", "vendor": "Samsung", "depth": 1}])
+    assert cluster.fabric().errors[-1].endswith("connect mini-2 Thunderbolt 3 to mini-3 Thunderbolt 1")
+    _, port = cluster.port("mini-2:3")
+    port.update(connected=True, speed_is_max=False, devices=[{"name": "TS4", "vendor": "CalDigit", "depth": 1}])
+    assert cluster.fabric().errors[-1].endswith(
+        "connect mini-2 (no free Thunderbolt port: free one first) to mini-3 Thunderbolt 1")

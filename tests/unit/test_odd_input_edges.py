@@ -1,0 +1,74 @@
+"""Odd input at the CLI's edges is one line with a documented exit status: an output folder that cannot be
+written, a timeout of nan, a Mac whose tool never answers a capture."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+from mlx_fleet import capture as cap
+from mlx_fleet.cli import build_parser, main
+from mlx_fleet.errors import EXIT_BAD_INPUT
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    (tmp_path / "inventory.yml").write_text("all:\n  children:\n    mlx_cluster:\n      hosts:\n        m1:\n")
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / "a-file" / "out"
+    assert main(["hostfile", "-i", str(tmp_path / "inventory.yml"), "--output-dir", str(target)]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert err.startswith(f"mlx-fleet hostfile: cannot use {target}: Not a directory")
+
+
+@pytest.mark.parametrize("argv", [["onboard", "new-mac", "-i", "inv", "--cable-timeout"],
+                                  ["verify", "-i", "inv", "--timeout"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "-5", "0", "soon"])
+def test_a_timeout_that_would_never_end_is_refused(argv, value, capsys):
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(argv + [value])
+    assert done.value.code == EXIT_BAD_INPUT
+    assert f"{argv[-1]}: {value!r}" in capsys.readouterr().err
+
+
+def test_parsed_timeouts_keep_their_value():
+    args = build_parser().parse_args(["onboard", "new-mac", "-i", "inv", "--address", "10.0.0.9", "--cable-timeout", "90"])
+    assert args.cable_timeout == 90.0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_the_lock_wait_is_bounded_whatever_the_environment_says(monkeypatch, value):
+    monkeypatch.setenv(runlock.WAIT_ENV, value)
+    assert runlock.wait_seconds() == runlock.DEFAULT_WAIT
+
+
+HANGING_SSH = textwrap.dedent("""\
+    #!{python}
+    import sys, time
+    args = sys.argv[1:]
+    if "-f" in args or "-O" in args:
+        sys.exit(0)
+    if "sw_vers" in args[-1]:
+        time.sleep(60)
+    sys.stdout.write("out\\n")
+    """)
+
+
+def test_a_read_that_never_answers_is_a_capture_error(tmp_path, monkeypatch):
+    ssh = tmp_path / "ssh"
+    ssh.write_text(HANGING_SSH.format(python=sys.executable))
+    ssh.chmod(0o755)
+    monkeypatch.setattr(cap, "READ_TIMEOUT", 1)
+    with pytest.raises(cap.CaptureError, match=r"'sw_vers' gave no answer within 1 s"):
+        cap.capture("mac-1", tmp_path / "cap", ssh=str(ssh))
+
+
+def test_a_macos_tool_that_hangs_fails_its_read_not_the_module(monkeypatch):
+    monkeypatch.setattr(macos_commands, "READ_TIMEOUT", 1)
+    rc, out, err = macos_commands.capture(object(), ["sleep", "60"])
+    assert (rc, out) == (macos_commands.TIMED_OUT, "")
+    assert err == "sleep 60: no answer within 1 s"
