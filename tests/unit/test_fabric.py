@@ -595,3 +595,16 @@ def test_hostfiles_are_written_only_where_the_macs_copies_differ():
         "studio-5": None,                                                     # reported nothing
     }
     assert hostfile.macs_to_write(texts, reported) == ["studio-2", "studio-3", "studio-4", "studio-5"]
+
+
+def test_bridges_the_network_step_turned_off_or_would():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import bridges_turned_off
+
+    off = {"bridge": {"service": "Thunderbolt Bridge", "enabled": False},
+           "commands": [["-setnetworkserviceenabled", "Thunderbolt Bridge", "off"],
+                        ["-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"]]}
+    already = {"bridge": {"service": "Thunderbolt Bridge", "enabled": False}, "commands": []}
+    other = {"bridge": {"service": "Thunderbolt Bridge", "enabled": True},
+             "commands": [["-setnetworkserviceenabled", "Thunderbolt 1", "off"]]}
+    assert bridges_turned_off({"mini-1": off, "mini-2": already, "mini-3": other, "mini-4": None,
+                               "mini-10": off}) == ["mini-1", "mini-10"]
