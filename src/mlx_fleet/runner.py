@@ -371,8 +371,10 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
     elif report.controller_changed:
         out.append("no Mac would change (only the controller's files would)" if report.check
                    else "no Mac changed (only the controller's files did)")
-    else:
-        out.append("nothing would change" if report.check else "nothing changed")
+    elif not report.check:
+        out.append("nothing changed")
+    elif report.exit_status == EXIT_OK:  # a check that stopped early cannot tell what the rest would change
+        out.append("nothing would change")
     out.append(f"full output: {report.artifacts}/stdout ({report.seconds:.0f} s)")
     status = report.exit_status
     out.append({EXIT_OK: "result: ok", EXIT_ATTENTION: "result: the cluster needs attention (exit 1)",

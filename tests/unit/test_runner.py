@@ -219,6 +219,8 @@ def test_a_run_that_changed_nothing_says_so():
     check = _report(_event("runner_on_ok", res={"changed": False}))
     check.check = True
     assert "nothing would change" in _summary(check)
+    check.failed = {"mini-1": ["Read the Mac: boom"]}
+    assert not [line for line in _summary(check) if line.startswith("nothing")]  # it stopped: nobody knows
     controller_only = _report(_event("runner_on_ok", res={"changed": True, CLUSTER_STEP: True}))
     assert controller_only.changed == set()
     lines = _summary(controller_only)
