@@ -346,15 +346,15 @@ def main():
         home = pyvenv_home(path)
         right_base = (current is not None and target is not None and current["version"] == target["version"]
                       and current["base_prefix"] == target["prefix"])
-        # Rebuilt when made from another interpreter, holding another set (the controller compared the
-        # versions as PEP 440 versions) or not running MLX; a wrong fingerprint alone is rewritten in place.
-        rebuild = not right_base or bool(plan["changes"]) or not (current or {}).get("proof", {}).get("ok")
+        before = dict(installed)
+        desired = dict((r["name"], str(r["version"])) for r in plan["requirements"])
+        # Rebuilt when made from another interpreter, holding another set or not running MLX, as read now
+        # (after the Python build was repaired, say); a wrong fingerprint alone is rewritten in place.
+        rebuild = not right_base or installed != desired or not (current or {}).get("proof", {}).get("ok")
         if not right_base:
             actions.append("create_venv")
         if check and rebuild:
             actions.append("sync")
-        before = dict(installed)
-        desired = dict((r["name"], str(r["version"])) for r in plan["requirements"])
         before_label = "%s (%s)" % (home, ".".join(map(str, current["version"]))) if current else ""
         after_label = "%s (%s)" % (os.path.dirname(interpreter), ".".join(map(str, target["version"]))) \
             if target else os.path.dirname(interpreter)
