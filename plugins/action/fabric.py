@@ -77,12 +77,12 @@ class ActionModule(ClusterAction):
             envs=list(first.get("mlx_fleet_envs", [])),
         )
         # Before the network step, an active bridge it is about to turn off is no news: the build after the
-        # step reads the bridges again and says so if one stayed on. After it, a bridge the step turned off
-        # (in check mode: would turn off, so the facts still show it on) is said as such, not as a warning.
+        # step reads the bridges again and says so if one stayed on. In check mode it changed nothing, so the
+        # facts still show on a bridge it would turn off: that is said as such (bridges_off), not as a warning.
         turned_off = fab.bridges_turned_off({n: hostvars[n].get(args["network_var"]) for n in names}) \
             if args["network_var"] else []
-        warnings = [f.message for f in built.cautions
-                    if not (f.kind == "bridge" and (args["bridge"] == "disabled" or f.hosts[0] in turned_off))]
+        warnings = [f.message for f in built.cautions if not (f.kind == "bridge" and (
+            args["bridge"] == "disabled" or (self._task.check_mode and f.hosts[0] in turned_off)))]
         for warning in warnings:
             self._display.warning(warning)
         network = port_arguments(built.network)
