@@ -371,6 +371,8 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
     elif report.controller_changed:
         out.append("no Mac would change (only the controller's files would)" if report.check
                    else "no Mac changed (only the controller's files did)")
+    elif report.rc not in (0, 2, 4):  # interrupted, or ansible-playbook itself refused: not a finished run
+        pass
     elif not report.check:
         out.append("nothing changed")
     elif report.exit_status == EXIT_OK:  # a check that stopped early cannot tell what the rest would change

@@ -219,6 +219,9 @@ def test_a_run_that_changed_nothing_says_so():
     check = _report(_event("runner_on_ok", res={"changed": False}))
     check.check = True
     assert "nothing would change" in _summary(check)
+    stopped = _report(_event("runner_on_ok", res={"changed": False}))
+    stopped.rc = 254  # interrupted: what was in flight may have changed
+    assert not [line for line in _summary(stopped) if line.startswith("nothing")]
     check.failed = {"mini-1": ["Read the Mac: boom"]}
     assert not [line for line in _summary(check) if line.startswith("nothing")]  # it stopped: nobody knows
     controller_only = _report(_event("runner_on_ok", res={"changed": True, CLUSTER_STEP: True}))
