@@ -9,6 +9,7 @@ package unless the user names one in ANSIBLE_CONFIG.
 
 from __future__ import annotations
 
+import copy
 import getpass
 import importlib.util
 import os
@@ -178,7 +179,7 @@ def render_diff(host: str, task: str, res: dict) -> str:
     for item in items:
         if not (isinstance(item, dict) and item.get("diff") and item.get("changed")):
             continue
-        text = CallbackBase()._get_diff(item["diff"])
+        text = CallbackBase()._get_diff(copy.deepcopy(item["diff"]))  # it serializes mappings in place
         if text:
             label = item.get("_ansible_item_label", item.get("item")) if item is not res else None
             out.append(f"{host}: {task}" + (f" ({label})" if label is not None else "") + "\n" + text)
