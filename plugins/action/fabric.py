@@ -81,13 +81,18 @@ class ActionModule(ClusterAction):
             envs=list(first.get("mlx_fleet_envs", [])),
         )
         # Before the network step, an active bridge it is about to turn off is no news: the build after the
-        # step reads the bridges again and says so if one stayed on.
-        warnings = [f.message for f in built.cautions if not (f.kind == "bridge" and args["bridge"] == "disabled")]
+        # step reads the bridges again and says so if one stayed on. In check mode it changed nothing, so the
+        # facts still show on a bridge it would turn off: that is said as such (bridges_off), not as a warning.
+        turned_off = fab.bridges_turned_off({n: hostvars[n].get(args["network_var"]) for n in names}) \
+            if args["network_var"] else []
+        warnings = [f.message for f in built.cautions if not (f.kind == "bridge" and (
+            args["bridge"] == "disabled" or (self._task.check_mode and f.hosts[0] in turned_off)))]
         for warning in warnings:
             self._display.warning(warning)
         network = port_arguments(built.network)
         result.update(
             backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
+            bridges_off=turned_off,
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
             addresses=built.addresses,

@@ -6,10 +6,11 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleError
+from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory, labelled
 
 CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
                 "mlx_fleet_envs") + VERSION_VARS
@@ -40,8 +41,13 @@ class ActionModule(ClusterAction):
         hosts = {name: _known(hostvars[name], HOST_VARS) for name in names}
         # Cluster-wide settings are group variables: every host sees the same value.
         group_vars = _known(hostvars[names[0]], CLUSTER_VARS) if names else {}
-        problems = check_inventory(hosts, group_vars, controller_networks())
+        outside = tuple(h for h in task_vars["groups"].get("all", []) if h not in names)
+        problems = check_inventory(hosts, group_vars, controller_networks(), outside=outside, group=group)
         if problems:
-            raise refusal([f"inventory: {problem}" for problem in problems], result={"problems": problems})
+            try:
+                extra = load_extra_vars(self._loader)  # what -e gave, as ansible-playbook read it
+            except AnsibleError:
+                extra = {}
+            raise refusal(labelled(problems, extra), result={"problems": problems})
         result.update(changed=False, hosts=len(hosts), msg=f"inventory of {len(hosts)} Macs in {group} is consistent")
         return result

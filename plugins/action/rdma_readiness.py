@@ -80,8 +80,8 @@ class ActionModule(ClusterAction):
         )
         for line in written.regressions:
             self._display.warning(line)
-        for host in assessment.hosts(rdma.ENABLED_NOT_WORKING):
-            self._display.warning(assessment.nodes[host].message)
+        # In the result's warnings, so the CLI's summary lists them too (after its RDMA line).
+        result["warnings"] = [assessment.nodes[host].message for host in assessment.hosts(rdma.ENABLED_NOT_WORKING)]
         lines = [r.message for r in assessment.nodes.values()]
         if needs:
             lines.append(f"checklist for {', '.join(needs)}: {written.html} (text: {written.text})")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
 
@@ -160,6 +161,34 @@ SYSTEM_DIRS = frozenset([
     "/etc", "/home", "/opt", "/opt/homebrew", "/private", "/private/etc", "/private/tmp", "/private/var", "/root",
     "/sbin", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/libexec", "/usr/local", "/usr/local/bin",
     "/usr/local/lib", "/usr/sbin", "/usr/share", "/var", "/var/root", "/var/tmp"])
+
+
+def next_path(venv):
+    """Where the next environment is built and proved, beside the venv (same folder, so the switch is one
+    rename there): a hidden sibling, .NAME.next."""
+    parent, name = os.path.split(os.path.normpath(venv))
+    return os.path.join(parent, ".%s.next" % name)
+
+
+def claim(module, folder, marker, clear=False):
+    """Mark FOLDER as made by mlx-fleet (it is ours already, or empty), emptying it first when
+    CLEAR; a folder mlx-fleet did not make is never written to or cleared."""
+    state = folder_state(folder, marker)
+    if state == "foreign":
+        module.fail_json(msg="mlx_env: %s exists and was not made by mlx-fleet (it is not empty and has no %s); "
+                             "move it away or choose another folder" % (folder, marker))
+    if state == "missing":
+        module.fail_json(msg="mlx_env: %s does not exist; the role creates it before this task" % folder)
+    if clear and state == "ours":
+        for name in os.listdir(folder):
+            full = os.path.join(folder, name)
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+    if clear or state == "empty":
+        with open(os.path.join(folder, marker), "w") as handle:
+            handle.write("Made by mlx-fleet (roles/mlx_env): it may clear this folder.\n")
 
 
 def store_paths(store):

@@ -20,15 +20,18 @@ description:
     puts the wheels in the store, extracts uv from its wheel, and extracts a uv-managed CPython
     build into the store (a build that is missing, unfinished or altered is replaced).
   - Before using them it re-checks the sha256 of the store's uv and the files of the Python build.
-  - Makes the venv at O(path) from the planned interpreter if it is missing or made from another
-    one, then installs offline with the store's uv
-    (C(uv pip sync --offline --no-index --require-hashes)); a package not in the plan is removed.
+  - When the venv at O(path) is missing, made from another interpreter, holds another set or does not
+    run MLX, a new one is built whole beside it, in C(.NAME.next) in the same folder (relocatable, so it
+    runs once renamed), from the planned interpreter, installing offline with the store's uv
+    (C(uv pip sync --offline --no-index --require-hashes)); the old venv stays untouched, and
+    M(mlx_fleet.cluster.mlx_env_switch) swaps the two in one rename (RV(switch)). An interrupt
+    before that leaves the old venv as it was.
   - Only a folder mlx-fleet made (it holds a marker file) or an empty one is ever cleared.
   - Then proves the environment; the venv's Python imports C(mlx.core), runs a tiny computation,
     reports versions and device, and its architecture must match C(uname -m) (a Rosetta Python on a
     Mac fails here).
-  - Writes the fingerprint (lock hash plus the installed set) in the venv and returns it as the fact
-    C(mlx_env_fingerprint).
+  - Writes the fingerprint (lock hash plus the installed set) in the venv (the new one, last, so it
+    says the venv is whole) and returns it as the fact C(mlx_env_fingerprint).
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
@@ -98,10 +101,16 @@ changes:
   elements: str
   sample: ["mlx 0.32.3 -> 0.32.4"]
 actions:
-  description: What was done, in order (unpack_bundle, install_uv, extract_python, create_venv, sync, write_fingerprint).
+  description: What was done, in order (unpack_bundle, install_uv, extract_python, create_venv (made from another
+    interpreter, or first made), sync (the locked set installed into a new venv), write_fingerprint).
   returned: always
   type: list
   elements: str
+switch:
+  description: The new venv for M(mlx_fleet.cluster.mlx_env_switch) to put in place (next, path, the digest of
+    its fingerprint); null when none was built (nothing to change, or check mode).
+  returned: always
+  type: dict
 proof:
   description: The venv's own report (computation result, device, versions); null in check mode before the venv exists.
   returned: always
@@ -126,8 +135,8 @@ import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    STORE_MARKER, VENV_MARKER, build_marker, build_state, fingerprint, fingerprint_path, folder_state, path_problems,
-    pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
+    STORE_MARKER, VENV_MARKER, build_marker, build_state, claim, fingerprint, fingerprint_path, next_path,
+    path_problems, pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
 
 UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"}
 PLAN_SPEC = dict(
@@ -154,27 +163,6 @@ def _run(module, argv, what, environ=None):
     if rc != 0:
         module.fail_json(msg="mlx_env: %s failed (rc=%d): %s" % (what, rc, (err or out).strip()[-2000:]), cmd=argv)
     return out
-
-
-def _claim(module, folder, marker, clear=False):
-    """Mark FOLDER as made by mlx-fleet (it is ours already, or empty), emptying it first when
-    CLEAR; a folder mlx-fleet did not make is never written to or cleared."""
-    state = folder_state(folder, marker)
-    if state == "foreign":
-        module.fail_json(msg="mlx_env: %s exists and was not made by mlx-fleet (it is not empty and has no %s); "
-                             "move it away or choose another folder" % (folder, marker))
-    if state == "missing":
-        module.fail_json(msg="mlx_env: %s does not exist; the role creates it before this task" % folder)
-    if clear and state == "ours":
-        for name in os.listdir(folder):
-            full = os.path.join(folder, name)
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full)
-            else:
-                os.unlink(full)
-    if clear or state == "empty":
-        with open(os.path.join(folder, marker), "w") as handle:
-            handle.write("Made by mlx-fleet (roles/mlx_env): it may clear this folder.\n")
 
 
 class _HashingReader(object):
@@ -296,11 +284,15 @@ def main():
     check = module.check_mode
     actions, changes = [], list(plan["changes"])
     venv_python = os.path.join(path, "bin", "python")
+    # A venv that must change is built whole beside it and proved there; mlx_env_switch then swaps the two
+    # in one rename, so an interrupt at any point leaves the old venv as it was.
+    new = next_path(path)
+    new_python = os.path.join(new, "bin", "python")
 
     staging = None
     if not check:
-        for folder, marker in ((store, STORE_MARKER), (path, VENV_MARKER)):
-            _claim(module, folder, marker)
+        for folder, marker in ((store, STORE_MARKER), (path, VENV_MARKER), (new, VENV_MARKER)):
+            claim(module, folder, marker)
         for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
             if not os.path.isdir(sub):
                 os.makedirs(sub)
@@ -348,18 +340,21 @@ def main():
                 module.fail_json(msg="mlx_env: %s does not run: %s" % (interpreter, error))
         current, installed = None, {}
         if os.access(venv_python, os.X_OK):
-            current, dummy = run_probe(module, venv_python, "installed")
+            current, dummy = run_probe(module, venv_python, "installed", "prove")
             if current is not None:
                 installed = current.get("installed", {})
         home = pyvenv_home(path)
         right_base = (current is not None and target is not None and current["version"] == target["version"]
                       and current["base_prefix"] == target["prefix"])
-        if not right_base:
-            actions.append("create_venv")
-        if check and (not right_base or changes):
-            actions.append("sync")
         before = dict(installed)
         desired = dict((r["name"], str(r["version"])) for r in plan["requirements"])
+        # Rebuilt when made from another interpreter, holding another set or not running MLX, as read now
+        # (after the Python build was repaired, say); a wrong fingerprint alone is rewritten in place.
+        rebuild = not right_base or installed != desired or not (current or {}).get("proof", {}).get("ok")
+        if not right_base:
+            actions.append("create_venv")
+        if check and rebuild:
+            actions.append("sync")
         before_label = "%s (%s)" % (home, ".".join(map(str, current["version"]))) if current else ""
         after_label = "%s (%s)" % (os.path.dirname(interpreter), ".".join(map(str, target["version"]))) \
             if target else os.path.dirname(interpreter)
@@ -367,11 +362,12 @@ def main():
                 "before": _listing(before_label, installed) if current else "",
                 "after": _listing(after_label, desired)}
 
-        if not check:
+        if not check and rebuild:
             _check_uv(module, layout["uv"], uv.get("sha256"))
-            if not right_base:
-                _claim(module, path, VENV_MARKER, clear=True)
-                _run(module, [layout["uv"], "venv", "--allow-existing", "--python", interpreter, path], "uv venv")
+            claim(module, new, VENV_MARKER, clear=True)
+            # Relocatable: its scripts find their Python beside them, so they run once it is renamed to PATH.
+            _run(module, [layout["uv"], "venv", "--relocatable", "--allow-existing", "--python", interpreter, new],
+                 "uv venv")
             handle, reqfile = tempfile.mkstemp(prefix="mlx-env-", suffix=".txt")
             try:
                 with os.fdopen(handle, "w") as req:
@@ -379,22 +375,21 @@ def main():
                         req.write("%s==%s --hash=sha256:%s\n" % (r["name"], r["version"], r["sha256"]))
                 # uv's cache lives (and goes) with the staging folder: the venv keeps uv's
                 # platform link mode (a clone on APFS, a hard link on Linux), no second copy.
-                _run(module, [layout["uv"], "pip", "sync", "--python", venv_python, "--offline", "--no-index",
+                _run(module, [layout["uv"], "pip", "sync", "--python", new_python, "--offline", "--no-index",
                               "--find-links", layout["wheels"], "--require-hashes", reqfile],
                      "uv pip sync", {"UV_CACHE_DIR": os.path.join(staging, "uv-cache")})
             finally:
                 os.unlink(reqfile)
-            current, error = run_probe(module, venv_python, "installed", "prove")
+            current, error = run_probe(module, new_python, "installed", "prove")
             if current is None:
-                module.fail_json(msg="mlx_env: the venv's Python does not run: %s" % error)
+                module.fail_json(msg="mlx_env: the new venv's Python does not run: %s" % error)
             installed = current.get("installed", {})
             if sorted(installed) != sorted(desired):
                 module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
                                  installed=installed, desired=desired)
             changes = ["%s %s -> %s" % (n, before.get(n) or "(none)", installed.get(n) or "(removed)")
                        for n in sorted(set(before) | set(installed)) if before.get(n) != installed.get(n)]
-            if changes:
-                actions.append("sync")
+            actions.append("sync")  # the locked set, installed whole into the new venv
     finally:
         if staging:
             shutil.rmtree(staging, ignore_errors=True)
@@ -415,19 +410,22 @@ def main():
     # 5. The fingerprint, in the venv.
     version = ".".join(map(str, (current or target or {}).get("version", [])))
     fact = fingerprint(p["lock_hash"], desired if check else installed, version, machine)
-    fp_path = fingerprint_path(path)
     try:
-        with open(fp_path) as handle:
+        with open(fingerprint_path(path)) as handle:
             on_disk = json.load(handle)
     except (IOError, OSError, ValueError):
         on_disk = None
     if on_disk != fact:
         actions.append("write_fingerprint")
-        if not check:
-            module.atomic_move(_write_tmp(module, fact), fp_path)
-            module.set_mode_if_different(fp_path, "0644", False)
+    built = not check and rebuild
+    if built or (on_disk != fact and not check):
+        # Written last: in the new venv, it says the venv is whole (mlx_env_switch checks it).
+        fp_path = fingerprint_path(new if built else path)
+        module.atomic_move(_write_tmp(module, fact), fp_path)
+        module.set_mode_if_different(fp_path, "0644", False)
 
     module.exit_json(changed=bool(actions), actions=actions, changes=changes, proof=proof, diff=diff,
+                     switch={"next": new, "path": path, "digest": fact["digest"]} if built else None,
                      ansible_facts={"mlx_env_fingerprint": fact})
 
 

@@ -66,7 +66,8 @@ uname_machine:
 to_make:
   description:
     - The folders to make before anything is installed - missing parents of O(path) and O(store)
-      (to be root-owned), then O(path) and O(store) when they are missing or not owned by O(owner).
+      (to be root-owned), then O(path), C(.NAME.next) beside it (where the next venv is built) and
+      O(store) when they are missing or not owned by O(owner).
       Empty once they exist.
   returned: always
   type: list
@@ -120,17 +121,18 @@ import sys
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    STORE_MARKER, VENV_MARKER, build_state, fingerprint_path, folder_state, path_problems, pyvenv_home, run_probe,
-    sha256_file, store_paths)
+    STORE_MARKER, VENV_MARKER, build_state, fingerprint_path, folder_state, next_path, path_problems, pyvenv_home,
+    run_probe, sha256_file, store_paths)
 
 
 def _to_make(path, store, owner, uid):
-    """Missing parents (root-owned), then the two folders unless they exist owned by OWNER."""
+    """Missing parents (root-owned), then the venv, the folder its next version is built in beside it, and the
+    store, unless they exist owned by OWNER."""
     out = []
     for parent in (os.path.dirname(path), os.path.dirname(store)):
         if not os.path.isdir(parent) and {"path": parent} not in out:
             out.append({"path": parent})
-    for folder in (path, store):
+    for folder in (path, next_path(path), store):
         try:
             owned = os.path.isdir(folder) and not os.path.islink(folder) and os.lstat(folder).st_uid == uid
         except OSError:

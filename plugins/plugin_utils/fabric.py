@@ -118,6 +118,17 @@ def planned_network(facts: dict, *, ip_pool: str = DEFAULT_IP_POOL,
     return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), previous)[1]
 
 
+def bridges_turned_off(network_results: dict[str, dict | None]) -> list[str]:
+    """The Macs (in the order given) whose network step turned their Thunderbolt Bridge service off, or in
+    check mode would: by the networksetup calls it reports (thunderbolt_network's RETURN)."""
+    off = []
+    for host, result in network_results.items():
+        service = ((result or {}).get("bridge") or {}).get("service")
+        if service and ["-setnetworkserviceenabled", service, "off"] in ((result or {}).get("commands") or []):
+            off.append(host)
+    return off
+
+
 @dataclass
 class Written:
     paths: list[Path]

@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
@@ -36,13 +36,15 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", str(text or "")))
 
 
-def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_networks=()) -> list[str]:
+def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_networks=(), *,
+                    outside: tuple[str, ...] = (), group: str = "mlx_cluster") -> list[str]:
     """Problems with the cluster as declared.
 
     ``hosts`` maps each host in the cluster group to its variables (the merged host and
     group variables Ansible gives it); ``group_vars`` are the cluster-wide values, read from
     the first host when the caller has no better source; ``controller_networks`` are this
-    controller's own ``(interface, IPv4Interface)`` pairs, which the pool must stay clear of.
+    controller's own ``(interface, IPv4Interface)`` pairs, which the pool must stay clear of;
+    ``outside`` the inventory's other hosts (not in ``group``), named as such when a cable names one.
     """
     problems: list[str] = []
     if not hosts:
@@ -57,7 +59,7 @@ def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_network
     for var in VERSION_VARS:
         problems += _version_problems(var, group_vars.get(var))
     problems += _env_problems(group_vars.get("mlx_fleet_envs"))
-    cables, cable_problems = _cables(hosts, group_vars.get("mlx_fleet_cables") or [])
+    cables, cable_problems = _cables(hosts, group_vars.get("mlx_fleet_cables") or [], outside, group)
     problems += cable_problems
     problems += _pool_problems(hosts, group_vars, cables, controller_networks)
     return problems
@@ -189,7 +191,7 @@ def _env_problems(envs) -> list[str]:
     return problems
 
 
-def _cables(hosts: dict[str, dict], cables) -> tuple[list[str], list[str]]:
+def _cables(hosts: dict[str, dict], cables, outside=(), group: str = "mlx_cluster") -> tuple[list[str], list[str]]:
     """(the cables that parse, a problem line for each that does not)."""
     if not isinstance(cables, list):
         return [], ["mlx_fleet_cables: must be a list of 'host:port -- host:port'"]
@@ -204,11 +206,27 @@ def _cables(hosts: dict[str, dict], cables) -> tuple[list[str], list[str]]:
     checked: list[str] = []
     for cable in cables:
         try:
+            ends = parse_cable(cable)
+            elsewhere = [end.host for end in (ends.a, ends.b) if end.host not in counts and end.host in outside]
+            if elsewhere:
+                problems.append(f"mlx_fleet_cables: cable {ends}: {elsewhere[0]} is in the inventory but not in "
+                                f"group {group}; list it under {group} or take the cable out of the plan")
+                continue
             parse_cables(checked + [cable], counts)
             checked.append(cable)
         except CablePlanError as exc:
             problems.append(f"mlx_fleet_cables: {exc}")
     return checked, problems
+
+
+def labelled(problems: list[str], extra_vars) -> list[str]:
+    """Each problem headed by where its value comes from: an extra variable (-e) when it names one (an
+    extra variable wins over the inventory), else the inventory."""
+    def source(problem: str) -> str:
+        named = any(re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", problem) for name in extra_vars)
+        return "extra variable (-e)" if named else "inventory"
+
+    return [f"{source(problem)}: {problem}" for problem in problems]
 
 
 def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str], controller_networks) -> list[str]:

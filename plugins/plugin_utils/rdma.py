@@ -349,8 +349,9 @@ def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict
 def _summary(hosts, needs, cannot, broken, backend, current, projected) -> str:
     cannot_text = (f"; {_join(cannot)} cannot do RDMA, so ring is the way for "
                    f"{'it' if len(cannot) == 1 else 'them'}" if cannot else "")
-    broken_text = (f"; {_join(broken)} {'has' if len(broken) == 1 else 'have'} RDMA enabled but not working "
-                   "(see above)" if broken else "")
+    # Where the details are depends on who prints the summary: said there, not here.
+    broken_text = (f"; {_join(broken)} {'has' if len(broken) == 1 else 'have'} RDMA enabled but not working"
+                   if broken else "")
     if len(hosts) < 2:
         ready = "ready for RDMA" if not needs and not cannot else "not ready for RDMA"
         return f"{_join(hosts) or 'no Mac'}: {ready}; one Mac has no Thunderbolt fabric{cannot_text}{broken_text}"

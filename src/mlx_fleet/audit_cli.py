@@ -34,7 +34,8 @@ def add_audit_parsers(sub, command) -> None:
                   "Read every Mac as the audit does and write a record of the environment an experiment runs on: "
                   "per Mac macOS, model, serial, memory, Python and every package with hashes, the wired limit; the "
                   "backend, hostfile, cables and RDMA; the mlx-fleet version and the inventory's git commit. With "
-                  "-- COMMAND, the launch command and the current folder's git commit too. JSON plus Markdown. "
+                  "-- COMMAND, the launch command and the current folder's git commit too (the command is recorded, not "
+                  "run: start it yourself). JSON plus Markdown. "
                   "--diff A B prints what changed between two records (exit 1 when more than the time did).",
                   "  mlx-fleet record -i inventory/mine -- mlx.launch --hostfile h.json train.py\n"
                   "  mlx-fleet record --diff before.json after.json")
@@ -42,7 +43,7 @@ def add_audit_parsers(sub, command) -> None:
     rec.add_argument("--out", help="the record's JSON file; the Markdown goes beside it "
                                    "(default: OUTPUT_DIR/records/record-TIME.json)")
     rec.add_argument("--diff", nargs=2, dest="compare", metavar=("A", "B"), help="compare two records instead of making one")
-    rec.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command the record is for")
+    rec.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command the record is for (recorded, not run)")
 
 
 def _audit(args, name: str):
@@ -61,8 +62,8 @@ def _status(report, drift: bool) -> int:
 
 
 def _not_audited(report) -> list[str]:
-    lines = [f"not audited: {host}: unreachable: {why}" for host, why in sorted(report.unreachable.items())]
-    return lines + [f"not audited: {host}: {m}" for host, messages in sorted(report.failed.items()) for m in messages]
+    lines = [f"not audited: {host}: unreachable: {report.unreachable[host]}" for host in runner.natural(report.unreachable)]
+    return lines + [f"not audited: {host}: {m}" for host in runner.natural(report.failed) for m in report.failed[host]]
 
 
 def run_audit(args) -> int:
@@ -114,4 +115,6 @@ def run_record(args) -> int:
     for line in _not_audited(report):
         print(line.replace("not audited", "not recorded"))
     print(f"record: {out} (Markdown: {notebook}); {len(record['macs'])} Macs")
+    if record["command"]:
+        print(f"command recorded, not run: {record['command']['text']} (start it yourself)")
     return report.exit_status

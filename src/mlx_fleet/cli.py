@@ -73,6 +73,10 @@ def _fabric_lines(report) -> list[str]:
         lines.append(f"backend: none ({fabric.get('reason', '')})")
     if fabric.get("ip_pool_note"):  # the range chosen for the cables' addresses, when the inventory set none
         lines.append(f"addresses: {fabric['ip_pool_note']}")
+    if fabric.get("bridges_off"):  # what the network step did (or would do), not a warning to act on
+        lines.append(f"Thunderbolt Bridge: {'would turn' if report.check else 'turned'} off on "
+                     f"{', '.join(fabric['bridges_off'])} (mlx_fabric_bridge: disabled; across the cables it breaks "
+                     "RDMA setup)")
     # Its errors are the lines of its failure, which the summary prints first.
     hostfile = fabric.get("hostfile")
     if hostfile and not fabric.get("errors"):
@@ -94,7 +98,9 @@ def _rdma_lines(report) -> list[str]:
     rdma = report.result("mlx_fleet.cluster.rdma_readiness")
     if not rdma:
         return []
-    lines = [f"RDMA: {rdma['summary']}"] if rdma.get("summary") else []
+    # Each Mac enabled but not working is a warning of its own, which the summary prints after these lines.
+    below = " (each says why in a warning below)" if rdma.get("enabled_not_working") else ""
+    lines = [f"RDMA: {rdma['summary']}{below}"] if rdma.get("summary") else []
     if rdma.get("needs_recovery"):
         lines.append(f"to do at the rack: Recovery step for {', '.join(rdma['needs_recovery'])}; "
                      f"checklist {rdma['checklist']['html']} (text: {rdma['checklist']['text']})")

@@ -9,6 +9,7 @@ package unless the user names one in ANSIBLE_CONFIG.
 
 from __future__ import annotations
 
+import copy
 import getpass
 import importlib.util
 import json
@@ -37,6 +38,18 @@ RECORDED_ENV = ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOST_KEY_
 # A Mac's own sudo password (onboarding's new Mac) reaches ansible-playbook as a host variable encrypted
 # with a key made for the run, which ansible-playbook asks for on its terminal: nothing readable at rest.
 VAULT_ID = "mlx_fleet_run"
+# A role's check of its own variables: instant, and no step a person needs to follow.
+ARGUMENT_CHECK = "ansible.builtin.validate_argument_spec"
+CONTROLLER = "localhost"  # where the inventory check runs: the controller, not a Mac
+
+
+def natural_key(name: str) -> list:
+    """Sort key that puts mini-2 before mini-10."""
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", str(name))]
+
+
+def natural(names) -> list[str]:
+    return sorted(names, key=natural_key)
 
 
 def collections_path() -> str:
@@ -60,6 +73,7 @@ class RunReport:
     playbook: str
     rc: int = 0
     changed: set[str] = field(default_factory=set)
+    controller_changed: bool = False  # a step run once for the cluster rewrote the controller's files
     failed: dict[str, list[str]] = field(default_factory=dict)
     cluster_failed: list[str] = field(default_factory=list)  # steps run once for the whole cluster
     unreachable: dict[str, str] = field(default_factory=dict)
@@ -70,6 +84,7 @@ class RunReport:
     artifacts: Path | None = None
     seconds: float = 0.0
     check: bool = False  # --check: "changed" means "would change", and nothing was written
+    diff: bool = False  # --diff: each change's differences are printed as they come
 
     def result(self, action: str) -> dict | None:
         """The last result of a task with this action (e.g. mlx_fleet.cluster.fabric)."""
@@ -98,7 +113,8 @@ def _message(res: dict) -> str:
 
 
 class Progress:
-    """One live line per step on a terminal; plain lines otherwise."""
+    """One live line per step on a terminal; plain lines otherwise. A step run on the controller (the
+    inventory check, a step run once for the whole cluster) says so instead of counting Macs."""
 
     def __init__(self, stream=sys.stderr):
         self.stream = stream
@@ -106,15 +122,21 @@ class Progress:
         self.task = ""
         self.started: set[str] = set()
         self.done: set[str] = set()
+        self.controller = False
         self.failures = 0
         self.step = 0
 
     def _line(self) -> str:
-        return (f"[{self.step}] {self.task}: {len(self.done)}/{len(self.started) or '?'} Macs"
-                + (f", {self.failures} failed so far" if self.failures else ""))
+        if self.controller:
+            where = "on the controller"
+        elif not self.done and len(self.started) <= 1:
+            where = "..."  # one host so far: a Mac, or the controller under a Mac's name
+        else:
+            where = f"{len(self.done)}/{len(self.started)} Macs"
+        return f"[{self.step}] {self.task}: {where}" + (f", {self.failures} failed so far" if self.failures else "")
 
     def _show(self) -> None:
-        if self.live:
+        if self.live and self.task:
             self.stream.write("\r\033[K" + self._line()[:150])
             self.stream.flush()
 
@@ -127,19 +149,32 @@ class Progress:
             self.stream.write(self._line() + "\n")
         self.stream.flush()
 
-    def task_start(self, name: str) -> None:
+    def task_start(self, name: str | None) -> None:
+        """A new step; None: a step not shown (a role checking its variables)."""
         self._close_step()
-        self.step += 1
-        self.task, self.started, self.done = name, set(), set()
-        self._show()
+        self.task, self.started, self.done, self.controller = name or "", set(), set(), False
+        if name:
+            self.step += 1
+            self._show()
 
     def host_start(self, host: str) -> None:
         self.started.add(host)
+        self.controller = self.controller or host == CONTROLLER
         self._show()
 
-    def host_done(self, host: str, failed: bool) -> None:
+    def host_done(self, host: str, failed: bool, controller: bool = False) -> None:
         self.done.add(host)
+        self.controller = self.controller or controller or host == CONTROLLER
         self.failures += failed
+        self._show()
+
+    def aside(self, text: str, stream) -> None:
+        """Print TEXT on STREAM (another one, or the same) without mixing it into the live line."""
+        if self.live and self.task:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+        stream.write(text)
+        stream.flush()
         self._show()
 
     def finish(self) -> None:
@@ -147,12 +182,30 @@ class Progress:
         self.task = ""
 
 
+def render_diff(host: str, task: str, res: dict) -> str:
+    """A changed result's differences as ansible-playbook --diff prints them, under the Mac and the step
+    (a loop's items each under their label); "" when there are none."""
+    from ansible.plugins.callback import CallbackBase
+
+    items = res.get("results") if isinstance(res.get("results"), list) else [res]
+    out = []
+    for item in items:
+        if not (isinstance(item, dict) and item.get("diff") and item.get("changed")):
+            continue
+        text = CallbackBase()._get_diff(copy.deepcopy(item["diff"]))  # it serializes mappings in place
+        if text:
+            label = item.get("_ansible_item_label", item.get("item")) if item is not res else None
+            out.append(f"{host}: {task}" + (f" ({label})" if label is not None else "") + "\n" + text)
+    return "".join(out)
+
+
 class _Events:
     """ansible-runner's event handler: fills the report and drives the progress line."""
 
-    def __init__(self, report: RunReport, progress: Progress | None):
+    def __init__(self, report: RunReport, progress: Progress | None, diff_stream=None):
         self.report = report
         self.progress = progress
+        self.diff_stream = diff_stream or sys.stdout  # where --diff prints, as ansible-playbook does
 
     def __call__(self, event: dict) -> bool:
         kind = event.get("event", "")
@@ -165,18 +218,31 @@ class _Events:
         elif kind.startswith("runner_on_"):
             self.report.in_flight.discard(host)
         if kind == "playbook_on_task_start" and progress:
-            progress.task_start(data.get("task", "") or action)
+            progress.task_start(None if action == ARGUMENT_CHECK else data.get("task", "") or action)
         elif kind == "runner_on_start" and progress:
             progress.host_start(host)
         elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped"):
+            from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP
+
             res = data.get("res", {}) or {}
             failed = kind == "runner_on_failed" and not data.get("ignore_errors")
             if progress:
-                progress.host_done(host, failed or kind == "runner_on_unreachable")
+                progress.host_done(host, failed or kind == "runner_on_unreachable", bool(res.get(CLUSTER_STEP)))
             self._result(kind, host, action, data.get("task", ""), res, failed)
+            if kind == "runner_on_ok" and self.report.diff:
+                self._diff(render_diff(host, data.get("task", "") or action, res))
         elif kind == "warning":
             self.report.warnings.append(_first_line(data.get("warning") or event.get("stdout")))
         return True  # keep every event in the artifacts
+
+    def _diff(self, text: str) -> None:
+        if not text:
+            return
+        if self.progress:
+            self.progress.aside(text, self.diff_stream)
+        else:
+            self.diff_stream.write(text)
+            self.diff_stream.flush()
 
     def _result(self, kind: str, host: str, action: str, task: str, res: dict, failed: bool) -> None:
         from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS
@@ -187,8 +253,11 @@ class _Events:
             return
         if kind == "runner_on_skipped":
             return
-        if kind == "runner_on_ok" and res.get("changed") and not res.get(CLUSTER_STEP):
-            report.changed.add(host)  # a Mac that changed; a cluster step changes the controller's files
+        if kind == "runner_on_ok" and res.get("changed"):
+            if res.get(CLUSTER_STEP) or host == CONTROLLER:
+                report.controller_changed = True  # a cluster step changes the controller's files, not its Mac
+            else:
+                report.changed.add(host)
         if action:
             report.results.setdefault(action, []).append(res)
         report.warnings.extend(_first_line(w) for w in res.get("warnings", []) or [])
@@ -198,6 +267,8 @@ class _Events:
             bad = res.get(INPUT_ERRORS) or []
             report.input_errors.extend(line for line in bad if line not in report.input_errors)
             message = "\n".join(line for line in _message(res).splitlines() if line not in bad).strip()
+            if action == ARGUMENT_CHECK:
+                task = "the role's variables"  # not "Validating arguments against arg spec 'main' - ..."
             if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
                 report.cluster_failed.append(f"{task}:\n{message}")
             elif message or not bad:
@@ -272,7 +343,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     if become:
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*$"] = become
-    report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check)
+    report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check,
+                       diff=options.diff)
     watcher = Progress() if progress else None
     events = _Events(report, watcher)
     started = time.monotonic()
@@ -413,9 +485,9 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
     out = []
     for line in report.input_errors:
         out.append(f"error: {line}")
-    for host, message in sorted(report.unreachable.items()):
-        out.append(f"unreachable: {host}: {message}")
-    failures = [f"{host}: {message}" for host, messages in sorted(report.failed.items()) for message in messages]
+    for host in natural(report.unreachable):
+        out.append(f"unreachable: {host}: {report.unreachable[host]}")
+    failures = [f"{host}: {message}" for host in natural(report.failed) for message in report.failed[host]]
     for failure in failures + report.cluster_failed:
         first, *more = failure.splitlines()
         out += [f"failed: {first}", *(f"  {line}" for line in more)]
@@ -423,7 +495,16 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
     for warning in dict.fromkeys(w for w in report.warnings if w):
         out.append(f"warning: {warning}")
     if report.changed:
-        out.append(f"{'would change' if report.check else 'changed'}: {', '.join(sorted(report.changed))}")
+        out.append(f"{'would change' if report.check else 'changed'}: {', '.join(natural(report.changed))}")
+    elif report.controller_changed:
+        out.append("no Mac would change (only the controller's files would)" if report.check
+                   else "no Mac changed (only the controller's files did)")
+    elif report.rc not in (0, 2, 4):  # interrupted, or ansible-playbook itself refused: not a finished run
+        pass
+    elif not report.check:
+        out.append("nothing changed")
+    elif report.exit_status == EXIT_OK:  # a check that stopped early cannot tell what the rest would change
+        out.append("nothing would change")
     out.append(f"full output: {report.artifacts}/stdout ({report.seconds:.0f} s)")
     status = report.exit_status
     out.append({EXIT_OK: "result: ok", EXIT_ATTENTION: "result: the cluster needs attention (exit 1)",

@@ -18,6 +18,32 @@ def cluster():
     sim.down()
 
 
+def test_check_and_diff_on_a_fresh_cluster_say_what_would_change(cluster):
+    """First in this module: the cluster is still fresh (bridges on, nothing configured)."""
+    result = mlx_fleet("converge", "-i", str(cluster.dir / "inventory.yml"), "--check", "--diff", timeout=600)
+    out, progress = result.stdout, result.stderr.splitlines()
+    # The differences, in the terminal, as ansible-playbook --diff prints them, under each Mac and step.
+    for mac in cluster.nodes:
+        assert f"{mac}: Keep the Mac awake, restarting after a power failure, named, with its GPU wired-memory " \
+               "limit\n--- before: pmset -g custom\n+++ after: pmset -g custom\n" in out
+        assert f"{mac}: Give each cabled port its network (persistent, through networksetup)\n" \
+               "--- before: Thunderbolt Bridge (before)\n+++ after: Thunderbolt Bridge (after)\n@@ -1 +1 @@\n" \
+               "-enabled: yes\n+enabled: no\n" in out
+    assert "\033[" not in out  # no colour codes when the output is not a terminal
+    lines = out.splitlines()
+    # The bridges it would turn off are said as such, not as warnings to act on.
+    assert ("Thunderbolt Bridge: would turn off on mini-1, mini-2, mini-3 (mlx_fabric_bridge: disabled; across the "
+            "cables it breaks RDMA setup)") in lines
+    assert not [line for line in lines if line.startswith("warning:") and "Thunderbolt Bridge" in line], out
+    assert "would change: mini-1, mini-2, mini-3" in lines and lines[-1] == "result: ok (--check: nothing was changed)"
+    # Progress in a person's words: no role argument checks, controller steps said as such.
+    assert not [line for line in progress if "Validating arguments" in line or "arg spec" in line]
+    assert progress[0].startswith("[1] Validate hosts") and progress[0].endswith(": on the controller")
+    assert not [line for line in progress if line.endswith("1/1 Macs")], progress
+    assert all(cluster.ssh(mac, "networksetup -getnetworkserviceenabled 'Thunderbolt Bridge'").stdout.strip()
+               == "Enabled" for mac in cluster.nodes)  # --check changed nothing
+
+
 def test_hostfile_prints_backend_reason_and_paths(cluster):
     result = mlx_fleet("hostfile", "-i", str(cluster.dir / "inventory.yml"))
     out = result.stdout.splitlines()

@@ -161,7 +161,8 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
     shutil.copyfile(paths[0], stored)  # the right name, other bytes
     other_before = {n: v for n, v in listing(sim).items() if n != odd}
     out = play(sim, "--diff", cache=fresh_cache)
-    assert {n: s["changed"] for n, s in out["stats"].items()} == {n: (1 if n == odd else 0) for n in sim.nodes}
+    # Two changed tasks on it: the new venv built beside the old one, and the switch to it.
+    assert {n: s["changed"] for n, s in out["stats"].items()} == {n: (2 if n == odd else 0) for n in sim.nodes}
     plan = next(iter(task_results(out, "download each artifact once").values()))
     assert plan["hosts"][odd]["push"] == [f"wheels/{stored.name}"]
     result = task_results(out, "install the locked set")[odd]
@@ -172,6 +173,68 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
         r["sha256"] for r in plan["hosts"][odd]["requirements"] if r["filename"] == stored.name)
     assert {n: v for n, v in listing(sim).items() if n != odd} == other_before
     print("\nmlx_env measurements:", json.dumps(report))
+
+
+# ---------------------------------------------------------------- an interrupted install
+
+def _kill_on_node(sim, node: str, words: tuple[str, ...], playbook: subprocess.Popen) -> str:
+    """SIGKILL the first process on NODE (its network namespace: other clusters run the same commands) whose
+    command line holds every one of WORDS, while PLAYBOOK runs; its command line."""
+    netns = os.readlink(f"/proc/{sim.state()['nodes'][node]['pid']}/ns/net")
+    deadline = time.monotonic() + 600
+    while playbook.poll() is None and time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+                if all(any(w in a for a in argv) for w in words) and os.readlink(f"/proc/{pid}/ns/net") == netns:
+                    os.kill(int(pid), 9)
+                    return " ".join(argv)
+            except OSError:
+                continue  # gone meanwhile
+        time.sleep(0.02)
+    raise AssertionError(f"no {words} on {node} while the play ran")
+
+
+def test_an_install_killed_midway_leaves_the_old_venv_and_the_next_run_repairs_it(make_sim):
+    sim = make_sim(nodes=1)
+    node = sim.nodes[0]
+    play(sim, cache=SHARED_CACHE)
+    venv = sim.dir / "nodes" / node / "fs" / VENV
+    # Drift to repair: mlx-lm removed by hand. The old venv still runs MLX, without mlx-lm.
+    node_ssh(sim, node, "/opt/mlx-fleet/store/bin/uv pip uninstall --python /opt/mlx-fleet/venv/bin/python mlx-lm")
+    fingerprint = (venv / "mlx-fleet.fingerprint.json").read_bytes()
+    imports = "/opt/mlx-fleet/venv/bin/python -c 'import mlx.core as mx; print(mx.__version__)'"
+
+    # The install of the new venv is killed midway (uv pip sync, building beside the old venv).
+    record = sim.dir / "record.json"
+    record.unlink(missing_ok=True)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), MLX_FLEET_RECORD=str(record),
+               ANSIBLE_CALLBACK_PLUGINS=str(Path(__file__).parent / "callbacks"), ANSIBLE_CALLBACKS_ENABLED="record_json")
+    with subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(PLAYBOOK),
+                           "-e", f"mlx_env_cache_dir={SHARED_CACHE}"], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL) as playbook:
+        killed = _kill_on_node(sim, node, ("pip", "sync", "/opt/mlx-fleet/.venv.next/bin/python"), playbook)
+        assert playbook.wait(timeout=600) != 0
+    assert "--offline" in killed
+    failed = task_results(json.loads(record.read_text()), "install the locked set")[node]
+    assert failed["failed"] and "uv pip sync failed" in failed["msg"]
+    # The old venv is as it was: it imports MLX, still lacks mlx-lm, keeps its fingerprint; the half-built one
+    # is beside it, not in its place.
+    assert node_ssh(sim, node, imports).strip() == "0.32.4"
+    assert "No module named 'mlx_lm'" in sim.ssh(node, "/opt/mlx-fleet/venv/bin/python -c 'import mlx_lm'",
+                                                 check=False, own_config=True).stderr
+    assert (venv / "mlx-fleet.fingerprint.json").read_bytes() == fingerprint
+    assert (venv.parent / ".venv.next" / "bin" / "python").exists()
+
+    # The next run builds it again and switches; the one after changes nothing.
+    out = play(sim, cache=SHARED_CACHE)
+    result = task_results(out, "install the locked set")[node]
+    assert result["changes"] == ["mlx-lm (none) -> 0.32.2"] and result["actions"] == ["sync"]
+    assert task_results(out, "Switch to the new environment")[node]["swapped"] == "atomic"
+    assert node_ssh(sim, node, "/opt/mlx-fleet/venv/bin/python -c 'import mlx_lm, mlx.core; print(\"ok\")'") == "ok\n"
+    assert os.listdir(venv.parent / ".venv.next") == [".mlx-fleet-venv"]
+    out = play(sim, cache=SHARED_CACHE)
+    assert out["stats"][node]["changed"] == 0
 
 
 # ---------------------------------------------------------------- a uv-managed CPython

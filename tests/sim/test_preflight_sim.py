@@ -86,6 +86,23 @@ def test_inventory_mistake_stops_before_any_mac_is_touched(sim, tmp_path, group_
     assert logins(sim) == before, "a Mac was contacted despite the inventory error"
 
 
+def test_a_host_outside_the_cluster_and_an_extra_variable_are_named_as_such(sim, tmp_path):
+    inventory = inventory_with(sim, tmp_path, {"mlx_fleet_cables": ["mini-1:1 -- buildbox:1"]})
+    data = yaml.safe_load(inventory.read_text())
+    data["all"]["hosts"] = {"buildbox": {"ansible_host": "192.0.2.7"}}  # in the inventory, not in mlx_cluster
+    inventory.write_text(yaml.safe_dump(data))
+    before = logins(sim)
+    result = playbook(inventory, "-e", "mlx_fleet_ip_pool=10.0.0.1/8", playbook="site.yml")
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert ("[ERROR]: Task failed: inventory: mlx_fleet_cables: cable mini-1:1 -- buildbox:1: buildbox is in the "
+            "inventory but not in group mlx_cluster; list it under mlx_cluster or take the cable out of the plan"
+            ) in lines, result.stdout
+    assert ("extra variable (-e): mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set; write the network itself, "
+            "10.0.0.0/8") in lines, result.stdout
+    assert logins(sim) == before
+
+
 def test_a_pool_on_the_controllers_own_network_is_refused(sim, tmp_path):
     # The controller reaches the simulated Macs over its bridge, 10.213.K.1/24.
     before = logins(sim)

@@ -389,3 +389,19 @@ def test_probe_checks_every_installed_file_against_its_record(tmp_path):
     data.unlink()
     edited = probe()["records"]["tiny"]
     assert (edited["modified"], edited["missing"], edited["checked"]) == (["tiny.py"], ["tiny.txt"], 3)
+
+
+def test_record_says_the_command_is_recorded_not_run(tmp_path, monkeypatch, capsys):
+    from mlx_fleet import audit_cli, cli, runner
+
+    state = converged()
+    facts = record_facts(list(state[1]), state[1], {}, HOSTFILE)
+    monkeypatch.setattr(audit_cli, "_audit", lambda args, name: (runner.RunReport(playbook="p"), {"record": facts}))
+    (tmp_path / "inventory.yml").write_text("all: {}\n")
+    argv = ["record", "-i", str(tmp_path / "inventory.yml"), "--out", str(tmp_path / "r.json")]
+    assert cli.main(argv + ["--", "mlx.launch", "--hostfile", "h.json", "train.py"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "command recorded, not run: mlx.launch --hostfile h.json train.py (start it yourself)"
+    assert json.loads((tmp_path / "r.json").read_text())["command"]["text"] == "mlx.launch --hostfile h.json train.py"
+    assert cli.main(argv) == 0
+    assert "not run" not in capsys.readouterr().out  # no command, nothing to say about one

@@ -650,3 +650,16 @@ def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
     assert line.summary.endswith("mini-4 cannot do RDMA, so ring is the way for it")
     assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2 -> mini-3 -> mini-4) but "
                              "mini-4 cannot do RDMA (a Thunderbolt 4 Mac)")
+
+
+def test_bridges_the_network_step_turned_off_or_would():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import bridges_turned_off
+
+    off = {"bridge": {"service": "Thunderbolt Bridge", "enabled": False},
+           "commands": [["-setnetworkserviceenabled", "Thunderbolt Bridge", "off"],
+                        ["-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"]]}
+    already = {"bridge": {"service": "Thunderbolt Bridge", "enabled": False}, "commands": []}
+    other = {"bridge": {"service": "Thunderbolt Bridge", "enabled": True},
+             "commands": [["-setnetworkserviceenabled", "Thunderbolt 1", "off"]]}
+    assert bridges_turned_off({"mini-1": off, "mini-2": already, "mini-3": other, "mini-4": None,
+                               "mini-10": off}) == ["mini-1", "mini-10"]

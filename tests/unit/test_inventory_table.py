@@ -200,3 +200,22 @@ def test_with_no_pool_set_a_range_nothing_here_uses_is_chosen_and_then_kept():
              ("en2", IPv4Interface("172.31.0.1/24"))]
     with pytest.raises(ValueError, match="set mlx_fleet_ip_pool to a private range none of them uses"):
         choose_pool(None, every, [None])
+
+
+def test_a_cable_to_a_host_outside_the_cluster_group_names_it_as_such():
+    problems = check_inventory(HOSTS, {"mlx_fleet_cables": ["s1:2 -- s9:2", "s1:3 -- m7:1"]}, CONTROLLER,
+                               outside=("s9", "build-box"), group="mlx_cluster")
+    assert problems == ["mlx_fleet_cables: cable s1:2 -- s9:2: s9 is in the inventory but not in group mlx_cluster; "
+                        "list it under mlx_cluster or take the cable out of the plan",
+                        "mlx_fleet_cables: cable s1:3 -- m7:1: unknown host 'm7'"]
+
+
+def test_a_problem_with_an_extra_variable_is_labelled_as_one():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import labelled
+
+    problems = check_inventory(HOSTS, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_backend": "mpi"}, CONTROLLER)
+    assert labelled(problems, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_ip": "x"}) == [
+        "inventory: mlx_fleet_backend: unknown backend 'mpi'; use one of jaccl, jaccl-ring, ring, auto",
+        "extra variable (-e): mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set; write the network itself, 10.0.0.0/8"]
+    host_level = check_inventory(HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {}, CONTROLLER)
+    assert labelled(host_level, {"mlx_fleet_model": "studio-m2"})[0].startswith("extra variable (-e): s3: unknown model")

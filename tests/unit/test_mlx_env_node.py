@@ -59,15 +59,15 @@ def test_only_a_marked_or_empty_folder_is_cleared(tmp_path):
     (venv / "precious.txt").write_text("someone's data")
     assert node.folder_state(str(venv), node.VENV_MARKER) == "foreign"
     with pytest.raises(Failed, match="was not made by mlx-fleet"):
-        mlx_env._claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
+        node.claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
     assert (venv / "precious.txt").exists()
 
     (venv / "precious.txt").unlink()
-    mlx_env._claim(FakeModule(), str(venv), node.VENV_MARKER)
+    node.claim(FakeModule(), str(venv), node.VENV_MARKER)
     assert node.folder_state(str(venv), node.VENV_MARKER) == "ours"
     (venv / "bin").mkdir()
     (venv / "bin" / "python").write_text("")
-    mlx_env._claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
+    node.claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
     assert sorted(os.listdir(venv)) == [node.VENV_MARKER]
 
 
@@ -155,14 +155,15 @@ def test_folders_to_make_leave_an_existing_parent_alone(tmp_path):
 
     uid = os.getuid()
     venv, store = tmp_path / "mlx-fleet" / "venv", tmp_path / "mlx-fleet" / "store"
+    following = tmp_path / "mlx-fleet" / ".venv.next"
+    owned = [{"path": str(f), "owner": "admin", "mode": "0755"} for f in (venv, following, store)]
     assert _to_make(str(venv), str(store), "admin", uid) == [
-        {"path": str(tmp_path / "mlx-fleet")},  # made root-owned, never given the owner
-        {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
+        {"path": str(tmp_path / "mlx-fleet")}] + owned  # the parent made root-owned, never given the owner
     venv.mkdir(parents=True)
+    following.mkdir()
     store.mkdir()
     assert _to_make(str(venv), str(store), "admin", uid) == []
-    assert _to_make(str(venv), str(store), "admin", uid + 1) == [
-        {"path": str(venv), "owner": "admin", "mode": "0755"}, {"path": str(store), "owner": "admin", "mode": "0755"}]
+    assert _to_make(str(venv), str(store), "admin", uid + 1) == owned
 
 
 def test_an_interrupted_runs_leftovers_are_removed(tmp_path):
@@ -176,3 +177,47 @@ def test_an_interrupted_runs_leftovers_are_removed(tmp_path):
     assert os.listdir(layout["incoming"]) == []
     assert sorted(os.listdir(layout["pythons"])) == [n for n in kept if not n.startswith(".partial-")]
     assert os.path.isdir(layout["wheels"])
+
+
+def _venv(folder, digest, text):
+    folder.mkdir(exist_ok=True)
+    (folder / node.VENV_MARKER).write_text("")
+    (folder / "bin").mkdir()
+    (folder / "bin" / "python").write_text(text)
+    (folder / "mlx-fleet.fingerprint.json").write_text(json.dumps({"digest": digest}))
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_the_switch_swaps_in_the_venv_just_built_and_empties_the_old_one(tmp_path, monkeypatch, atomic):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch
+    from module_runner import Commands, run_module
+
+    venv, beside = tmp_path / "venv", tmp_path / ".venv.next"
+    assert node.next_path(str(venv)) == str(beside)
+    _venv(venv, "old", "old python")
+    _venv(beside, "new", "new python")
+    if not atomic:  # a file system without an exchange call: three renames
+        monkeypatch.setattr(mlx_env_switch, "exchange", lambda a, b: False)
+    built = {"next": str(beside), "path": str(venv), "digest": "new"}
+    result = run_module(mlx_env_switch.main, {"path": str(venv), "built": built}, Commands({}))
+    assert result["changed"] and result["swapped"] == ("atomic" if atomic else "renames"), result
+    assert (venv / "bin" / "python").read_text() == "new python"
+    assert sorted(os.listdir(beside)) == [node.VENV_MARKER] and sorted(os.listdir(tmp_path)) == [".venv.next", "venv"]
+
+
+def test_the_switch_refuses_what_is_not_the_venv_just_built(tmp_path):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch
+    from module_runner import Commands, run_module
+
+    venv, beside = tmp_path / "venv", tmp_path / ".venv.next"
+    _venv(venv, "old", "old python")
+    _venv(beside, "half", "half-built python")  # an earlier build, interrupted: its fingerprint is not this one
+    args = {"path": str(venv), "built": {"next": str(beside), "path": str(venv), "digest": "new"}}
+    result = run_module(mlx_env_switch.main, args, Commands({}))
+    assert result["failed"] and "does not hold the environment just built" in result["msg"]
+    assert (venv / "bin" / "python").read_text() == "old python"
+    (beside / node.VENV_MARKER).unlink()  # not mlx-fleet's
+    args["built"]["digest"] = "half"
+    assert "is not a folder mlx-fleet made" in run_module(mlx_env_switch.main, args, Commands({}))["msg"]
+    assert (venv / "bin" / "python").read_text() == "old python"
+    assert run_module(mlx_env_switch.main, {"path": str(venv), "built": None}, Commands({}))["changed"] is False

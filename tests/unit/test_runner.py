@@ -218,3 +218,142 @@ def test_the_cli_names_an_output_folder_others_can_write_in_one_line_and_exits_2
     assert err == (f"mlx-fleet hostfile: {out} can be written by group and others (mode 0777), who could change the "
                    f"hostfiles and ledgers mlx-fleet reads there: run chmod go-w {out}\n")
     assert list(out.iterdir()) == []
+
+
+# --- the terminal tells the truth (issue 19 item 8) -------------------------------------------------
+
+
+def _progress(*events) -> str:
+    stream = io.StringIO()
+    progress = runner.Progress(stream)
+    handle = runner._Events(runner.RunReport(playbook="p"), progress, io.StringIO())
+    for event in events:
+        handle(event)
+    progress.finish()
+    return stream.getvalue()
+
+
+def _task(name, action=""):
+    return {"event": "playbook_on_task_start", "event_data": {"task": name, "task_action": action}}
+
+
+def test_progress_hides_argument_checks_and_says_controller_steps_run_there():
+    out = _progress(
+        _task("Validate hosts", "mlx_fleet.cluster.inventory_check"),
+        _event("runner_on_start", host="localhost"), _event("runner_on_ok", host="localhost"),
+        _task("Validating arguments against arg spec 'main' - Settings every Mac needs",
+              "ansible.builtin.validate_argument_spec"),
+        *(_event(kind, host=h) for h in ("mini-1", "mini-2") for kind in ("runner_on_start", "runner_on_ok")),
+        _task("Keep the Mac awake", "mlx_fleet.cluster.macos_node"),
+        *(_event(kind, host=h) for h in ("mini-1", "mini-2") for kind in ("runner_on_start", "runner_on_ok")),
+        _task("Check the lock, plan every node", "mlx_fleet.cluster.mlx_env_plan"),
+        _event("runner_on_start", host="mini-1"), _event("runner_on_ok", host="mini-1", res={CLUSTER_STEP: True}))
+    assert out.splitlines() == ["[1] Validate hosts: on the controller", "[2] Keep the Mac awake: 2/2 Macs",
+                                "[3] Check the lock, plan every node: on the controller"]
+    assert "Validating arguments" not in out
+
+
+def test_a_failed_argument_check_is_named_in_a_persons_words():
+    report = _report(_event("runner_on_failed", host="mini-1", action="ansible.builtin.validate_argument_spec",
+                            task="Validating arguments against arg spec 'main' - Settings", res={"msg": "bad x"}))
+    assert report.failed == {"mini-1": ["the role's variables: bad x"]}
+
+
+def _summary(report) -> list[str]:
+    out = io.StringIO()
+    runner.print_summary(report, stream=out)
+    return out.getvalue().splitlines()
+
+
+def test_a_run_that_changed_nothing_says_so():
+    assert "nothing changed" in _summary(_report(_event("runner_on_ok", res={"changed": False})))
+    check = _report(_event("runner_on_ok", res={"changed": False}))
+    check.check = True
+    assert "nothing would change" in _summary(check)
+    stopped = _report(_event("runner_on_ok", res={"changed": False}))
+    stopped.rc = 254  # interrupted: what was in flight may have changed
+    assert not [line for line in _summary(stopped) if line.startswith("nothing")]
+    check.failed = {"mini-1": ["Read the Mac: boom"]}
+    assert not [line for line in _summary(check) if line.startswith("nothing")]  # it stopped: nobody knows
+    controller_only = _report(_event("runner_on_ok", res={"changed": True, CLUSTER_STEP: True}))
+    assert controller_only.changed == set()
+    lines = _summary(controller_only)
+    assert "no Mac changed (only the controller's files did)" in lines and "nothing changed" not in lines
+    assert not any(line.startswith("nothing") for line in _summary(_report(_event("runner_on_ok",
+                                                                                  res={"changed": True}))))
+
+
+def test_mac_lists_are_in_natural_order():
+    hosts = ["mini-10", "mini-2", "mini-1"]
+    report = _report(*(_event("runner_on_ok", host=h, res={"changed": True}) for h in hosts),
+                     *(_event("runner_on_unreachable", host=h, res={"msg": "gone"}) for h in hosts),
+                     *(_event("runner_on_failed", host=h, res={"msg": "boom"}) for h in hosts))
+    lines = _summary(report)
+    assert "changed: mini-1, mini-2, mini-10" in lines
+    assert [line.split(":")[1].strip() for line in lines if line.startswith("unreachable:")] == ["mini-1", "mini-2",
+                                                                                                "mini-10"]
+    assert [line.split(":")[1].strip() for line in lines if line.startswith("failed:")] == ["mini-1", "mini-2",
+                                                                                           "mini-10"]
+
+
+def test_diff_prints_each_changes_differences_as_ansible_playbook_does():
+    diffs = io.StringIO()
+    report = runner.RunReport(playbook="p", diff=True)
+    handle = runner._Events(report, None, diffs)
+    handle(_event("runner_on_ok", host="mini-2", task="Keep the Mac awake", res={"changed": True, "diff": [
+        {"before_header": "pmset -g custom", "after_header": "pmset -g custom",
+         "before": "sleep 1\nwomp 1\n", "after": "sleep 0\nwomp 1\n"}]}))
+    handle(_event("runner_on_ok", host="mini-1", task="Create the folders", res={"changed": True, "results": [
+        {"changed": True, "item": {"path": "/opt/x"}, "_ansible_item_label": "/opt/x",
+         "diff": {"before": {"path": "/opt/x", "state": "absent"}, "after": {"path": "/opt/x", "state": "directory"}}},
+        {"changed": False, "_ansible_item_label": "/opt/y", "diff": {"before": "a\n", "after": "a\n"}}]}))
+    handle(_event("runner_on_ok", host="mini-3", task="Unchanged", res={"changed": False, "diff": {
+        "before": "a\n", "after": "b\n"}}))
+    text = diffs.getvalue()
+    assert text.startswith("mini-2: Keep the Mac awake\n--- before: pmset -g custom\n+++ after: pmset -g custom\n"
+                           "@@ -1,2 +1,2 @@\n-sleep 1\n+sleep 0\n womp 1\n")
+    assert "mini-1: Create the folders (/opt/x)\n--- before\n+++ after\n" in text
+    assert '-    "state": "absent"\n+    "state": "directory"\n' in text
+    assert "/opt/y" not in text and "mini-3" not in text  # unchanged: nothing to show, as ansible-playbook
+    quiet = io.StringIO()
+    runner._Events(runner.RunReport(playbook="p"), None, quiet)(  # without --diff: nothing printed
+        _event("runner_on_ok", res={"changed": True, "diff": {"before": "a\n", "after": "b\n"}}))
+    assert quiet.getvalue() == ""
+
+
+def test_a_diff_on_a_terminal_clears_the_live_line_first():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    line, diffs = Tty(), io.StringIO()
+    progress = runner.Progress(line)
+    handle = runner._Events(runner.RunReport(playbook="p", diff=True), progress, diffs)
+    handle(_task("Keep the Mac awake"))
+    handle(_event("runner_on_start", host="mini-1"))
+    handle(_event("runner_on_ok", host="mini-1", res={"changed": True, "diff": {"before": "a\n", "after": "b\n"}}))
+    assert "-a\n+b\n" in diffs.getvalue()
+    assert line.getvalue().endswith("\r\033[K\r\033[K[1] Keep the Mac awake: 1/1 Macs")
+
+
+def test_check_says_which_bridges_it_would_turn_off_not_a_warning():
+    fabric = {"backend": "jaccl", "reason": "full mesh", "bridges_off": ["mini-1", "mini-2"], "warnings": []}
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
+    report.check = True
+    assert ("Thunderbolt Bridge: would turn off on mini-1, mini-2 (mlx_fabric_bridge: disabled; across the cables "
+            "it breaks RDMA setup)") in cli._fabric_lines(report)
+    report.check = False
+    assert any(line.startswith("Thunderbolt Bridge: turned off on mini-1, mini-2") for line in cli._fabric_lines(report))
+
+
+def test_rdma_enabled_but_not_working_points_below_where_the_details_are():
+    rdma = {"summary": "no Mac needs the Recovery step; mini-1 has RDMA enabled but not working",
+            "enabled_not_working": ["mini-1"], "needs_recovery": [],
+            "warnings": ["mini-1: enabled but not working: Thunderbolt 2 is PORT_DOWN"]}
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.rdma_readiness", res=rdma))
+    out = io.StringIO()
+    runner.print_summary(report, stream=out, extra=cli._rdma_lines(report))
+    lines = out.getvalue().splitlines()
+    rdma_line = next(i for i, line in enumerate(lines) if line.startswith("RDMA: "))
+    assert lines[rdma_line].endswith("(each says why in a warning below)") and "see above" not in out.getvalue()
+    assert lines.index("warning: mini-1: enabled but not working: Thunderbolt 2 is PORT_DOWN") > rdma_line
