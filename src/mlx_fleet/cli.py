@@ -14,7 +14,8 @@ import sys
 
 from mlx_fleet import __version__
 from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, Interrupted, UserError
-from mlx_fleet.sim.cli import add_sim_parser, run_sim
+
+SIM_HELP = "a simulated Mac cluster (macsim) to rehearse on; needs root"
 
 
 def _command(sub, name: str, summary: str, description: str, examples: str):
@@ -117,7 +118,9 @@ def _run_playbook_command(name: str, args) -> int:
     return runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the TOOL a run names, `sim`'s own parser (and the simulator with it) is
+    imported only when that is `sim`, so every other command starts without it."""
     from mlx_fleet.runner import add_playbook_options
 
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__,
@@ -139,7 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.onboard import add_onboard_parser
 
     add_onboard_parser(sub, _command)
-    add_sim_parser(sub)
+    if tool in (None, "sim"):
+        from mlx_fleet.sim.cli import add_sim_parser
+
+        add_sim_parser(sub, SIM_HELP)
+    else:  # listed in the help as it is; its arguments are parsed once `sim` is the tool
+        sub.add_parser("sim", help=SIM_HELP, add_help=False).add_argument("sim_args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -147,7 +155,13 @@ def _dispatch(args, argv: list[str] | None) -> int:
     if args.tool in PLAYBOOK_COMMANDS:
         return _run_playbook_command(args.tool, args)
     if args.tool == "sim":
-        return run_sim(args)
+        from mlx_fleet.sim.cli import run_sim
+        from mlx_fleet.sim.host import SimError
+
+        try:
+            return run_sim(args)
+        except SimError as exc:
+            raise UserError(str(exc)) from None
     if args.tool == "capture":
         return _run_capture(args)
     if args.tool == "onboard":
@@ -171,12 +185,12 @@ def _dispatch(args, argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser(given[0] if given else "").parse_args(argv)
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.interrupt import raise_keyboard_interrupt
-    from mlx_fleet.sim.host import SimError
 
     # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner.py); the sim keeps its own.
     previous = {signum: signal.signal(signum, raise_keyboard_interrupt)
@@ -185,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args, argv)
     except Busy as exc:
         return _say(args.tool, exc, EXIT_BUSY)
-    except (UserError, SimError, CablePlanError, CaptureError, LockError) as exc:
+    except (UserError, CablePlanError, CaptureError, LockError) as exc:
         return _say(args.tool, exc, EXIT_BAD_INPUT)
     except Interrupted as exc:
         return _say(args.tool, exc, EXIT_INTERRUPTED)

@@ -11,8 +11,8 @@ from pathlib import Path
 DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
 
 
-def add_sim_parser(sub) -> None:
-    sim = sub.add_parser("sim", help="a simulated Mac cluster (macsim) to rehearse on; needs root")
+def add_sim_parser(sub, help_text: str) -> None:
+    sim = sub.add_parser("sim", help=help_text)
     ssub = sim.add_subparsers(dest="sim_command", required=True)
 
     def with_dir(p):
