@@ -12,6 +12,8 @@ import argparse
 import signal
 import sys
 
+# The summary's lines come from the collection, as the summary callback's do.
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import _fabric_lines, _rdma_lines
 from mlx_fleet import __version__
 from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, Interrupted, UserError
 
@@ -61,51 +63,6 @@ PLAYBOOK_COMMANDS = {
                   "for the Macs that need a person to run `rdma_ctl enable` in Recovery. Converges nothing.",
                   "  mlx-fleet checklist -i inventory/mine"),
 }
-
-
-def _fabric_lines(report) -> list[str]:
-    fabric = report.result("mlx_fleet.cluster.fabric")
-    if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
-        return []
-    lines = []
-    if fabric.get("backend"):
-        lines.append(f"backend: {fabric['backend']} ({fabric.get('reason', '')})")
-    else:
-        lines.append(f"backend: none ({fabric.get('reason', '')})")
-    if fabric.get("ip_pool_note"):  # the range chosen for the cables' addresses, when the inventory set none
-        lines.append(f"addresses: {fabric['ip_pool_note']}")
-    if fabric.get("bridges_off"):  # what the network step did (or would do), not a warning to act on
-        lines.append(f"Thunderbolt Bridge: {'would turn' if report.check else 'turned'} off on "
-                     f"{', '.join(fabric['bridges_off'])} (mlx_fabric_bridge: disabled; across the cables it breaks "
-                     "RDMA setup)")
-    # Its errors are the lines of its failure, which the summary prints first.
-    hostfile = fabric.get("hostfile")
-    if hostfile and not fabric.get("errors"):
-        from pathlib import Path
-
-        folder = Path(hostfile).parent
-        written = [str(folder / n) for n in ("hostfile.json", "hostfile-ring.json") if (folder / n).exists()]
-        # --check writes nothing: what is there is the last run's.
-        last_run = " (the last run's; --check wrote none)" if report.check else ""
-        if written:
-            on_macs = f" (on every Mac in {fabric['hostfile_dir']})" if fabric.get("hostfile_dir") else ""
-            lines.append(f"hostfiles{last_run}: {', '.join(written)}{on_macs}")
-        if (folder / "fabric.svg").exists():
-            lines.append(f"picture{last_run}: {folder / 'fabric.svg'}")
-    return lines
-
-
-def _rdma_lines(report) -> list[str]:
-    rdma = report.result("mlx_fleet.cluster.rdma_readiness")
-    if not rdma:
-        return []
-    # Each Mac enabled but not working is a warning of its own, which the summary prints after these lines.
-    below = " (each says why in a warning below)" if rdma.get("enabled_not_working") else ""
-    lines = [f"RDMA: {rdma['summary']}{below}"] if rdma.get("summary") else []
-    if rdma.get("needs_recovery"):
-        lines.append(f"to do at the rack: Recovery step for {', '.join(rdma['needs_recovery'])}; "
-                     f"checklist {rdma['checklist']['html']} (text: {rdma['checklist']['text']})")
-    return lines
 
 
 def _run_playbook_command(name: str, args) -> int:
