@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
@@ -62,7 +62,8 @@ class ActionModule(ClusterAction):
         output_dir = Path(args["output_dir"] or first["output_dir"])
         inventory = args["inventory"] or hostvars[read[0]].get("inventory_file") or "INVENTORY"
         controller = controller_state(output_dir, first["lock_file"])
-        audit = run_audit(names, observed, declared, controller, inventory=inventory)
+        audit = run_audit(names, observed, declared, controller, inventory=inventory,
+                          cli=fixes.uses_cli(task_vars))
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             report, json_path, html_path = audit_report.write(output_dir, audit, generated=generated,

@@ -19,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
@@ -30,14 +30,15 @@ FORMAT = "mlx-fleet-audit/1"
 HOSTFILES = (HOSTFILE, RING_HOSTFILE)
 CLUSTER = "cluster"  # the "Mac" of checks about the whole cluster (cables, the lock)
 
-# What converges each kind of fact; {inventory} is the inventory as the user gave it.
-FIX_NODE = "ansible-playbook -i {inventory} mlx_fleet.cluster.node"
-FIX_ENV = "ansible-playbook -i {inventory} mlx_fleet.cluster.env"
-FIX_FABRIC = "mlx-fleet converge -i {inventory} (the fabric step configures the Thunderbolt ports)"
-FIX_HOSTFILE = "mlx-fleet hostfile -i {inventory}"
-FIX_RECOVERY = "the Recovery checklist: mlx-fleet checklist -i {inventory}, then mlx-fleet converge -i {inventory}"
+# What converges each kind of fact; {site}, {node}, ... are the commands that run those playbooks on the
+# inventory as the user gave it, in the form of the install in use, and {inventory} that inventory (fixes.fill).
+FIX_NODE = "{node}"
+FIX_ENV = "{env}"
+FIX_FABRIC = "{site} (the fabric step configures the Thunderbolt ports)"
+FIX_HOSTFILE = "{hostfile}"
+FIX_RECOVERY = "the Recovery checklist: {checklist}, then {site}"
 FIX_LOCK = "mlx-fleet lock -i {inventory}, then " + FIX_ENV
-FIX_CONVERGE = "mlx-fleet converge -i {inventory}"
+FIX_CONVERGE = "{site}"
 
 
 @dataclass
@@ -408,11 +409,13 @@ def _lock(macs, declared, lock_state, checks):
     return lock if error is None else None
 
 
-def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict, *, inventory: str) -> Audit:
+def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict, *, inventory: str,
+              cli: bool = False) -> Audit:
     """Compare every Mac that was read (observed[host] has mlx_fleet_node) with the declared state.
 
     controller: {"hostfiles": {name: sha256 or None}, "addresses": the address ledger's cables,
-    "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read)}.
+    "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read)}. cli: the fixes
+    name the mlx-fleet commands (the run came from the CLI) rather than the collection's playbooks.
     """
     macs = [h for h in hosts if "mlx_fleet_node" in observed.get(h, {})]
     result = Audit(macs, [h for h in hosts if h not in macs])
@@ -430,6 +433,6 @@ def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict
     _hostfiles(macs, observed, controller, checks)
     _cables(macs, observed, declared, controller, checks)
     for check in checks:
-        check.fix = check.fix.replace("{inventory}", inventory) if not check.ok else ""
+        check.fix = fixes.fill(check.fix, inventory, cli=cli) if not check.ok else ""
     result.checks = checks
     return result

@@ -286,6 +286,6 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 found.append(Finding(
                     "bridge", "", f"{host}: the Thunderbolt Bridge ({bridge.get('device', 'bridge0')}) is active "
                     "while the cables form a loop; it floods frames around the loop and breaks RDMA setup: turn "
-                    "the Thunderbolt Bridge service off (site.yml's fabric step does, with mlx_fabric_bridge: "
+                    "the Thunderbolt Bridge service off (a converge's fabric step does, with mlx_fabric_bridge: "
                     "disabled)", False, hosts=(host,)))
     return found

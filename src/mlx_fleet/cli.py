@@ -49,7 +49,7 @@ def _run_capture(args) -> int:
 
 # name -> (playbook, needs every Mac's facts, one-line help, description, examples)
 PLAYBOOK_COMMANDS = {
-    "converge": ("site", True, "converge every Mac (site.yml): settings, environment, fabric, hostfiles",
+    "converge": ("site", True, "converge every Mac (mlx_fleet.cluster.site): settings, environment, fabric, hostfiles",
                  "Run mlx_fleet.cluster.site: preflight, node settings, the pinned MLX environment, RDMA "
                  "readiness and the Thunderbolt fabric with its hostfiles.",
                  "  mlx-fleet converge -i inventory/mine\n  mlx-fleet converge -i inventory/mine --check --diff -K"),

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CONTROLLER, RunOutcome,
                                                                              first_line, natural)
 from mlx_fleet import interrupt
@@ -301,7 +302,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
                     artifact_dir=str(artifacts),
                     playbook=report.playbook,
                     inventory=inventory,
-                    extravars=extravars or {},
+                    # The fixes the playbooks print name mlx-fleet's commands (plugin_utils.fixes).
+                    extravars={CLI_VAR: True, **(extravars or {})},
                     limit=options.limit,
                     verbosity=options.verbosity or None,
                     cmdline=shlex.join(cmdline) or None,

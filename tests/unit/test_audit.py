@@ -92,7 +92,7 @@ def converged():
 
 
 def audit(state):
-    return run_audit(*state[:3], state[3], inventory=INVENTORY)
+    return run_audit(*state[:3], state[3], inventory=INVENTORY, cli=True)
 
 
 def lines(state):

@@ -469,7 +469,7 @@ def test_active_bridge_across_a_loop():
     ring = Cluster.of("mini-m4-pro", 3, "ring", bridge=True).fabric()
     assert ring.warnings == [
         f"mini-{i}: the Thunderbolt Bridge (bridge0) is active while the cables form a loop; it floods frames "
-        "around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service off (site.yml's fabric step "
+        "around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service off (a converge's fabric step "
         "does, with mlx_fabric_bridge: disabled)"
         for i in (1, 2, 3)]
     assert Cluster.of("mini-m4-pro", 3, "line", bridge=True).fabric(backend="ring").warnings == []

@@ -264,7 +264,7 @@ def test_a_wrong_address_on_an_active_port():
     found = cable_findings(cluster().cables[0], {"b": node("b", IFCONFIG_EN2, ports)}, INVENTORY)
     assert [(f.cause, f.hosts, f.cable) for f in found] == [("address", ["b"], "a:1 -- b:1")]
     assert found[0].message == ("cable a:1 -- b:1: b Thunderbolt 1 (en2) has 169.254.205.255/16 where the fabric "
-                                f"gave it 192.168.0.6/30; converge it back: ansible-playbook -i {INVENTORY} site.yml")
+                                f"gave it 192.168.0.6/30; converge it back: mlx-fleet converge -i {INVENTORY}")
     assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
@@ -182,7 +183,7 @@ def cables_from_addresses(addresses: dict[str, str], hosts: list[str]) -> list[C
 
 
 def load_cluster(folder: Path) -> Cluster:
-    fix = "write the hostfiles first: mlx-fleet hostfile -i INVENTORY"
+    fix = f"write the hostfiles first: {fixes.run_command('hostfile', 'INVENTORY', cli=True)}"
     hostfile = _read_json(folder / HOSTFILE, "hostfile", fix)
     ring = folder / RING_HOSTFILE
     ring_hostfile = _read_json(ring, "ring hostfile", fix) if ring.exists() else None
