@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit_report import summary_lines
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import natural
 from mlx_fleet import record as records
 from mlx_fleet import runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, UserError
@@ -62,8 +63,8 @@ def _status(report, drift: bool) -> int:
 
 
 def _not_audited(report) -> list[str]:
-    lines = [f"not audited: {host}: unreachable: {report.unreachable[host]}" for host in runner.natural(report.unreachable)]
-    return lines + [f"not audited: {host}: {m}" for host in runner.natural(report.failed) for m in report.failed[host]]
+    lines = [f"not audited: {host}: unreachable: {report.unreachable[host]}" for host in natural(report.unreachable)]
+    return lines + [f"not audited: {host}: {m}" for host in natural(report.failed) for m in report.failed[host]]
 
 
 def run_audit(args) -> int:

@@ -5,8 +5,6 @@ node filesystem and MACSIM_IP at FAKE_IP, a small stateful stand-in for ``ip`` t
 keeps links and routes in a JSON file and logs every call.
 """
 
-import copy
-import ipaddress
 import json
 import os
 import plistlib

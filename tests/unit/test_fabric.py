@@ -197,7 +197,7 @@ def test_mesh_device_matrix_names_the_cables(monkeypatch, tmp_path):
 def test_ring_is_jaccl_ring_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n, "ring"), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl-ring"
-    assert fabric.reason.startswith(f"auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
+    assert fabric.reason.startswith("auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
     assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host and cable of the ring can carry RDMA")
 
 

@@ -7,7 +7,6 @@ applies every enabled network service, sets bridge0 from the Thunderbolt Bridge
 service, names the host and starts RunAtLoad LaunchDaemons.
 """
 
-import os
 import socket
 import sys
 
