@@ -45,7 +45,9 @@ class CallbackModule(CallbackBase):
 
     def _record(self, kind: str, result, failed: bool = False) -> None:
         task = result._task
-        self.outcome.record(kind, result._host.get_name(), task.action or "", task.get_name(), result._result, failed)
+        # The task's own name, without its role's: as ansible-runner's events give it to the CLI.
+        self.outcome.record(kind, result._host.get_name(), task.action or "", task.name or task.action or "",
+                            result._result, failed)
 
     def v2_runner_on_ok(self, result):
         self._record("runner_on_ok", result)
