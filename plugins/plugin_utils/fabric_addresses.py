@@ -35,6 +35,39 @@ def port_arguments(network: dict[str, list[PortConfig]]) -> dict[str, list[dict]
             for host, ports in network.items()}
 
 
+def _held(facts: dict) -> dict[str, list[str]]:
+    """device -> the IPv4 addresses (address/prefix) its port holds, from a Mac's mlx_fleet_thunderbolt."""
+    return {port["device"]: port.get("addresses") or [] for port in facts["ports"] if port.get("device")}
+
+
+def unplaced(ports: dict[str, list[dict]], facts: dict) -> list[str]:
+    """The planned addresses (port_arguments) that are not on their ports, by the ports as last read
+    ({host: mlx_fleet_thunderbolt}): "mini-2 Thunderbolt 3 (en4) has no 10.0.0.2/30", one each."""
+    missing = []
+    for host, configs in ports.items():
+        held = _held(facts[host])
+        for p in configs:
+            address = f"{p['address']}/{p['prefix']}"
+            if address not in held.get(p["device"], []):
+                missing.append(f"{host} {p['hardware_port']} ({p['device']}) has no {address}")
+    return missing
+
+
+def to_configure(ports: dict[str, list[dict]], facts: dict, previous: dict[str, str] | None) -> list[str]:
+    """The hosts whose ports differ from the plan: a planned address not on its port, or a port out of
+    the plan still holding an address of the ledger's cables (a cable moved away: mlx-fleet's to clear)."""
+    ledger = [ipaddress.ip_network(n) for n in (previous or {}).values()]
+    hosts = []
+    for host, configs in ports.items():
+        held = _held(facts[host])
+        planned = {p["device"]: f"{p['address']}/{p['prefix']}" for p in configs}
+        stale = any(ipaddress.ip_interface(a).ip in n for d, have in held.items() if d not in planned
+                    for a in have for n in ledger)
+        if stale or any(a not in held.get(d, []) for d, a in planned.items()):
+            hosts.append(host)
+    return hosts
+
+
 def preferred_slot(cable: str, slots: int) -> int:
     """A cable's own /30 slot in the pool: sha256 of its 'host:port -- host:port' text."""
     return int(hashlib.sha256(cable.encode()).hexdigest(), 16) % slots
