@@ -40,32 +40,30 @@ def _held(facts: dict) -> dict[str, list[str]]:
     return {port["device"]: port.get("addresses") or [] for port in facts["ports"] if port.get("device")}
 
 
-def unplaced(ports: dict[str, list[dict]], facts: dict) -> list[str]:
-    """The planned addresses (port_arguments) that are not on their ports, by the ports as last read
-    ({host: mlx_fleet_thunderbolt}): "mini-2 Thunderbolt 3 (en4) has no 10.0.0.2/30", one each."""
-    missing = []
-    for host, configs in ports.items():
-        held = _held(facts[host])
-        for p in configs:
-            address = f"{p['address']}/{p['prefix']}"
-            if address not in held.get(p["device"], []):
-                missing.append(f"{host} {p['hardware_port']} ({p['device']}) has no {address}")
-    return missing
+def unplaced(ports: dict[str, list[dict]], facts: dict) -> list[tuple[str, dict]]:
+    """(host, port) for each planned port (as port_arguments gives them) whose address is not on it, by the
+    ports as last read ({host: mlx_fleet_thunderbolt})."""
+    return [(host, p) for host, configs in ports.items() for p in configs
+            if f"{p['address']}/{p['prefix']}" not in _held(facts[host]).get(p["device"], [])]
 
 
 def to_configure(ports: dict[str, list[dict]], facts: dict, previous: dict[str, str] | None) -> list[str]:
     """The hosts whose ports differ from the plan: a planned address not on its port, or a port out of
     the plan still holding an address of the ledger's cables (a cable moved away: mlx-fleet's to clear)."""
-    ledger = [ipaddress.ip_network(n) for n in (previous or {}).values()]
-    hosts = []
-    for host, configs in ports.items():
-        held = _held(facts[host])
-        planned = {p["device"]: f"{p['address']}/{p['prefix']}" for p in configs}
-        stale = any(ipaddress.ip_interface(a).ip in n for d, have in held.items() if d not in planned
-                    for a in have for n in ledger)
-        if stale or any(a not in held.get(d, []) for d, a in planned.items()):
-            hosts.append(host)
-    return hosts
+    ledger = []
+    for network in (previous or {}).values():
+        try:
+            ledger.append(ipaddress.ip_network(network))
+        except ValueError:
+            continue  # a damaged entry: assign_addresses drops it too
+    missing = {host for host, dummy in unplaced(ports, facts)}
+
+    def stale(host: str) -> bool:
+        planned = {p["device"] for p in ports[host]}
+        return any(ipaddress.ip_interface(a).ip in n for device, held in _held(facts[host]).items()
+                   if device not in planned for a in held for n in ledger)
+
+    return [host for host in ports if host in missing or stale(host)]
 
 
 def preferred_slot(cable: str, slots: int) -> int:

@@ -75,10 +75,6 @@ def rewiring(reference: list[Cable], found: list[Cable]) -> Rewiring:
     return Rewiring([m for k, m in enumerate(moves) if k not in paired], swaps, missing, extra)
 
 
-def _swap_fix(host: str, first: int, second: int) -> str:
-    return f"swap the cables in {port_name(host, first)} and {second}"
-
-
 def changes_since(reference: list[Cable], links: list[Link]) -> list[str]:
     """What changed since the cables of the last converge, one line each (no plan: nothing to fix)."""
     found = rewiring(reference, [link.cable for link in links])
@@ -97,7 +93,7 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
     for host, first, second, pair in found.swaps:
         # One fix for both cables; a finding per cable for the picture and the audit.
         message = (f"wrong ports: {pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}; "
-                   f"{_swap_fix(host, first, second)}")
+                   f"swap the cables in {port_name(host, first)} and {second}")
         findings += [Finding("wrong port", str(was), message, True, link=str(now), note="swapped")
                      for was, now in pair]
     for cable, wrong in found.moves:

@@ -43,7 +43,8 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
         if changes:
             return (f"hostfiles not rewritten: the cabling changed while the ports were being configured "
                     f"({'; '.join(changes)}); {KEPT}: check the cables and run again")
-    missing = unplaced(network, facts)
+    missing = [f"{host} {p['hardware_port']} ({p['device']}) has no {p['address']}/{p['prefix']}"
+               for host, p in unplaced(network, facts)]
     if missing:
         return (f"hostfiles not rewritten: they would name addresses no port holds ({'; '.join(missing)}); {KEPT}: "
                 f"mlx-fleet converge -i {inventory} configures the ports")
