@@ -14,9 +14,10 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
-    ADDRESSES_FILE, port_arguments, read_addresses)
+    ADDRESSES_FILE, port_arguments, read_addresses, to_configure)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import cluster_pool, same_macs
@@ -62,6 +63,8 @@ class ActionModule(ClusterAction):
     def _fabric(self, result, args, names, hostvars, task_vars, *, write: bool):
         first = hostvars[names[0]]
         output_dir = Path(args["output_dir"])
+        thunderbolt = {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}
+        previous = read_addresses(output_dir / ADDRESSES_FILE)
         macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
         twins = same_macs(macos)
         if twins:
@@ -71,12 +74,12 @@ class ActionModule(ClusterAction):
         except ValueError as exc:  # no private range is free here
             raise actions.refusal([str(exc)]) from None
         built = fab.build_fabric(
-            {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}, macos,
+            thunderbolt, macos,
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
             cables=first.get("mlx_fleet_cables"),
             backend=first.get("mlx_fleet_backend", "auto"),
             ip_pool=pool,
-            previous=read_addresses(output_dir / ADDRESSES_FILE),
+            previous=previous,
             management_ips={n: macos[n].get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
         )
@@ -95,10 +98,12 @@ class ActionModule(ClusterAction):
             bridges_off=turned_off,
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
+            changes=built.changes,
             addresses=built.addresses,
             ip_pool=built.ip_pool, ip_pool_note=pool_note,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,
+            configure_on=to_configure(network, thunderbolt, previous),
             hostfile=str(output_dir / HOSTFILE),
             # Where the mlx_fabric role puts them on every Mac (its variable, when run from the role).
             hostfile_dir=self._templar.template(task_vars.get("mlx_fabric_hostfile_dir")),
@@ -116,14 +121,15 @@ class ActionModule(ClusterAction):
             for host in (n for n in names if management_interface(macos[n]) is None):
                 self._display.warning(f"{host}: no management_interface in its mlx_fleet_macos facts, so the "
                                       "fabric cannot check it keeps the Mac reachable")
-            lockouts = lockout_problems(macos, {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},
-                                        network, args["bridge"])
+            lockouts = lockout_problems(macos, thunderbolt, network, args["bridge"])
             if lockouts:
                 raise AnsibleActionFail("\n".join(lockouts), result=dict(result, lockouts=lockouts))
         notes = []
         if write:
             if args["write"]:
-                stop = refusal(names, task_vars.get("ansible_play_hosts"), args["plan"], result["cables"], network)
+                inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
+                stop = refusal(names, task_vars.get("ansible_play_hosts"), args["plan"], result["cables"], network,
+                               thunderbolt, inventory, cli=fixes.uses_cli(task_vars))
                 if stop:
                     raise AnsibleActionFail(stop, result=result)
             with staged(output_dir) as stage:

@@ -97,8 +97,10 @@ def thunderbolt(module, results):
     for bus in buses:
         device = devices.get(bus["receptacle"])
         rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
+        # Its IPv4 addresses as address/prefix: what the hostfile's addresses are checked against.
+        addresses = ["{0}/{1}".format(a["address"], a["prefixlen"]) for a in interfaces.get(device, {}).get("inet", [])]
         port = dict(bus, hardware_port="Thunderbolt {0}".format(bus["receptacle"]), device=device,
-                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device))
+                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device), addresses=addresses)
         ports.append(port)
     bridge_if = interfaces.get("bridge0", {})
     bridge_service = [s for s in services if s.get("device") == "bridge0"]

@@ -20,7 +20,8 @@ description:
   - With O(write), also writes C(hostfile.json), C(hostfile-ring.json) (when a ring exists) and
     C(fabric-addresses.json), published together with the picture as one set; the hostfiles only when the
     fabric has no errors, every host of the group is still in the play (none failed or stopped answering earlier
-    in the run) and, given O(plan), the cables are still the ones the network step configured. Otherwise the
+    in the run), given O(plan), the cables are still the ones the network step configured, and every address of
+    the fabric is on its port by the hosts' C(mlx_fleet_thunderbolt) facts (read again by the network step). Otherwise the
     last good hostfiles stay in place. Every file is replaced only when its content changes.
   - Writing holds the output folder's run lock (C(run.lock)); a second run waits for it (30 s, or
     E(MLX_FLEET_LOCK_WAIT) seconds) and then fails naming the run that holds it.
@@ -103,6 +104,20 @@ network:
     (device, hardware_port, address, prefix, peer).
   returned: always
   type: dict
+changes:
+  description: With no cable plan, what changed since the cables of the address ledger (the last converge), one
+    line each (a cable moved, two cables swapped on one Mac, a cable unplugged, a new cable).
+  returned: always
+  type: list
+  elements: str
+  sample: ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
+configure_on:
+  description: The Macs whose ports differ from RV(network) by their facts (a planned address not on its port, or
+    a port out of the fabric still holding an address of the ledger's cables); the role's C(hostfiles) entry point
+    configures only these.
+  returned: always
+  type: list
+  elements: str
 findings:
   description: The cable plan compared with the cables found.
   returned: always

@@ -134,11 +134,8 @@ def _names(module, results):
     return names
 
 
-def _addresses(module, results, thunderbolt):
-    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    return dict((port["device"], ["{0}/{1}".format(a["address"], a["prefixlen"])
-                                  for a in interfaces.get(port["device"], {}).get("inet", [])])
-                for port in thunderbolt["ports"] if port.get("device"))
+def _addresses(thunderbolt):
+    return dict((port["device"], port["addresses"]) for port in thunderbolt["ports"] if port.get("device"))
 
 
 def _daemon(module, results, label):
@@ -210,7 +207,7 @@ def main():
     node = {
         "pmset": pmset,
         "names": _names(module, results),
-        "addresses": _addresses(module, results, thunderbolt),
+        "addresses": _addresses(thunderbolt),
         "wired_limit": {"now_mb": macos["wired_limit_mb"], "daemon": _daemon(module, results, label)},
         "environment": _environment(module, params["env_path"], params["verify_files"]),
         "hostfiles": hostfiles,

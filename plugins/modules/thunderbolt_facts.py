@@ -42,9 +42,9 @@ ansible_facts:
   type: dict
   contains:
     mlx_fleet_thunderbolt:
-      description: Ports (receptacle, hardware_port, device, rdma_device, rdma_state, domain_uuid,
-        speed_gbps, speed_is_max, connected, peers, devices), the Thunderbolt Bridge (device, active,
-        members, service_enabled), rdma_enabled (null when the Mac has no rdma_ctl) and rdma_devices.
+      description: Ports (receptacle, hardware_port, device, rdma_device, rdma_state, addresses (IPv4, as
+        address/prefix), domain_uuid, speed_gbps, speed_is_max, connected, peers, devices), the Thunderbolt
+        Bridge (device, active, members, service_enabled), rdma_enabled (null when the Mac has no rdma_ctl) and rdma_devices.
       type: dict
       returned: success
 """

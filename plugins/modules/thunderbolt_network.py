@@ -18,7 +18,7 @@ description:
     down), and for every listed port a network service for its hardware port exists (created as
     C(networksetup -createnetworkservice "Thunderbolt N" "Thunderbolt N") when missing), is enabled,
     and has the manual IPv4 address and mask given, without a router. Ports not listed, and their
-    services, are left alone.
+    services, are left alone, unless I(exclusive).
   - The route to the peer is the connected subnet route macOS installs from the service's address
     and mask (the peer must be inside that subnet, a /30 or /31 per cable); no additional route is
     set. An additional route on a managed service that covers the peer would steer it away from the
@@ -86,6 +86,14 @@ options:
       - Also read the Thunderbolt ports as M(mlx_fleet.cluster.thunderbolt_facts) does and return the fact
         C(mlx_fleet_thunderbolt), read again after the changes (a cable moved while the ports were configured
         shows there), in the same call.
+    type: bool
+    default: false
+  exclusive:
+    description:
+      - With I(state=present), the listed ports are all of this Mac's fabric; the services the module configured
+        (those in I(record)) for ports not listed are put back as I(state=absent) does for them (a service it
+        created removed, an earlier one configured as it was), so a cable moved to another port leaves no address
+        behind. Services the module never changed are left alone.
     type: bool
     default: false
   hostfile_dir:
@@ -309,15 +317,22 @@ def _bridge_service(services):
     return next((s for s in services if s.get("device") == BRIDGE_DEVICE), None)
 
 
-def plan_present(ports, bridge, services, configs, record):
+def plan_present(ports, bridge, services, configs, record, exclusive=False):
     """What state=present must change.
 
     ports: check_ports() output; services: parsed -listnetworkserviceorder; configs:
-    {service name: snapshot()} of the ports' existing services; record: the record so far.
+    {service name: snapshot()} of the ports' existing services (and, with exclusive, of the recorded
+    ones); record: the record so far; exclusive: the recorded services of ports not listed are put back.
     Returns (commands, new record, [per-service result], bridge result, [diff]).
     """
     record = json.loads(json.dumps(record))
     commands, results, diffs = [], [], []
+    if exclusive:
+        # A port the module configured that is no longer in the fabric (its cable moved or went): put back
+        # as it was, so no address of an old cable stays behind. A port it never touched is not recorded.
+        listed = set(p["hardware_port"] for p in ports)
+        commands, results, diffs = _restore(record, services, configs,
+                                            lambda entry: entry.get("hardware_port") not in listed)
 
     bridge_service = _bridge_service(services)
     bridge_result = {"service": None, "enabled": None}
@@ -368,20 +383,12 @@ def plan_present(ports, bridge, services, configs, record):
     return commands, record, results, bridge_result, diffs
 
 
-def plan_absent(ports, bridge, services, configs, record):
-    """What state=absent must change to put back what the record says was changed.
-
-    ports: the (hardware port names) to restore, empty for all; configs: {name: snapshot()} of
-    the recorded pre-existing services. Returns the same tuple as plan_present.
-    """
-    record = json.loads(json.dumps(record))
+def _restore(record, services, configs, concerned):
+    """Put back the recorded services whose record entry is concerned(entry), and forget them: the
+    services the module created removed, the earlier ones configured as they were.
+    Returns (commands, [per-service result], [diff]); record is changed in place."""
     commands, results, diffs = [], [], []
-    wanted_ports = set(p["hardware_port"] for p in ports)
     existing = dict((s["name"], s) for s in services)
-
-    def concerned(entry):
-        return not wanted_ports or entry.get("hardware_port") in wanted_ports
-
     for name in sorted(record["created"]):
         entry = record["created"][name]
         if not concerned(entry):
@@ -411,6 +418,19 @@ def plan_absent(ports, bridge, services, configs, record):
         results.append(dict(wanted, service=name, hardware_port=entry["hardware_port"], device=entry.get("device"),
                             restored=bool(steps), changed=bool(steps), warning=warning))
         del record["previous"][name]
+    return commands, results, diffs
+
+
+def plan_absent(ports, bridge, services, configs, record):
+    """What state=absent must change to put back what the record says was changed.
+
+    ports: the (hardware port names) to restore, empty for all; configs: {name: snapshot()} of
+    the recorded pre-existing services. Returns the same tuple as plan_present.
+    """
+    record = json.loads(json.dumps(record))
+    wanted_ports = set(p["hardware_port"] for p in ports)
+    commands, results, diffs = _restore(record, services, configs,
+                                        lambda entry: not wanted_ports or entry.get("hardware_port") in wanted_ports)
 
     bridge_service = _bridge_service(services)
     bridge_result = {"service": bridge_service["name"] if bridge_service else None,
@@ -428,6 +448,15 @@ def plan_absent(ports, bridge, services, configs, record):
         bridge_result["enabled"] = target
         record["bridge"] = None
     return commands, record, results, bridge_result, diffs
+
+
+def _union(old, new):
+    """The record with the entries of both (the services still to put back and the new ones)."""
+    merged = json.loads(json.dumps(new))
+    for kind in ("created", "previous"):
+        for name, entry in old[kind].items():
+            merged[kind].setdefault(name, entry)
+    return merged
 
 
 def is_empty(record):
@@ -529,6 +558,7 @@ ARGUMENT_SPEC = dict(
     record=dict(type="path", default="/Library/Application Support/mlx-fleet/thunderbolt-network.json"),
     read_ports=dict(type="bool", default=False),
     hostfile_dir=dict(type="path"),
+    exclusive=dict(type="bool", default=False),
 )
 
 
@@ -547,8 +577,10 @@ def main():
         if params["state"] == "present":
             ports = check_ports(params["ports"], hardware_ports)
             names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
+            if params["exclusive"]:
+                names += sorted(record["previous"])
             configs = read_configs(module, services, names)
-            plan = plan_present(ports, params["bridge"], services, configs, record)
+            plan = plan_present(ports, params["bridge"], services, configs, record, params["exclusive"])
         else:
             configs = read_configs(module, services, sorted(record["previous"]) + sorted(record["created"]))
             plan = plan_absent(params["ports"], params["bridge"], services, configs, record)
@@ -564,21 +596,23 @@ def main():
         result["hostfiles"] = digests(module, params["hostfile_dir"], (HOSTFILE, RING_HOSTFILE))
     if module._diff:
         result["diff"] = diffs
-    if module.check_mode or not commands:
+    if module.check_mode or (not commands and new_record == record):
         if port_reads:
             result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, reads)}
         module.exit_json(**result)
 
-    # Record first: a run that fails half-way still knows what it may have created.
-    if new_record != record and params["state"] == "present":
-        save_record(module, params["record"], new_record)
+    # Record first: a run that fails half-way still knows what it may have created, and what it has yet
+    # to put back (an entry is forgotten only after its service was put back).
+    saved = _union(record, new_record) if params["state"] == "present" else record
+    if saved != record:
+        save_record(module, params["record"], saved)
     for args in commands:
         rc, out, err = _networksetup(module, networksetup, args)
         if rc != 0:
             hint = "; writing needs root (become: true)" if "admin privileges" in (err or out) else ""
             module.fail_json(msg="networksetup {0} failed (exit {1}): {2}{3}".format(
                 " ".join(shlex.quote(a) for a in args), rc, (err or out).strip(), hint), **result)
-    if params["state"] == "absent" and new_record != record:
+    if new_record != saved:
         save_record(module, params["record"], new_record)
     if port_reads:
         result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, run_reads(module, port_reads))}

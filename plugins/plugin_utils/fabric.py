@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
     fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile, rdma)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding, Link, discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
@@ -38,6 +38,8 @@ class Fabric:
     hostfile: dict | None  # None when there are errors
     ring_hostfile: dict | None  # None when there are errors or no ring
     dot: str
+    # With no cable plan: what moved, was unplugged or is new since the address ledger's cables, one line each.
+    changes: list[str]
 
     @property
     def ok(self) -> bool:
@@ -66,6 +68,9 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     plan: list[Cable] = []
     findings: list[Finding] = []
     plan_errors: list[Finding] = []
+    changes: list[str] = []
+    if cables is None and previous:
+        changes = fabric_plan.changes_since(_ledger_cables(previous, hosts), links)
     if cables is not None:
         try:
             plan = fabric_plan.read_plan(cables, hosts, facts, models)
@@ -89,7 +94,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         addresses, network = {}, {}
 
     everything = seen + plan_errors + findings + choice.findings + cautions + address_errors
-    errors = [f.message for f in everything if f.fault]
+    errors = list(dict.fromkeys(f.message for f in everything if f.fault))  # a swap: one line for two cables
     hostfile_data = ring_hostfile = None
     if not errors:
         hostfile_data = hostfile.render(choice.backend, hosts, choice.pairs, choice.ring, addresses,
@@ -98,7 +103,20 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
             ring_hostfile = hostfile.render("ring", hosts, choice.pairs, choice.ring, addresses, {}, envs or [])
     return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
                   network, hostfile_data, ring_hostfile,
-                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything))
+                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), changes)
+
+
+def _ledger_cables(previous: dict[str, str], hosts: list[str]) -> list[Cable]:
+    """The address ledger's cables between the hosts (a Mac no longer in the inventory took its cables along)."""
+    cables = []
+    for text in previous:
+        try:
+            cable = parse_cable(text)
+        except CablePlanError:
+            continue  # the ledger is ours; a damaged entry is simply not a reference
+        if {cable.a.host, cable.b.host} <= set(hosts):
+            cables.append(cable)
+    return cables
 
 
 def _addressed(hosts: list[str], links: list[Link], pool: str,

@@ -35,6 +35,37 @@ def port_arguments(network: dict[str, list[PortConfig]]) -> dict[str, list[dict]
             for host, ports in network.items()}
 
 
+def _held(facts: dict) -> dict[str, list[str]]:
+    """device -> the IPv4 addresses (address/prefix) its port holds, from a Mac's mlx_fleet_thunderbolt."""
+    return {port["device"]: port.get("addresses") or [] for port in facts["ports"] if port.get("device")}
+
+
+def unplaced(ports: dict[str, list[dict]], facts: dict) -> list[tuple[str, dict]]:
+    """(host, port) for each planned port (as port_arguments gives them) whose address is not on it, by the
+    ports as last read ({host: mlx_fleet_thunderbolt})."""
+    return [(host, p) for host, configs in ports.items() for p in configs
+            if f"{p['address']}/{p['prefix']}" not in _held(facts[host]).get(p["device"], [])]
+
+
+def to_configure(ports: dict[str, list[dict]], facts: dict, previous: dict[str, str] | None) -> list[str]:
+    """The hosts whose ports differ from the plan: a planned address not on its port, or a port out of
+    the plan still holding an address of the ledger's cables (a cable moved away: mlx-fleet's to clear)."""
+    ledger = []
+    for network in (previous or {}).values():
+        try:
+            ledger.append(ipaddress.ip_network(network))
+        except ValueError:
+            continue  # a damaged entry: assign_addresses drops it too
+    missing = {host for host, dummy in unplaced(ports, facts)}
+
+    def stale(host: str) -> bool:
+        planned = {p["device"] for p in ports[host]}
+        return any(ipaddress.ip_interface(a).ip in n for device, held in _held(facts[host]).items()
+                   if device not in planned for a in held for n in ledger)
+
+    return [host for host in ports if host in missing or stale(host)]
+
+
 def preferred_slot(cable: str, slots: int) -> int:
     """A cable's own /30 slot in the pool: sha256 of its 'host:port -- host:port' text."""
     return int(hashlib.sha256(cable.encode()).hexdigest(), 16) % slots

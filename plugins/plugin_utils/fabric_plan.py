@@ -1,6 +1,9 @@
-"""The cables found against the cable plan: missing, extra, wrong port (with the move), slow."""
+"""The cables found against the cable plan: missing, extra, wrong port (with the move or the swap), slow;
+and, with no plan, what changed since the cables of the last converge."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
@@ -13,46 +16,96 @@ def read_plan(cables: list, hosts: list[str], facts: dict, models: dict) -> list
     return parse_cables(cables, counts)
 
 
-def _move(plan: Cable, found: Cable) -> str:
+def _moved_ends(plan: Cable, found: Cable) -> list[tuple[str, int, int]]:
+    """(host, port it is in, port it belongs in) for each end of a cable found on other ports."""
     moves = []
     for host in sorted({plan.a.host, plan.b.host}):
         want = plan.a if plan.a.host == host else plan.b
         have = found.a if found.a.host == host else found.b
         if want != have:
             moves.append((host, have.number, want.number))
-    first, *other = moves
+    return moves
+
+
+def _move(plan: Cable, found: Cable) -> str:
+    first, *other = _moved_ends(plan, found)
     text = f"move the cable in {port_name(first[0], first[1])} to Thunderbolt {first[2]}"
     for host, have, want in other:
         text += f", and its other end in {port_name(host, have)} to Thunderbolt {want}"
     return text
 
 
-def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]:
-    """The findings, in this order: wrong ports, missing, extra, slow."""
-    planned = {Cable(*c.key) for c in plan}
-    found = {link.cable: link for link in links}
-    missing = sorted(planned - found.keys(), key=lambda c: c.key)
-    extra = sorted(found.keys() - planned, key=lambda c: c.key)
-    findings = []
-    # The same two hosts cabled on other ports: a wrong port, and the move that fixes it. A
-    # cable sharing an end with the planned one is its likeliest match.
+@dataclass(frozen=True)
+class Rewiring:
+    """Cables of a reference (the plan, or the last converge's cables) against the cables found:
+    each move a (reference cable, found cable) pair of the same two Macs; each swap two moves whose
+    cables exchanged two ports of one Mac; the rest missing or extra."""
+
+    moves: list[tuple[Cable, Cable]]
+    swaps: list[tuple[str, int, int, tuple[tuple[Cable, Cable], tuple[Cable, Cable]]]]  # host, ports, moves
+    missing: list[Cable]
+    extra: list[Cable]
+
+
+def rewiring(reference: list[Cable], found: list[Cable]) -> Rewiring:
+    planned = {Cable(*c.key) for c in reference}
+    cabled = {Cable(*c.key) for c in found}
+    missing = sorted(planned - cabled, key=lambda c: c.key)
+    extra = sorted(cabled - planned, key=lambda c: c.key)
+    moves = []
+    # The same two hosts cabled on other ports: a move. A cable sharing an end with the reference
+    # one is its likeliest match.
     for cable in list(missing):
         pair = {cable.a.host, cable.b.host}
         candidates = [f for f in extra if {f.a.host, f.b.host} == pair]
         candidates.sort(key=lambda f: not ({f.a, f.b} & {cable.a, cable.b}))
         if candidates:
-            wrong = candidates[0]
             missing.remove(cable)
-            extra.remove(wrong)
-            findings.append(Finding("wrong port", str(cable),
-                                    f"wrong port: {cable} is cabled as {wrong}; {_move(cable, wrong)}", True,
-                                    link=str(wrong), note="wrong port"))
-    for cable in missing:
+            extra.remove(candidates[0])
+            moves.append((cable, candidates[0]))
+    # Two cables that each moved one end on the same Mac, each into the other's port: one swap.
+    single = {i: ends[0] for i, (was, now) in enumerate(moves) if len(ends := _moved_ends(was, now)) == 1}
+    swaps, paired = [], set()
+    for i, (host, have, want) in single.items():
+        j = next((j for j, other in single.items() if j != i and j not in paired and i not in paired
+                  and other == (host, want, have)), None)
+        if j is not None:
+            paired |= {i, j}
+            swaps.append((host, min(have, want), max(have, want), (moves[i], moves[j])))
+    return Rewiring([m for k, m in enumerate(moves) if k not in paired], swaps, missing, extra)
+
+
+def changes_since(reference: list[Cable], links: list[Link]) -> list[str]:
+    """What changed since the cables of the last converge, one line each (no plan: nothing to fix)."""
+    found = rewiring(reference, [link.cable for link in links])
+    lines = [f"cable {was} moved to {now}" for was, now in found.moves]
+    lines += [f"cables in {port_name(host, first)} and {second} swapped: "
+              + ", ".join(f"{was} is now {now}" for was, now in pair) for host, first, second, pair in found.swaps]
+    lines += [f"cable {cable} unplugged" for cable in found.missing]
+    lines += [f"new cable {cable}" for cable in found.extra]
+    return lines
+
+
+def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]:
+    """The findings, in this order: wrong ports (swaps first), missing, extra, slow."""
+    found = rewiring(plan, [link.cable for link in links])
+    findings = []
+    for host, first, second, pair in found.swaps:
+        # One fix for both cables; a finding per cable for the picture and the audit.
+        message = (f"wrong ports: {pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}; "
+                   f"swap the cables in {port_name(host, first)} and {second}")
+        findings += [Finding("wrong port", str(was), message, True, link=str(now), note="swapped")
+                     for was, now in pair]
+    for cable, wrong in found.moves:
+        findings.append(Finding("wrong port", str(cable),
+                                f"wrong port: {cable} is cabled as {wrong}; {_move(cable, wrong)}", True,
+                                link=str(wrong), note="wrong port"))
+    for cable in found.missing:
         findings.append(Finding("missing", str(cable),
                                 f"missing cable {cable}: connect {port_name(cable.a.host, cable.a.number)} to "
                                 f"{port_name(cable.b.host, cable.b.number)}", True,
                                 gap=(cable.a.host, cable.b.host), note=f"missing {cable}"))
-    for cable in extra:
+    for cable in found.extra:
         findings.append(Finding("extra", str(cable),
                                 f"extra cable {cable}: not in the cable plan (mlx_fleet_cables); "
                                 "unplug it or add it to the plan", True, link=str(cable), note="extra"))

@@ -137,6 +137,8 @@ def _fabric_lines(report) -> list[str]:
         lines.append(f"Thunderbolt Bridge: {'would turn' if report.check else 'turned'} off on "
                      f"{', '.join(fabric['bridges_off'])} (mlx_fabric_bridge: disabled; across the cables it breaks "
                      "RDMA setup)")
+    # With no cable plan, the last converge's cables are the reference: what moved, said once.
+    lines += [f"since the last converge: {change}" for change in fabric.get("changes") or []]
     # Its errors are the lines of its failure, which the summary prints first.
     hostfile = fabric.get("hostfile")
     if hostfile and not fabric.get("errors"):

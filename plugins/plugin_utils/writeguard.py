@@ -4,10 +4,13 @@ The hostfiles are the cluster's contract with mlx.launch. They are rewritten onl
 of the cluster came through the run (a Mac that failed its network step, or stopped answering,
 would be listed with addresses it may not have), and only when the cables are still the ones the
 network step configured (a cable pulled or moved in between would be in the hostfile but not on
-the Macs). Otherwise the last good hostfiles stay, on the controller and on every Mac.
+the Macs), and every address they name is on its port as read last. Otherwise the last good hostfiles stay, on the controller and on every Mac.
 """
 
 from __future__ import annotations
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import unplaced
 
 KEPT = "the last good hostfiles stay on the controller and the Macs"
 
@@ -18,13 +21,15 @@ def _join(items) -> str:
 
 
 def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cables: dict,
-            network: dict) -> str | None:
+            network: dict, facts: dict, inventory: str, cli: bool = False) -> str | None:
     """Why the hostfiles must not be written now (one line), or None.
 
     hosts: the cluster in inventory order; active: the hosts still in the play (Ansible's
     ansible_play_hosts: failed and unreachable ones are gone), None when unknown; plan: the fabric
     result the network step was given (its ``cables`` and ``network``), None when the network was
-    not configured in this run; cables / network: the fabric as read now.
+    not configured in this run; cables / network: the fabric as read now; facts: {host:
+    mlx_fleet_thunderbolt} as last read (after the network step when it ran), whose ports must hold every
+    address the hostfiles name; inventory: for the command that fixes it (mlx-fleet's, with cli).
     """
     if active is not None:
         dropped = [h for h in hosts if h not in active]
@@ -39,4 +44,9 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
         if changes:
             return (f"hostfiles not rewritten: the cabling changed while the ports were being configured "
                     f"({'; '.join(changes)}); {KEPT}: check the cables and run again")
+    missing = [f"{host} {p['hardware_port']} ({p['device']}) has no {p['address']}/{p['prefix']}"
+               for host, p in unplaced(network, facts)]
+    if missing:
+        return (f"hostfiles not rewritten: they would name addresses no port holds ({'; '.join(missing)}); {KEPT}: "
+                f"{fixes.run_command('site', inventory, cli=cli)} configures the ports")
     return None

@@ -55,8 +55,9 @@ PLAYBOOK_COMMANDS = {
                  "  mlx-fleet converge -i inventory/mine\n  mlx-fleet converge -i inventory/mine --check --diff -K"),
     "hostfile": ("hostfile", True, "rediscover the Thunderbolt fabric and rewrite the mlx.launch hostfiles",
                  "Read every Mac's Thunderbolt ports, check the cabling against the plan, choose the backend "
-                 "and rewrite hostfile.json (and hostfile-ring.json) on the controller and every Mac. "
-                 "Converges nothing else.",
+                 "and rewrite hostfile.json (and hostfile-ring.json) on the controller and every Mac. A cable "
+                 "moved since the last converge gets its ports configured first (no hostfile names an address "
+                 "its Mac does not have); converges nothing else.",
                  "  mlx-fleet hostfile -i inventory/mine\n  mlx-fleet hostfile -i inventory/mine --output-dir /tmp/out"),
     "checklist": ("checklist", True, "print the macOS Recovery checklist for the Macs whose RDMA is off",
                   "Read every Mac's RDMA state and write the printable Recovery-mode checklist (HTML and text) "

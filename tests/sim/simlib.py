@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,17 @@ class Sim:
         if check and result.returncode != 0:
             raise AssertionError(f"ssh {node} {command!r} exited {result.returncode}: {result.stderr}")
         return result
+
+    def own_ssh_env(self) -> dict:
+        """os.environ with a plain `ssh` first on PATH that reads this cluster's ssh_config only, for tools
+        such as mlx.launch that call `ssh NODE`: other clusters on the machine may have the same node names."""
+        folder = self.dir / "own-ssh"
+        if not folder.exists():
+            folder.mkdir()
+            wrapper = folder / "ssh"
+            wrapper.write_text(f"#!/bin/sh\nexec {shutil.which('ssh')} -F {self.dir / 'ssh_config'} \"$@\"\n")
+            wrapper.chmod(0o755)
+        return dict(os.environ, PATH=f"{folder}:{os.environ['PATH']}")
 
     def profile(self, node: str) -> dict:
         """The node's simulated hardware (node.json)."""

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
-    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+def run(argv: list[str], timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = (env or os.environ) | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd="/",
                           stdin=subprocess.DEVNULL)
 
@@ -40,7 +40,7 @@ def recap_changed(output: str) -> dict[str, int]:
 def distributed_config(sim: Sim, backend: str, out: Path) -> subprocess.CompletedProcess:
     """MLX's own discovery (run after ours: its --auto-setup sets ifconfig addresses on the Macs)."""
     return run([str(BIN / "mlx.distributed_config"), "--hosts", ",".join(sim.nodes), "--over", "thunderbolt",
-                "--backend", backend, "--auto-setup", "--output-hostfile", str(out)], timeout=120)
+                "--backend", backend, "--auto-setup", "--output-hostfile", str(out)], timeout=120, env=sim.own_ssh_env())
 
 
 def inventory_with(sim: Sim, path: Path, hosts: list[str] | None = None, **group_vars) -> Path:
@@ -104,14 +104,14 @@ def test_ring_all_sum_over_our_addresses_survives_reboots_and_reconverges_to_no_
 
     def all_sum() -> list[str]:
         done = run([str(BIN / "mlx.launch"), "--hostfile", str(ring), "--backend", "ring", "--", python, script],
-                   timeout=120)
+                   timeout=120, env=sim.own_ssh_env())
         return sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
 
     expected = [f"rank {r} of 4: all_sum=10 expected=10" for r in range(4)]
     assert all_sum() == expected
     # Every Mac has the same hostfile at the same path, as mlx.launch on a node needs.
     for node in sim.nodes:
-        assert sim.ssh(node, "cat /opt/mlx-fleet/hostfile-ring.json").stdout == ring.read_text()
+        assert sim.ssh(node, "cat /opt/mlx-fleet/hostfile-ring.json", own_config=True).stdout == ring.read_text()
 
     for node in sim.nodes:
         sim.cli("reboot", node)
@@ -201,16 +201,16 @@ def test_a_fourth_node_keeps_the_ring_addresses(make_sim, tmp_path):
 def test_the_fabric_comes_off_again(make_sim, tmp_path):
     sim = make_sim(nodes=2, topology="line")
     services = "networksetup -listnetworkserviceorder; ifconfig bridge0"
-    before = {n: sim.ssh(n, services).stdout for n in sim.nodes}
+    before = {n: sim.ssh(n, services, own_config=True).stdout for n in sim.nodes}
     assert converge(sim.dir / "inventory.yml", tmp_path / "out").returncode == 0
-    assert "(3) Thunderbolt 1" in sim.ssh("mini-1", services).stdout
+    assert "(3) Thunderbolt 1" in sim.ssh("mini-1", services, own_config=True).stdout
     hostfiles = "ls /opt/mlx-fleet | grep -c hostfile || true"
-    assert {n: sim.ssh(n, hostfiles).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "2\n")
+    assert {n: sim.ssh(n, hostfiles, own_config=True).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "2\n")
     undo = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
     assert undo.returncode == 0, undo.stdout
-    assert {n: sim.ssh(n, services).stdout for n in sim.nodes} == before
+    assert {n: sim.ssh(n, services, own_config=True).stdout for n in sim.nodes} == before
     # No hostfile left naming the addresses the undo took away; the controller keeps its copy.
-    assert {n: sim.ssh(n, hostfiles).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "0\n")
+    assert {n: sim.ssh(n, hostfiles, own_config=True).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "0\n")
     assert (tmp_path / "out" / "hostfile.json").exists()
     again = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
     assert again.returncode == 0 and set(recap_changed(again.stdout).values()) == {0}, again.stdout

@@ -321,6 +321,58 @@ def test_wrong_port_at_both_ends():
                              "studio-2 Thunderbolt 2 to Thunderbolt 4"]
 
 
+def swapped_on_mini_2():
+    """A ring of 4 whose two cables in mini-2 Thunderbolt 1 and 2 were swapped, and its cables before."""
+    cluster = Cluster.of("mini-m4-pro", 4, "ring")
+    before = ring_plan(cluster)
+    cluster.unplug("mini-2:1").unplug("mini-2:2").cable("mini-1:1", "mini-2:2").cable("mini-2:1", "mini-3:1")
+    assert {str(link) for link in cluster.fabric().links} == {
+        "mini-1:1 -- mini-2:2", "mini-2:1 -- mini-3:1", "mini-1:2 -- mini-4:2", "mini-3:2 -- mini-4:1"}
+    return cluster, before
+
+
+def test_two_cables_swapped_on_one_mac_is_one_fix():
+    cluster, plan = swapped_on_mini_2()
+    fabric = cluster.fabric(cables=plan)
+    assert fabric.errors == ["wrong ports: mini-1:1 -- mini-2:1 and mini-2:2 -- mini-3:1 are cabled as "
+                             "mini-1:1 -- mini-2:2 and mini-2:1 -- mini-3:1; swap the cables in mini-2 Thunderbolt 1 "
+                             "and 2"]
+    # A finding per cable (the picture and the audit show each), the same fix in both.
+    assert [(f.kind, f.cable, f.link) for f in fabric.findings] == [
+        ("wrong port", "mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"),
+        ("wrong port", "mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1")]
+
+
+def test_without_a_plan_the_last_cables_are_the_reference_for_what_moved():
+    cluster, before = swapped_on_mini_2()
+    ledger = fabric_addresses.assign_addresses(before, "10.0.0.0/24")
+    fabric = cluster.fabric(previous=ledger)
+    assert fabric.ok and fabric.findings == []
+    assert fabric.changes == ["cables in mini-2 Thunderbolt 1 and 2 swapped: mini-1:1 -- mini-2:1 is now "
+                              "mini-1:1 -- mini-2:2, mini-2:2 -- mini-3:1 is now mini-2:1 -- mini-3:1"]
+
+    moved = Cluster.of("mini-m4-pro", 3, "mesh")
+    ledger = fabric_addresses.assign_addresses(ring_plan(moved), "10.0.0.0/24")
+    moved.unplug("mini-2:1").cable("mini-1:1", "mini-2:3")
+    assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
+    moved.unplug("mini-1:1").unplug("mini-2:3")
+    assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 unplugged"]
+    # No ledger (the first converge), or nothing changed: nothing to say.
+    assert moved.fabric().changes == []
+    assert Cluster.of("mini-m4-pro", 3, "mesh").fabric(previous=ledger).changes == []
+
+
+def test_a_move_that_is_no_swap_stays_a_move():
+    """Two cables each moved on studio-2, but not into each other's port: two moves, each said."""
+    cluster = Cluster.of("studio-m3-ultra", 4, "ring")
+    before = ring_plan(cluster)
+    cluster.unplug("studio-1:2").unplug("studio-2:2").unplug("studio-2:3").unplug("studio-3:2")
+    cluster.cable("studio-1:2", "studio-2:4").cable("studio-2:5", "studio-3:2")
+    assert cluster.fabric(previous=fabric_addresses.assign_addresses(before, "10.0.0.0/24")).changes == [
+        "cable studio-1:2 -- studio-2:2 moved to studio-1:2 -- studio-2:4",
+        "cable studio-2:3 -- studio-3:2 moved to studio-2:5 -- studio-3:2"]
+
+
 def test_cable_to_a_port_not_in_the_plan():
     cluster = Cluster.of("mini-m4-pro", 3, "line")
     plan = ring_plan(cluster)

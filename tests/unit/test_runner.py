@@ -115,6 +115,13 @@ def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
         f"picture (the last run's; --check wrote none): {tmp_path / 'fabric.svg'}"]
 
 
+def test_what_moved_since_the_last_converge_is_said_after_the_backend():
+    fabric = {"backend": "ring", "reason": "why", "changes": ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]}
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
+    assert cli._fabric_lines(report) == [
+        "backend: ring (why)", "since the last converge: cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
+
+
 def test_a_cluster_steps_failure_names_no_mac_and_indents_its_lines():
     why = "auto: no ring through all 3 hosts: connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 1"
     report = _report(

@@ -281,3 +281,47 @@ def test_documentation_matches_the_argument_spec():
                 compare(option["suboptions"], spec[name]["options"])
 
     compare(doc["options"], tn.ARGUMENT_SPEC)
+
+
+# --- state=present, exclusive: a cable moved to another port ---------------------------------------
+
+def test_exclusive_puts_back_the_ports_it_configured_that_left_the_fabric():
+    """The cable moved from Thunderbolt 1 (service created) to Thunderbolt 2 (an earlier DHCP service,
+    recorded): with Thunderbolt 2 listed, Thunderbolt 1's service goes and the bridge record stays."""
+    record = tn.empty_record()
+    record["created"]["Thunderbolt 1"] = {"hardware_port": "Thunderbolt 1", "device": "en3"}
+    record["bridge"] = {"service": "Thunderbolt Bridge", "enabled": True}
+    tb2 = dict(TB1, device="en4", hardware_port="Thunderbolt 2")
+    dhcp = {"enabled": True, "ipv4": {"method": "DHCP", "address": None, "mask": None, "router": None}, "routes": []}
+    commands, after, results, _, _ = tn.plan_present(tn.check_ports([tb2], HW), "disabled", converged_services(),
+                                                     {"Thunderbolt 2": dhcp}, record, exclusive=True)
+    assert commands == [["-removenetworkservice", "Thunderbolt 1"], ["-setmanual", "Thunderbolt 2", "192.168.77.1", MASK]]
+    assert after["created"] == {} and list(after["previous"]) == ["Thunderbolt 2"] and after["bridge"] is not None
+    assert results[0]["removed"] is True
+    # Then the cable moves back: Thunderbolt 2 was there before mlx-fleet, so it gets its DHCP back.
+    manual = {"enabled": True, "ipv4": {"method": "Manual", "address": "192.168.77.1", "mask": MASK, "router": None},
+              "routes": []}
+    services = [s for s in converged_services() if s["name"] != "Thunderbolt 1"]
+    commands, again, _, _, _ = tn.plan_present(tn.check_ports([TB1], HW), "disabled", services,
+                                               {"Thunderbolt 2": manual}, after, exclusive=True)
+    assert commands == [["-setdhcp", "Thunderbolt 2"], ["-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"],
+                        ["-setmanual", "Thunderbolt 1", "192.168.77.1", MASK]]
+    assert list(again["created"]) == ["Thunderbolt 1"] and again["previous"] == {}
+
+
+def test_without_exclusive_or_a_record_other_ports_stay():
+    commands = tn.plan_present(tn.check_ports([TB1], HW), "unchanged", converged_services(), {}, recorded())[0]
+    assert all("Thunderbolt 2" not in c for c in commands)
+    # A port the module never configured is not in the record: left alone however exclusive.
+    commands = tn.plan_present(tn.check_ports([TB1], HW), "unchanged", converged_services(),
+                               {"Thunderbolt 1": {"enabled": True, "ipv4": {}, "routes": []}}, tn.empty_record(),
+                               exclusive=True)[0]
+    assert all("Thunderbolt 2" not in c for c in commands)
+
+
+def test_the_record_keeps_what_is_still_to_put_back_until_it_is():
+    old = tn.empty_record()
+    old["created"]["Thunderbolt 1"] = {"hardware_port": "Thunderbolt 1", "device": "en3"}
+    new = tn.empty_record()
+    new["created"]["Thunderbolt 2"] = {"hardware_port": "Thunderbolt 2", "device": "en4"}
+    assert set(tn._union(old, new)["created"]) == {"Thunderbolt 1", "Thunderbolt 2"}
