@@ -26,11 +26,11 @@ def _profile(name, r, seed=0):
     return replay.apply(profile, r)
 
 
-def test_mbp_reference_gives_an_unknown_model_with_its_recorded_ports(tmp_path):
+def test_mbp_reference_gives_the_catalogue_m5_max_with_its_recorded_ports(tmp_path):
     r = replay.derive(replay.load_capture(mbp_capture(tmp_path / "mbp")))
-    assert r.model.key == "Mac17,7" and r.model.key not in MODELS
+    assert r.model.key == "macbook-pro-m5-max" and r.model.key in MODELS
     assert (r.model.model_name, r.model.model_id, r.model.tb_generation) == ("MacBook Pro", "Mac17,7", 5)
-    # No hardware ports recorded: a laptop's layout is guessed (Wi-Fi en0, Thunderbolt N = enN).
+    # No hardware ports recorded: the catalogue's laptop layout (Wi-Fi en0, Thunderbolt N = enN).
     assert r.model.hardware_ports == (("Wi-Fi", "en0"), ("Thunderbolt 1", "en1"), ("Thunderbolt 2", "en2"),
                                       ("Thunderbolt 3", "en3"))
     assert r.model.management_device == "en0"
@@ -41,7 +41,7 @@ def test_mbp_reference_gives_an_unknown_model_with_its_recorded_ports(tmp_path):
     profile = _profile("mbp", r)
     assert [(p["receptacle"], p["bus"], p["domain_uuid"]) for p in profile["thunderbolt"]] == [
         (1, 0, MBP_PORT1), (2, 1, "200E23D3-C921-44E0-95F7-55144AC251CC"), (3, 2, "AD089FC0-E653-4FFE-B00A-DFF110B2F9A1")]
-    assert profile["model_id"] == "Mac17,7" and profile["model"] == "Mac17,7"
+    assert profile["model_id"] == "Mac17,7" and profile["model"] == "macbook-pro-m5-max"
 
 
 def test_studio_reference_keeps_its_recorded_hardware_ports_and_the_catalogue_model(tmp_path):

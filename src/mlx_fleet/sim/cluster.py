@@ -48,6 +48,10 @@ SETTABLE = {
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
+    # What the RDMA tools print instead of their usual text ("" goes back to it): a wording no real Mac has
+    # shown yet, to rehearse how the toolkit takes it. "\n" in the value is a line break.
+    "rdma_ctl_status_output": lambda v: v.replace("\\n", "\n") or None,
+    "ibv_devices_output": lambda v: v.replace("\\n", "\n") or None,
 }
 SUDO_MODES = ("nopasswd", "password", "none")
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
@@ -744,7 +748,9 @@ class Cluster:
         host.write_file(self.dir / "ssh_config", "# Written by mlx-fleet sim up\n" + "\n".join(lines))
         host.write_file(self.dir / "known_hosts", "\n".join(known) + "\n")
         inventory = {"all": {"children": {"mlx_cluster": {
-            "hosts": {name: {"mlx_fleet_model": self.state["nodes"][name]["model"]} for name in self.node_names()},
+            # A replayed Mac the catalogue cannot place gets no key: the preflight reads its facts.
+            "hosts": {name: {"mlx_fleet_model": self.state["nodes"][name]["model"]}
+                      if self.state["nodes"][name]["model"] in MODELS else {} for name in self.node_names()},
             "vars": {
                 "ansible_user": host.ADMIN_USER,
                 "ansible_python_interpreter": "/usr/bin/python3",
