@@ -81,6 +81,8 @@ class Readiness:
     ports: list[PortState] = field(default_factory=list)
     regression: str | None = None  # set from the ledger: RDMA switched off since last seen ready
     rdma_status: str | None = None  # rdma_ctl status as read: enabled, disabled, unknown; None: no rdma_ctl
+    rdma_devices: list[str] = field(default_factory=list)  # what ibv_devices lists
+    unread: list[dict] = field(default_factory=list)  # outputs no real Mac has shown: {command, output}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,6 +121,7 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
         model_identifier=macos.get("model_identifier", ""), chip=macos.get("chip", ""),
         serial_number=macos.get("serial_number", ""), product_version=str(macos.get("product_version", "")),
         build_version=macos.get("build_version", ""), location=location, rdma_status=thunderbolt.get("rdma_status"),
+        rdma_devices=list(thunderbolt.get("rdma_devices") or []), unread=list(thunderbolt.get("rdma_unread") or []),
     )
     macos_text = f"macOS {info['product_version']} ({info['build_version']})"
     what = f"{info['model_name']} ({found.key if found else info['model_identifier'] or 'model unknown'})"
@@ -142,7 +145,7 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
         return Readiness(status=NOT_CAPABLE, reason=reason, **info, message=f"{host}: not capable of RDMA: {text}")
 
     # rdma_ctl's wording unknown: rdma_enabled is what MLX trusts, whether ibv_devices lists rdma_* devices.
-    said = ("ibv_devices lists no rdma_* device (rdma_ctl status printed a wording no real Mac has shown)"
+    said = ("ibv_devices lists no rdma_* device (the RDMA tools printed a wording no real Mac has shown)"
             if thunderbolt.get("rdma_status") == "unknown" else "rdma_ctl status says disabled")
     if not thunderbolt.get("rdma_enabled"):
         return Readiness(status=NEEDS_RECOVERY, **info, message=(
@@ -215,6 +218,15 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
     if incapable:
         parts.append(f"{_join([named(p) for p in incapable])} cannot carry RDMA (the peer cannot do RDMA)")
     return Readiness(status=READY, ports=ports, **info, message="; ".join(parts))
+
+
+def unread_warnings(nodes: dict[str, Readiness]) -> list[str]:
+    """One line per RDMA tool output no real Mac has shown: the Mac, the command, its output quoted, and what the
+    judgment went by instead (the rdma_* devices ibv_devices lists, what MLX itself trusts)."""
+    return [f"{host}: {item['command']} printed {item['output']!r}, a wording no real Mac has shown; RDMA state "
+            f"unknown, judged by the rdma_* devices ibv_devices lists ({', '.join(node.rdma_devices) or 'none'}): "
+            f"{STATUS_WORDS[node.status]}"
+            for host, node in nodes.items() for item in node.unread]
 
 
 # --- the cluster ----------------------------------------------------------------------------------

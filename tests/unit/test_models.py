@@ -111,9 +111,23 @@ def test_an_undeclared_thunderbolt_4_mac_is_not_capable_from_its_model_or_its_po
     assert newer.status == rdma.READY
 
 
-def test_rdma_ctl_unknown_with_rdma_devices_is_judged_by_them():
-    node = rdma.classify_node("m1", macos("Mac17,7", "MacBook Pro", "Apple M5 Max"), tb_facts(120, status="unknown"))
+def test_rdma_ctl_unknown_with_rdma_devices_is_judged_by_them_and_warned():
+    facts = dict(tb_facts(120, status="unknown"), rdma_unread=[{"command": "rdma_ctl status", "output": "RDMA: on"}])
+    node = rdma.classify_node("m1", macos("Mac17,7", "MacBook Pro", "Apple M5 Max"), facts)
     assert (node.status, node.rdma_status) == (rdma.READY, "unknown")
+    assert rdma.unread_warnings({"m1": node}) == [
+        "m1: rdma_ctl status printed 'RDMA: on', a wording no real Mac has shown; RDMA state unknown, judged by "
+        "the rdma_* devices ibv_devices lists (rdma_en1, rdma_en2, rdma_en3): ready"]
+
+
+def test_ibv_devices_unknown_is_warned_with_the_devices_found_in_it():
+    facts = dict(tb_facts(120, status="unknown", enabled=False, devices=()),
+                 rdma_unread=[{"command": "ibv_devices", "output": "No IB devices found"}])
+    node = rdma.classify_node("m1", macos("Mac17,7", "MacBook Pro", "Apple M5 Max"), facts)
+    assert node.status == rdma.NEEDS_RECOVERY
+    assert rdma.unread_warnings({"m1": node}) == [
+        "m1: ibv_devices printed 'No IB devices found', a wording no real Mac has shown; RDMA state unknown, judged "
+        "by the rdma_* devices ibv_devices lists (none): off: Recovery step to do"]
 
 
 def test_rdma_ctl_unknown_without_rdma_devices_needs_the_recovery_step_saying_why():
@@ -121,7 +135,7 @@ def test_rdma_ctl_unknown_without_rdma_devices_needs_the_recovery_step_saying_wh
                               tb_facts(120, status="unknown", enabled=False, devices=()))
     assert node.status == rdma.NEEDS_RECOVERY
     assert node.message == (
-        "m1: needs the Recovery step: ibv_devices lists no rdma_* device (rdma_ctl status printed a wording no real "
+        "m1: needs the Recovery step: ibv_devices lists no rdma_* device (the RDMA tools printed a wording no real "
         "Mac has shown) on this MacBook Pro (macbook-pro-m5-max), macOS 26.2 (25C56); a person at the Mac enables "
         "RDMA in macOS Recovery (see the checklist)")
     carriers = rdma.carriers({"m1": node}, [])

@@ -102,12 +102,9 @@ def test_an_unknown_rdma_wording_is_status_unknown_with_a_warning_not_a_failed_m
     result, _ = run(**overrides)
     assert not result.get("failed"), result.get("msg")
     tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
-    status = "unknown" if rdma_ctl and rdma_ctl[1] not in ("disabled\n",) else "disabled" if rdma_ctl else "enabled"
-    assert (tb["rdma_status"], tb["rdma_enabled"], tb["rdma_devices"]) == (status, enabled, devices)
+    assert (tb["rdma_status"], tb["rdma_enabled"], tb["rdma_devices"]) == ("unknown", enabled, devices)
     assert [(u["command"], u["output"]) for u in tb["rdma_unread"]] == unread
-    assert len(result["warnings"]) == len(unread)
-    for (command, output), warning in zip(unread, result["warnings"]):
-        assert warning.startswith(f"{command} printed {output!r}, a wording no real Mac has shown; RDMA state unknown")
+    assert not result.get("warnings")  # said by the judgment, which knows the Mac's name (test_models)
 
 
 def test_it_takes_no_options():
