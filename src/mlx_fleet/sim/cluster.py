@@ -748,9 +748,7 @@ class Cluster:
         host.write_file(self.dir / "ssh_config", "# Written by mlx-fleet sim up\n" + "\n".join(lines))
         host.write_file(self.dir / "known_hosts", "\n".join(known) + "\n")
         inventory = {"all": {"children": {"mlx_cluster": {
-            # A replayed Mac the catalogue cannot place gets no key: the preflight reads its facts.
-            "hosts": {name: {"mlx_fleet_model": self.state["nodes"][name]["model"]}
-                      if self.state["nodes"][name]["model"] in MODELS else {} for name in self.node_names()},
+            "hosts": {name: inventory_host_vars(self.state["nodes"][name]["model"]) for name in self.node_names()},
             "vars": {
                 "ansible_user": host.ADMIN_USER,
                 "ansible_python_interpreter": "/usr/bin/python3",
@@ -831,6 +829,12 @@ def _factory_names(model_name: str) -> tuple[str, str]:
 def _check_node_name(name: str) -> None:
     if len(name) > 40 or not name.replace("-", "").isalnum():
         raise SimError(f"node name {name!r}: use letters, digits and '-' only")
+
+
+def inventory_host_vars(model_key: str) -> dict:
+    """A node's variables in the sim's inventory: its model key, when the catalogue has it (a replayed Mac the
+    catalogue cannot place gets none, and the product reads its facts, as for any undeclared Mac)."""
+    return {"mlx_fleet_model": model_key} if model_key in MODELS else {}
 
 
 def environment_vars() -> dict:
