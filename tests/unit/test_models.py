@@ -140,3 +140,16 @@ def test_rdma_ctl_unknown_without_rdma_devices_needs_the_recovery_step_saying_wh
         "RDMA in macOS Recovery (see the checklist)")
     carriers = rdma.carriers({"m1": node}, [])
     assert carriers.refusals["m1"].startswith("m1 has no RDMA device (rdma_ctl status: unknown)")
+
+
+def test_docs_models_lists_the_catalogue():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| `")]
+    assert [r[0].strip("`") for r in rows] == list(MODELS)
+    for key, name, chip, ids, generation, ports, *rest in rows:
+        m = MODELS[key.strip("`")]
+        assert (name, chip, generation, ports.split()[0]) == (m.model_name, m.chip, str(m.tb_generation),
+                                                             str(m.port_count)), key
+        assert ids == (", ".join(m.model_ids) or "(not listed yet)") and m.source_url in rest[-1], key
