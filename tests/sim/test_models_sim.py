@@ -37,10 +37,14 @@ def inventory_variant(sim, path: Path, models: dict[str, str | None]) -> Path:
 
 
 def test_m4_max_studio_m2_ultra_studio_and_m5_max_macbook_pro_with_and_without_their_models(make_sim, tmp_path):
-    sim = make_sim(topology=plan_file(tmp_path / "plan.yml", LAB, LAB_CABLES))
+    plan = tmp_path / "plan.yml"  # RDMA off on the M2 Ultra: still no Recovery visit for it
+    plan.write_text(yaml.safe_dump({"nodes": {n: {"model": m, "rdma": n != "cat-ultra"} for n, m in LAB.items()},
+                                    "cables": LAB_CABLES}, sort_keys=False))
+    sim = make_sim(topology=str(plan))
     assert [sim.profile(n)["model_id"] for n in LAB] == ["Mac16,9", "Mac14,14", "Mac17,7"]
+    assert sim.cli("exec", "cat-ultra", "--", "rdma_ctl", "status").stdout == "disabled\n"
     assert sim.inventory["all"]["children"]["mlx_cluster"]["hosts"]["cat-ultra"] == {"mlx_fleet_model": "studio-m2-ultra"}
-    ring = (f"backend: ring (auto chose ring: the cables form a ring ({' -> '.join(sim.nodes)}) but cat-ultra "
+    ring = ("backend: ring (auto chose ring: the cables form a ring (cat-max -> cat-ultra -> cat-mbp) but cat-ultra "
             "cannot do RDMA (a Thunderbolt 4 Mac))")
     rdma = ("RDMA: no Mac needs the Recovery step; the cabling supports ring (no RDMA); cat-ultra cannot do RDMA, "
             "so ring is the way for it")
@@ -48,6 +52,8 @@ def test_m4_max_studio_m2_ultra_studio_and_m5_max_macbook_pro_with_and_without_t
     declared = converge(sim.dir / "inventory.yml")
     assert declared.returncode == 0, declared.stdout + declared.stderr
     assert lines(declared, "backend: ", "RDMA: ") == [rdma, ring], declared.stdout
+    checklist = (sim.dir / ".mlx-fleet" / "recovery-checklist.txt").read_text()
+    assert "No Mac needs the Recovery step." in checklist, checklist  # cat-ultra, RDMA off, is not sent there
 
     # The same Macs with no mlx_fleet_model: placed by their model identifiers, the same judgment.
     undeclared = converge(inventory_variant(sim, tmp_path / "undeclared.yml", dict.fromkeys(LAB)))
