@@ -21,7 +21,7 @@ def macos(identifier, name="Mac", chip="", version="26.2"):
 
 def idle_ports(rating, n=3, linked=()):
     """mlx_fleet_thunderbolt ports as system_profiler shows them: idle at their rating, or linked at a speed."""
-    return [{"receptacle": i, "device": f"en{i}", "speed_gbps": dict(linked).get(i, rating),
+    return [{"receptacle": i, "device": f"en{i}", "domain_uuid": f"UUID-{i}", "speed_gbps": dict(linked).get(i, rating),
              "speed_is_max": i not in dict(linked), "peers": [], "rdma_device": None, "rdma_state": None}
             for i in range(1, n + 1)]
 
@@ -153,3 +153,16 @@ def test_docs_models_lists_the_catalogue():
         assert (name, chip, generation, ports.split()[0]) == (m.model_name, m.chip, str(m.tb_generation),
                                                              str(m.port_count)), key
         assert ids == (", ".join(m.model_ids) or "(not listed yet)") and m.source_url in rest[-1], key
+
+
+def test_the_checklist_page_of_a_mac_with_an_unknown_rdma_wording_says_what_was_read():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
+
+    tb = dict(tb_facts(120, status="unknown", enabled=False, devices=()),
+              rdma_unread=[{"command": "rdma_ctl status", "output": "Status: Disabled"}])
+    assessment = rdma.assess({"m1": macos("Mac17,7", "MacBook Pro", "Apple M5 Max")}, {"m1": tb})
+    html, text = checklist.render(checklist.context(assessment, inventory="inv.yml", output_dir="out", generated="now"))
+    assert ("Now:            ibv_devices lists no rdma_* device (rdma_ctl status:\n"
+            "                a wording no real Mac has shown)\n---") in text
+    assert "says disabled" not in text and "says <code>disabled</code>" not in html
+    assert "<code>ibv_devices</code> lists no <code>rdma_*</code> device" in html
