@@ -525,6 +525,12 @@ def parse_ibv_devices(text, warnings=None):
     return devices
 
 
+def rdma_devices_named(text):
+    """The `rdma_*` device names anywhere in a text: what MLX itself looks for in `ibv_devices`, read from an
+    output whose wording parse_ibv_devices does not know."""
+    return sorted(set(re.findall(r"\brdma_\w+", text or "")))
+
+
 def parse_ibv_devinfo(text):
     """`ibv_devinfo` -> {device: {transport, ports: {port_number: state}}}, state like "PORT_ACTIVE".
 

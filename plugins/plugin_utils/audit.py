@@ -24,7 +24,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, check_declaration
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, mismatch
 
 FORMAT = "mlx-fleet-audit/1"
 HOSTFILES = (HOSTFILE, RING_HOSTFILE)
@@ -147,7 +147,7 @@ def _hardware(macs, observed, declared, ledger, checks):
         model = MODELS.get(declared[host].get("model") or "")
         if model:
             checks.append(Check("model", "model", [host], f"{model.model_name} ({model.model_id}), mlx_fleet_model "
-                                f"{model.key}", found_model, macos["model_identifier"] == model.model_id,
+                                f"{model.key}", found_model, mismatch(host, model.key, macos) is None,
                                 f"check that the Mac answering as {host} is the one the inventory means, or "
                                 f"correct its mlx_fleet_model"))
         peers = by_model[macos["model_identifier"]]

@@ -6,6 +6,7 @@ user can correct the inventory without reading a traceback.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from collections import defaultdict
@@ -121,7 +122,10 @@ def _host_var_problems(name: str, hv: dict) -> list[str]:
         problems.append(f"{name}: mlx_fleet_model is a {_kind(model)}; give one model key, "
                         f"e.g. mlx_fleet_model: {next(iter(MODELS))}")
     elif model is not None and model not in MODELS:
-        problems.append(f"{name}: unknown model {model!r} in mlx_fleet_model; use one of {', '.join(MODELS)}")
+        close = difflib.get_close_matches(model, MODELS, n=3, cutoff=0.6)
+        problems.append(f"{name}: unknown model {model!r} in mlx_fleet_model; "
+                        + (f"did you mean {', '.join(close)}? " if close else "")
+                        + "Or leave it out: the Mac's own facts are read")
     location = hv.get("mlx_fleet_location")
     if location is not None and not (isinstance(location, str) and location.isprintable()):
         what = "has control characters" if isinstance(location, str) else f"is a {_kind(location)}"

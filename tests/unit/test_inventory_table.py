@@ -19,7 +19,6 @@ HOSTS = {
 }
 # The controller, on a network of its own.
 CONTROLLER = [("en0", IPv4Interface("10.0.9.5/24"))]
-MODELS = "studio-m3-ultra, mini-m4-pro, mini-m4, macbook-pro-m4-max"
 ENVS_FIX = 'write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. ["MLX_METAL_FAST_SYNCH=1"]'
 POOL_FIX = "use a private range the Macs and this controller do not use, e.g. 192.168.0.0/16"
 
@@ -34,7 +33,8 @@ CASES = {
     "duplicate-address": (HOSTS | {"s3": {"ansible_host": "10.0.1.11"}}, {},
                           "s1 and s3: the same address 10.0.1.11 twice; each Mac needs its own ansible_host"),
     "unknown-model": (HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {},
-                      f"s3: unknown model 'studio-m2' in mlx_fleet_model; use one of {MODELS}"),
+                      "s3: unknown model 'studio-m2' in mlx_fleet_model; did you mean studio-m2-max, studio-m2-ultra, "
+                      "studio-m4-max? Or leave it out: the Mac's own facts are read"),
     "unknown-backend": (HOSTS, {"mlx_fleet_backend": "mpi"},
                         "mlx_fleet_backend: unknown backend 'mpi'; use one of jaccl, jaccl-ring, ring, auto"),
     "two-part-version": (HOSTS, {"mlx_env_mlx_version": "0.32"}, None),

@@ -21,7 +21,8 @@ def add_sim_parser(sub) -> None:
 
     up = with_dir(ssub.add_parser("up", help="build the cluster and write DIR/inventory.yml and DIR/ssh_config"))
     up.add_argument("--nodes", type=int, help="number of Macs (not needed with a plan file)")
-    up.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    up.add_argument("--model", help="a key of the model catalogue (plugin_utils/models.py): mini-m4-pro (default), "
+                                         "studio-m4-max, studio-m2-ultra, macbook-pro-m5-max, ...")
     up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, a cable-plan FILE, or your inventory (file or folder)")
     up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
@@ -33,7 +34,8 @@ def add_sim_parser(sub) -> None:
     add = with_dir(ssub.add_parser("add", help="power on a new Mac as it leaves Setup Assistant: password login only, "
                                                 "not cabled, not in the inventory"))
     add.add_argument("name")
-    add.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    add.add_argument("--model", help="a key of the model catalogue (plugin_utils/models.py): mini-m4-pro (default), "
+                                         "studio-m4-max, studio-m2-ultra, macbook-pro-m5-max, ...")
     add.add_argument("--macos-version", help="e.g. 26.2 (default: the sim's)")
     add.add_argument("--macos-build", help="e.g. 25C56 (default: the sim's)")
     with_dir(ssub.add_parser("down", help="remove everything the cluster made"))

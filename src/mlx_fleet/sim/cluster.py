@@ -48,6 +48,10 @@ SETTABLE = {
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
+    # What the RDMA tools print instead of their usual text ("" goes back to it): a wording no real Mac has
+    # shown yet, to rehearse how the toolkit takes it. "\n" in the value is a line break.
+    "rdma_ctl_status_output": lambda v: v.replace("\\n", "\n") or None,
+    "ibv_devices_output": lambda v: v.replace("\\n", "\n") or None,
 }
 SUDO_MODES = ("nopasswd", "password", "none")
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
@@ -744,7 +748,7 @@ class Cluster:
         host.write_file(self.dir / "ssh_config", "# Written by mlx-fleet sim up\n" + "\n".join(lines))
         host.write_file(self.dir / "known_hosts", "\n".join(known) + "\n")
         inventory = {"all": {"children": {"mlx_cluster": {
-            "hosts": {name: {"mlx_fleet_model": self.state["nodes"][name]["model"]} for name in self.node_names()},
+            "hosts": {name: inventory_host_vars(self.state["nodes"][name]["model"]) for name in self.node_names()},
             "vars": {
                 "ansible_user": host.ADMIN_USER,
                 "ansible_python_interpreter": "/usr/bin/python3",
@@ -825,6 +829,12 @@ def _factory_names(model_name: str) -> tuple[str, str]:
 def _check_node_name(name: str) -> None:
     if len(name) > 40 or not name.replace("-", "").isalnum():
         raise SimError(f"node name {name!r}: use letters, digits and '-' only")
+
+
+def inventory_host_vars(model_key: str) -> dict:
+    """A node's variables in the sim's inventory: its model key, when the catalogue has it (a replayed Mac the
+    catalogue cannot place gets none, and the product reads its facts, as for any undeclared Mac)."""
+    return {"mlx_fleet_model": model_key} if model_key in MODELS else {}
 
 
 def environment_vars() -> dict:
