@@ -22,6 +22,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -73,6 +74,11 @@ _BOOT_THEN_SSHD = (
     "/usr/local/libexec/macsim/boot && "
     "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config"
 )
+# FileVault locked at the login window: the data volume (keys, launchd jobs) is unavailable and, as
+# on a Mac whose SSH unlock is off, no login works until a person logs in at the Mac.
+_LOCKED_SSHD = "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked"
+SSHD_LOCKED_EXTRA = "AuthorizedKeysFile none\nPasswordAuthentication no\n"
+UPDATE_FAULTS = ("no-prepare", "no-return", "filevault-locked", "rdma-off")
 
 # Remote Login as macOS has it: every address, the account password or a key.
 SSHD_CONFIG = "\n".join([
@@ -338,6 +344,7 @@ class Cluster:
         ssh_dir = fs / LIBEXEC / "ssh"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", str(ssh_dir / "ssh_host_ed25519_key")])
         (ssh_dir / "sshd_config").write_text(SSHD_CONFIG)
+        (ssh_dir / "sshd_config_locked").write_text(SSHD_CONFIG + SSHD_LOCKED_EXTRA)
 
         run(["ip", "netns", "add", ns])
         mgmt = profile["management"]
@@ -551,7 +558,8 @@ class Cluster:
     def _start(self, name: str) -> None:
         node = self._require(name)
         log = open(self.dir / "nodes" / name / "console.log", "ab")
-        proc = self._spawn(name, ["/bin/sh", "-c", _BOOT_THEN_SSHD], stdin=subprocess.DEVNULL,
+        locked = self.profile(name).get("filevault_locked")
+        proc = self._spawn(name, ["/bin/sh", "-c", _LOCKED_SSHD if locked else _BOOT_THEN_SSHD], stdin=subprocess.DEVNULL,
                            stdout=log, stderr=log, start_new_session=True)
         log.close()
         node.update(pid=proc.pid, status="running")
@@ -627,6 +635,75 @@ class Cluster:
         self._write_profile(name, profile)
         self.reboot(name)
         return self.profile(name)
+
+    def offer(self, names: list[str], version: str, build: str, faults: dict[str, str],
+              prepare_seconds: float) -> list[str]:
+        """Apple offers macOS VERSION (BUILD) to NAMES (every node when empty), as `softwareupdate
+        --list` shows it; FAULTS {node: fault} rehearse an update that goes wrong there. Starts the
+        power agent that restarts a node when its preparation is done."""
+        self._require_up()
+        names = names or self.node_names()
+        for name in [*names, *faults]:
+            self._require(name)
+        for name, fault in faults.items():
+            if fault not in UPDATE_FAULTS:
+                raise SimError(f"--fault {name}={fault}: the faults are {', '.join(UPDATE_FAULTS)}")
+            if name not in names:
+                raise SimError(f"--fault {name}=...: {name} is not offered the update")
+        for name in names:
+            profile = self.profile(name)
+            codename = "Tahoe" if version.split(".")[0] == "26" else "macOS"
+            title = f"macOS {codename} {version}"
+            update = {"label": f"{title}-{build}", "title": title, "version": version, "build": build,
+                      "size_kib": 2630358, "action": "restart"}
+            others = [u for u in profile.get("software_updates", []) if not u.get("build")]
+            profile.update(software_updates=others + [update], update_fault=faults.get(name),
+                           update_prepare_seconds=prepare_seconds)
+            self._write_profile(name, profile)
+            replay.forget(self.fs(name), LIBEXEC, "softwareupdate")  # the double answers from the offer now
+        self._start_power_agent()
+        return names
+
+    def _start_power_agent(self) -> None:
+        if _alive(self.state.get("power_agent")):
+            return
+        log = open(self.dir / "power-agent.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "mlx_fleet.sim.power", str(self.dir)], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.state["power_agent"] = proc.pid
+        self._save()
+
+    def install_update(self, name: str, update: dict) -> None:
+        """The restart at the end of a preparation: the node boots into the new build, or as its
+        fault says (off for good, FileVault-locked, RDMA off)."""
+        profile = self.profile(name)
+        fault = profile.get("update_fault")
+        profile.update(os_version=update["version"], os_build=update["build"], update_fault=None,
+                       filevault_locked=fault == "filevault-locked",
+                       software_updates=[u for u in profile.get("software_updates", []) if u["label"] != update["label"]])
+        if fault == "rdma-off":
+            profile["nvram_rdma"] = False
+        self._write_profile(name, profile)
+        replay.forget(self.fs(name), LIBEXEC, "softwareupdate")
+        self._stop(name)
+        self._forget_runtime_state(name)
+        self._refresh_links()
+        if fault == "no-return":
+            self._save()
+            return
+        self._start(name)
+        self._wait_for_ssh(name)
+
+    def unlock(self, name: str) -> None:
+        """A person logs in at the FileVault login window: the data volume unlocks and the Mac starts up."""
+        self._require_up()
+        profile = self.profile(name)
+        if not profile.get("filevault_locked"):
+            raise SimError(f"{name} is not waiting at the FileVault login window")
+        profile["filevault_locked"] = False
+        self._write_profile(name, profile)
+        self.reboot(name)
 
     def _thunderbolt_bridge_on(self, name: str) -> None:
         """Enable the bridge0 service, or make it again if someone removed it (as configd would)."""
@@ -783,6 +860,8 @@ class Cluster:
     def down(self) -> None:
         if not self.state:
             raise SimError(f"no simulated cluster in {self.dir}")
+        if _alive(self.state.get("power_agent")):
+            os.kill(self.state["power_agent"], signal.SIGTERM)
         for name in self.state["nodes"]:
             self._stop(name)
         # Names are prefix-scanned too, so a half-built cluster leaves nothing behind.
