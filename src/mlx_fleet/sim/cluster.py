@@ -76,7 +76,8 @@ _BOOT_THEN_SSHD = (
 )
 # FileVault locked at the login window: the data volume (keys, launchd jobs) is unavailable and, as
 # on a Mac whose SSH unlock is off, no login works until a person logs in at the Mac.
-_LOCKED_SSHD = "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked"
+_LOCKED_SSHD = ("/usr/local/libexec/macsim/boot && "
+                "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked")
 SSHD_LOCKED_EXTRA = "AuthorizedKeysFile none\nPasswordAuthentication no\n"
 UPDATE_FAULTS = ("no-prepare", "no-return", "filevault-locked", "rdma-off")
 
