@@ -45,6 +45,8 @@ READS = {
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
     "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
+    # Exit status 1 with "No new software available." on stderr when nothing is pending.
+    "softwareupdate": ("softwareupdate", "--list"),
 }
 
 

@@ -197,6 +197,8 @@ class PlaybookOptions:
     verbosity: int = 0
     ask_become_pass: bool = False
     become_password: str | None = None  # already known (onboard asked for it): handed over, never asked
+    # {prompt regex: answer} for a playbook's vars_prompt (os-update's password): handed over, never written
+    prompt_answers: dict[str, str] = field(default_factory=dict)
 
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
@@ -246,6 +248,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         password = options.become_password or getpass.getpass("BECOME password: ")
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*$"] = password
+    passwords.update(options.prompt_answers)
     report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check)
     watcher = Progress() if progress else None
     started = time.monotonic()

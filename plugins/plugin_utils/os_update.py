@@ -1,0 +1,245 @@
+"""macOS updates across the cluster: the target, the order, the record to resume from, the checks.
+
+One Mac at a time, because JACCL needs every Mac on the same build and a Mac that does not come
+back must leave the others on a build that still works together; a canary first (never rank 0)
+so a bad update stops at one Mac; rank 0 (the first host of the inventory, where mlx.launch's
+rank 0 runs) last. The record (OUTPUT_DIR/os-update.json) says which Macs are done for which
+target, so a rerun never updates a Mac twice and skips none.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+
+RECORD_FILE = "os-update.json"
+RECORD_FORMAT = "mlx-fleet-os-update/1"
+DONE, STARTED, FAILED = "done", "started", "failed"
+DEFAULT_TIMEOUT = 40 * 60  # seconds a Mac may take to prepare, restart and come back
+
+
+class Refused(ValueError):
+    """The plan cannot go ahead; each line names a Mac and why."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.]", version or "0"))
+
+
+def macos_offers(mac: dict) -> list[dict]:
+    """The macOS updates a Mac is offered (not Safari, not the Command Line Tools)."""
+    return [u for u in mac.get("updates", []) if u.get("macos") and u.get("build")]
+
+
+def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -> dict:
+    """{version, build, labels: {mac: label}} that every Mac is on or offered; Refused otherwise.
+
+    Without `wanted`, the newest macOS update every Mac offers (or is already on)."""
+    known: dict[str, dict] = {}
+    for name in names:
+        known.setdefault(macs[name]["build"], {"version": macs[name]["version"], "build": macs[name]["build"]})
+        for u in macos_offers(macs[name]):
+            known.setdefault(u["build"], {"version": u["version"], "build": u["build"]})
+
+    def reach(build: str) -> dict[str, str | None] | None:
+        labels = {}
+        for name in names:
+            offer = next((u for u in macos_offers(macs[name]) if u["build"] == build), None)
+            if macs[name]["build"] != build and offer is None:
+                return None
+            labels[name] = offer["label"] if macs[name]["build"] != build else None
+        return labels
+
+    if wanted:
+        matches = [t for t in known.values() if wanted in (t["build"], t["version"])]
+        if not matches:
+            raise Refused([f"no Mac is on or offered macOS {wanted}: " + offered_line(names, macs)])
+        target = max(matches, key=lambda t: version_key(t["version"]))
+        labels = reach(target["build"])
+        if labels is None:
+            missing = [n for n in names if macs[n]["build"] != target["build"]
+                       and not any(u["build"] == target["build"] for u in macos_offers(macs[n]))]
+            raise Refused([f"{n}: not offered macOS {target['version']} ({target['build']}); it offers "
+                           f"{_offers_text(macs[n])}" for n in missing])
+        return dict(target, labels=labels)
+    reachable = [t for t in known.values() if reach(t["build"]) is not None]
+    if not reachable:
+        raise Refused(["no macOS build is offered to every Mac: " + offered_line(names, macs)
+                       + "; give one with --to"])
+    target = max(reachable, key=lambda t: version_key(t["version"]))
+    return dict(target, labels=reach(target["build"]))
+
+
+def _offers_text(mac: dict) -> str:
+    offers = macos_offers(mac)
+    return ", ".join(f"{u['version']} ({u['build']})" for u in offers) if offers else "no macOS update"
+
+
+def offered_line(names: list[str], macs: dict[str, dict]) -> str:
+    return "; ".join(f"{n} on {macs[n]['build']} offers {_offers_text(macs[n])}" for n in names)
+
+
+def job_refusals(names: list[str], macs: dict[str, dict]) -> list[str]:
+    return [f"{n}: an MLX job is running (pid {job['pid']}: {job['command'][:80]}); let it finish or stop it, "
+            "then run again" for n in names for job in macs[n].get("jobs", [])[:1]]
+
+
+def order(names: list[str], todo: list[str], canary: str | None) -> list[str]:
+    """The Macs of `todo` in update order: the canary, the others in inventory order, rank 0 last."""
+    rank0 = names[0]
+    if canary is not None:
+        if canary not in names:
+            raise Refused([f"--canary {canary}: not a Mac of the cluster ({', '.join(names)})"])
+        if canary == rank0 and len(names) > 1:
+            raise Refused([f"--canary {canary}: it is rank 0, which is updated last; choose another Mac"])
+    candidates = [n for n in todo if n != rank0]
+    first = canary if canary in todo else (candidates[0] if candidates else None)
+    middle = [n for n in todo if n not in (first, rank0)]
+    return ([first] if first else []) + middle + ([rank0] if rank0 in todo and rank0 != first else [])
+
+
+def read_record(path: str | Path) -> dict | None:
+    import json
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise Refused([f"{path}: not a readable update record ({exc}); move it away to start afresh"]) from None
+    return record if record.get("format") == RECORD_FORMAT else None
+
+
+def plan(names: list[str], macs: dict[str, dict], *, wanted: str | None, canary: str | None,
+         record: dict | None) -> dict:
+    """Everything the update does, decided before any Mac changes; Refused names what stops it."""
+    refusals = job_refusals(names, macs)
+    if refusals:
+        raise Refused(refusals)
+    target = choose_target(names, macs, wanted)
+    same = record is not None and record.get("target", {}).get("build") == target["build"]
+    done = [n for n in names if same and record["macs"].get(n, {}).get("status") == DONE
+            and macs[n]["build"] == target["build"]]
+    todo = [n for n in names if n not in done]
+    if all(macs[n]["build"] == target["build"] for n in names) and not (same and todo):
+        todo = []  # every Mac on the target already: nothing to install, and nothing was started
+    ordered = order(names, todo, canary)
+    return {
+        "target": {"version": target["version"], "build": target["build"]},
+        "labels": {n: target["labels"][n] for n in ordered},
+        "current": {n: {"version": macs[n]["version"], "build": macs[n]["build"]} for n in names},
+        "offers": {n: [{k: u[k] for k in ("label", "version", "build")} for u in macos_offers(macs[n])] for n in names},
+        "order": ordered,
+        "install": [n for n in ordered if macs[n]["build"] != target["build"]],
+        "done": done,
+        "rank0": names[0],
+        "resumed": bool(same and done),
+    }
+
+
+def plan_lines(p: dict) -> list[str]:
+    t = p["target"]
+    lines = [f"target: macOS {t['version']} ({t['build']})"]
+    for name, cur in p["current"].items():
+        role = " (rank 0)" if name == p["rank0"] else ""
+        state = ("done earlier" if name in p["done"] else "to install" if name in p["install"]
+                 else "on the target, to check" if name in p["order"] else "on the target")
+        offers = ", ".join(f"{u['label']} ({u['version']}, {u['build']})" for u in p["offers"].get(name, []))
+        lines.append(f"  {name}{role}: {cur['version']} ({cur['build']}): {state}; offered: {offers or 'no macOS update'}")
+    lines.append("order: " + (" -> ".join(p["order"]) if p["order"] else "nothing to do"))
+    return lines
+
+
+def new_record(p: dict, previous: dict | None) -> dict:
+    if previous is not None and previous.get("target", {}).get("build") == p["target"]["build"]:
+        return dict(previous, plan=p)
+    return {"format": RECORD_FORMAT, "target": p["target"], "started_at": now(), "plan": p, "macs": {}}
+
+
+def mark(record: dict, name: str, status: str, **fields) -> dict:
+    record["macs"][name] = dict(record["macs"].get(name, {}), status=status, at=now(), **fields)
+    if status == DONE and all(record["macs"].get(n, {}).get("status") == DONE for n in record["plan"]["current"]):
+        record["finished_at"] = now()
+    return record
+
+
+def write_record(path: str | Path, record: dict) -> None:
+    atomic_write_json(path, record)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- after a Mac came back ------------------------------------------------------------------------
+
+def check_after(name: str, before: dict, after: dict, build: str, rdma_expected: bool | None) -> list[dict]:
+    """What is wrong with a Mac after its update; each {reason, visit (a person must go), steps}."""
+    problems = []
+    if after["build"] != build:
+        problems.append({"reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
+                                   "did not install", "visit": False,
+                         "steps": ["Look at System Settings > General > Software Update on the Mac for the error",
+                                   "then run mlx-fleet os-update again"]})
+    if rdma_expected and after.get("rdma_enabled") is False:
+        problems.append({"reason": "RDMA is off after the update: the Recovery step must be done again at the Mac",
+                         "visit": True,
+                         "steps": ["Shut the Mac down; hold the power button until 'Loading startup options' shows",
+                                   "Options > Continue; in Utilities > Terminal run: rdma_ctl enable",
+                                   "Restart the Mac, then run mlx-fleet os-update again"]})
+    lost = sorted(f"{dev} {addr}" for dev, addrs in (before.get("addresses") or {}).items()
+                  for addr in addrs if addr not in (after.get("addresses") or {}).get(dev, []))
+    if lost:
+        problems.append({"reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
+                         "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
+    if before.get("mlx_imports") and not after.get("mlx_imports"):
+        problems.append({"reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
+                         "visit": False, "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
+    return problems
+
+
+WAIT_PROBLEMS = {
+    "no-restart": ("did not restart within {timeout} s of starting the update (its preparation never finished); "
+                   "still on {build}", False,
+                   ["Look at System Settings > General > Software Update on the Mac",
+                    "Never force a restart during the preparation: it aborts the update",
+                    "Run mlx-fleet os-update again once the Mac is idle"]),
+    "no-return": ("went down for the update and did not come back within {timeout} s", True,
+                  ["Go to the Mac: is it on, at a progress bar, or at the login window?",
+                   "If it is off, press its power button; wait for the update to finish",
+                   "Then run mlx-fleet os-update again (it resumes here)"]),
+    "locked": ("came back FileVault-locked and cannot be unlocked over SSH: a person must log in at the Mac", True,
+               ["At the Mac's login window, log in with a volume owner's account (this unlocks the disk)",
+                "Then run mlx-fleet os-update again (it resumes here)"]),
+    "old-build": ("restarted but is still on {build}: the update did not install", False,
+                  ["Look at System Settings > General > Software Update on the Mac for the error",
+                   "Then run mlx-fleet os-update again"]),
+}
+
+
+def wait_problem(kind: str, *, timeout: int, build: str) -> dict:
+    text, visit, steps = WAIT_PROBLEMS[kind]
+    return {"reason": text.format(timeout=timeout, build=build), "visit": visit, "steps": steps}
+
+
+def visit_sheet_text(name: str, problem: dict, *, location: str | None, target: dict, inventory: str) -> str:
+    lines = [f"mlx-fleet visit sheet: {name}" + (f" ({location})" if location else ""),
+             f"macOS update to {target['version']} ({target['build']}) stopped at this Mac:",
+             f"  {problem['reason']}", "", "At the Mac:"]
+    lines += [f"  {i}. {step}" for i, step in enumerate(problem["steps"], 1)]
+    lines += ["", f"Afterwards, from the controller: mlx-fleet os-update -i {inventory}", ""]
+    return "\n".join(lines)
+
+
+def write_visit_sheet(output_dir: str | Path, name: str, text: str) -> Path:
+    path = Path(output_dir) / f"os-update-visit-{name}.txt"
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path
