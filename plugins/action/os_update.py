@@ -4,11 +4,13 @@
 """Update one Mac: start the install (macos_update, the password on its stdin), wait (bounded) for the Mac
 to go down and come back, then check it (os_update_facts); record each step (logic: plugin_utils.os_update).
 
-The volume owner's password is read from the variable mlx_fleet_os_update_password (a vars_prompt, never a
-task argument, so it is in no event, log or record); only macos_update receives it, as a no_log option."""
+The volume owner's password comes from mlx-fleet os-update over a private socket (plugin_utils.os_update.
+serve_secret), else from the variable mlx_fleet_os_update_password; never a task argument, so it is in no
+event, log or record. Only macos_update receives it, as a no_log option."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -92,7 +94,7 @@ class ActionModule(ActionBase):
                                      if k in previous["before"]})
         kept = {k: before.get(k) for k in ("version", "build", "rdma_enabled", "addresses", "mlx_imports")}
         if before["build"] != target["build"]:
-            password = task_vars.get(PASSWORD_VAR)
+            password = os_update.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
             if not password:
                 raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
             os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))

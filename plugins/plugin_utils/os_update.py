@@ -243,3 +243,60 @@ def write_visit_sheet(output_dir: str | Path, name: str, text: str) -> Path:
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)
     return path
+
+
+# --- the volume owner's password, from the CLI to the action, never on disk, in argv or in a log --------
+
+SECRET_SOCKET_ENV = "MLX_FLEET_SECRET_SOCKET"
+
+
+class serve_secret:
+    """While open, hand `secret` to whoever connects to a Unix socket in a private (0700) folder; the
+    socket's path goes to ansible-playbook in SECRET_SOCKET_ENV. The socket holds no data on disk."""
+
+    def __init__(self, secret: str):
+        self.secret = secret
+
+    def __enter__(self) -> dict:
+        import socket
+        import tempfile
+        import threading
+
+        self._dir = tempfile.TemporaryDirectory(prefix="mlx-fleet-secret-")
+        path = str(Path(self._dir.name) / "s")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(path)
+        self._sock.listen(8)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = self._sock.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(self.secret.encode())
+
+        threading.Thread(target=serve, daemon=True).start()
+        return {SECRET_SOCKET_ENV: path}
+
+    def __exit__(self, *exc) -> None:
+        self._sock.close()
+        self._dir.cleanup()
+
+
+def fetch_secret(environ) -> str | None:
+    import socket
+
+    path = environ.get(SECRET_SOCKET_ENV)
+    if not path:
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(path)
+        chunks = []
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return b"".join(chunks).decode()
+            chunks.append(chunk)

@@ -11,7 +11,6 @@ from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK
 
 PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
 UPDATE_ACTION = "mlx_fleet.cluster.os_update"
-PROMPT = r"^Password of the Macs' volume owner.*:\s*$"
 
 
 def add_os_update_parser(sub, command) -> None:
@@ -42,13 +41,14 @@ def run_os_update(args) -> int:
     password = "" if args.check else read_password(args.password_file, "Password of the Macs' volume owner: ",
                                                    "the volume owner's password")
     options = runner.options_from(args, "os-update", True)
-    options.prompt_answers = {PROMPT: password}
     extravars = dict(runner.output_extravars(args), mlx_fleet_os_update_check=args.check,
                      mlx_fleet_os_update_timeout=args.timeout, mlx_fleet_os_update_poll=args.poll,
                      **{k: v for k, v in (("mlx_fleet_os_update_to", args.to),
                                            ("mlx_fleet_os_update_canary", args.canary)) if v})
-    report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
-                                 output_dir=runner.output_dir_from(args))
+    with os_update.serve_secret(password) as secret_env:
+        options.environment = secret_env
+        report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
+                                     output_dir=runner.output_dir_from(args))
     plan = report.result(PLAN_ACTION)
     if not plan or "plan" not in plan:  # refused or could not read every Mac: nothing changed
         refused = [line for failure in report.cluster_failed for line in failure.splitlines()[1:]]

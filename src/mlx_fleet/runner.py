@@ -197,8 +197,8 @@ class PlaybookOptions:
     verbosity: int = 0
     ask_become_pass: bool = False
     become_password: str | None = None  # already known (onboard asked for it): handed over, never asked
-    # {prompt regex: answer} for a playbook's vars_prompt (os-update's password): handed over, never written
-    prompt_answers: dict[str, str] = field(default_factory=dict)
+    # Extra environment for ansible-playbook (os-update: the path of the socket its password comes from)
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
@@ -231,7 +231,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
-    envvars = run_env | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
+    envvars = run_env | options.environment | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
                    "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
                "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
     if not os.environ.get("ANSIBLE_CONFIG"):
@@ -248,7 +248,6 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
         password = options.become_password or getpass.getpass("BECOME password: ")
         cmdline.append("--ask-become-pass")
         passwords[r"^BECOME password.*:\s*$"] = password
-    passwords.update(options.prompt_answers)
     report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check)
     watcher = Progress() if progress else None
     started = time.monotonic()
