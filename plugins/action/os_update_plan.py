@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, ClusterAction, refusal
 
 FACT = "mlx_fleet_os_update"
 
@@ -34,7 +34,7 @@ class ActionModule(ClusterAction):
             plan = os_update.plan(names, macs, wanted=args["to"] or None, canary=args["canary"] or None,
                                   record=previous)
         except os_update.Refused as exc:
-            raise refusal(exc.lines, bad_input=[]) from None
+            raise refusal(exc.lines, bad_input=[], result={CLUSTER_STEP: True}) from None
         if not args["check"] and plan["order"]:
             Path(args["output_dir"]).mkdir(parents=True, exist_ok=True)
             os_update.write_record(path, os_update.new_record(plan, previous))

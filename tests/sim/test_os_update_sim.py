@@ -1,0 +1,105 @@
+"""mlx-fleet os-update on a 4-Mac sim on 26.2 (25C56) offered 26.5.2 (25F84), one cluster for every case:
+--check, a running job refused before any change, a fault stopping the run at its Mac (the Macs after it
+untouched, a visit sheet), the rerun after the fault is cleared resuming without updating a Mac twice, a
+no-op rerun, and the password never in a process list or a file. Then the other faults on further updates."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+from simlib import mlx_fleet
+
+SHORT = ("--poll", "0.5", "--timeout", "20")  # the sim prepares in a second; a Mac takes minutes
+
+
+def builds(sim) -> dict[str, str]:
+    return {n: sim.profile(n)["os_build"] for n in sim.nodes}
+
+
+def restarts(sim) -> list[str]:
+    log = sim.dir / "power-agent.log"
+    return re.findall(r"^(\S+): restarted into", log.read_text(), re.M) if log.exists() else []
+
+
+class ProcessWatch(threading.Thread):
+    """Every command line on this machine (the simulated Macs' processes included) while the update runs."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.seen: set[str] = set()
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.seen.update(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines())
+            self.stop.wait(0.1)
+
+
+def os_update(sim, password_file: Path, *extra: str):
+    return mlx_fleet("os-update", "-i", str(sim.dir / "inventory.yml"), "--password-file", str(password_file),
+                     *SHORT, *extra, check=False, timeout=300)
+
+
+def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim, tmp_path):
+    sim = make_sim(nodes=4)
+    password = (sim.dir / "admin_password").read_text().strip()
+    password_file = tmp_path / "owner-password"
+    password_file.write_text(password + "\n")
+    sim.cli("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "1",
+            "--fault", "mini-3=rdma-off")
+
+    check = mlx_fleet("os-update", "-i", str(sim.dir / "inventory.yml"), "--check")
+    assert "target: macOS 26.5.2 (25F84)" in check.stdout
+    assert "order: mini-2 -> mini-3 -> mini-4 -> mini-1" in check.stdout  # canary not rank 0; rank 0 last
+    assert "offered: macOS Tahoe 26.5.2-25F84 (26.5.2, 25F84)" in check.stdout
+
+    # A job from the cluster's environment on mini-4: refused before any Mac changes, naming it.
+    sim.cli("exec", "mini-4", "--", "sh", "-c", "mkdir -p /opt/mlx-fleet/venv/bin && cp /bin/sleep /opt/mlx-fleet/venv/bin/python")
+    sim.ssh("mini-4", "nohup /opt/mlx-fleet/venv/bin/python 300 >/dev/null 2>&1 &", own_config=True)
+    refused = os_update(sim, password_file)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert re.search(r"refused: mini-4: an MLX job is running \(pid (\d+)", refused.stderr), refused.stderr
+    assert set(builds(sim).values()) == {"25C56"} and restarts(sim) == []
+    pid = re.search(r"pid (\d+)", refused.stderr).group(1)
+    sim.cli("exec", "mini-4", "--", "sh", "-c", f"kill {pid}; rm -r /opt/mlx-fleet/venv")
+
+    watch = ProcessWatch()
+    watch.start()
+    try:
+        stopped = os_update(sim, password_file)
+    finally:
+        watch.stop.set()
+        watch.join()
+    out = stopped.stdout
+    assert stopped.returncode == 1, out + stopped.stderr
+    assert "mini-2: on 26.5.2 (25F84), checked" in out
+    assert "mini-3: stopped: RDMA is off after the update" in out
+    assert "untouched: mini-4, mini-1" in out
+    sheet = Path(re.search(r"visit sheet: (\S+)", out).group(1))
+    assert "rdma_ctl enable" in sheet.read_text()
+    assert builds(sim) == {"mini-1": "25C56", "mini-2": "25F84", "mini-3": "25F84", "mini-4": "25C56"}
+    assert restarts(sim) == ["mini-2", "mini-3"]
+
+    # The person does the Recovery step; the rerun resumes at mini-3 and installs nothing twice.
+    sim.cli("recovery", "mini-3", "--", "rdma_ctl", "enable")
+    sim.cli("reboot", "mini-3")
+    resumed = os_update(sim, password_file)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "order: mini-3 -> mini-4 -> mini-1" in resumed.stdout
+    assert "result: every Mac on macOS 26.5.2 (25F84)" in resumed.stdout
+    assert set(builds(sim).values()) == {"25F84"}
+    assert restarts(sim) == ["mini-2", "mini-3", "mini-4", "mini-1"]  # each Mac once, rank 0 last
+
+    again = os_update(sim, password_file)
+    assert again.returncode == 0 and "order: nothing to do" in again.stdout, again.stdout + again.stderr
+    assert restarts(sim) == ["mini-2", "mini-3", "mini-4", "mini-1"]
+
+    # The password was in no command line on the controller or the Macs, and is in no file of theirs.
+    assert watch.seen and not [line for line in watch.seen if password in line]
+    searched = [sim.dir / ".mlx-fleet", sim.dir / "nodes", Path("/tmp"), Path("/var/tmp")]
+    found = subprocess.run(["grep", "-rlsF", "--exclude=admin_password", "--", password, *map(str, searched)],
+                           capture_output=True, text=True).stdout.split()
+    assert [f for f in found if f != str(password_file) and "/etc/shadow" not in f] == []
