@@ -103,3 +103,32 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     found = subprocess.run(["grep", "-rlsF", "--exclude=admin_password", "--", password, *map(str, searched)],
                            capture_output=True, text=True).stdout.split()
     assert [f for f in found if f != str(password_file) and "/etc/shadow" not in f] == []
+
+
+def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make_sim, tmp_path):
+    sim = make_sim(nodes=4)
+    password_file = tmp_path / "owner-password"
+    password_file.write_text((sim.dir / "admin_password").read_text())
+    offer = ("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "1")
+    cases = [  # (fault, the Mac, its one-line reason, a visit sheet, how a person clears it)
+        ("no-prepare", "mini-2", "the update's preparation did not start", False, lambda: sim.cli(*offer, "mini-2")),
+        ("no-return", "mini-3", "went down for the update and did not come back within 20 s", True,
+         lambda: sim.cli("reboot", "mini-3")),
+        ("filevault-locked", "mini-4", "came back FileVault-locked", True, lambda: sim.cli("unlock", "mini-4")),
+    ]
+    sim.cli(*offer)
+    for fault, node, reason, visit, clear in cases:
+        sim.cli(*offer, node, "--fault", f"{node}={fault}")
+        before = builds(sim)
+        stopped = os_update(sim, password_file)
+        out = stopped.stdout
+        assert stopped.returncode == 1, out + stopped.stderr
+        assert f"{node}: stopped: {reason}" in out, out
+        assert ("visit sheet:" in out) == visit, out
+        after = [n for n in ["mini-2", "mini-3", "mini-4", "mini-1"] if n > node or n == "mini-1"]
+        assert all(builds(sim)[n] == before[n] == "25C56" for n in after if n != node), out
+        clear()
+    done = os_update(sim, password_file)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(builds(sim).values()) == {"25F84"}
+    assert restarts(sim) == ["mini-2", "mini-3", "mini-4", "mini-1"]
