@@ -22,6 +22,9 @@ SYSCTL_NAMES = (
     "hw.model", "hw.memsize", "hw.ncpu", "hw.optional.arm64", "kern.osversion",
     "kern.osproductversion", "machdep.cpu.brand_string", "iogpu.wired_limit_mb",
 )
+# Where macOS keeps the Software Update settings, and the one that installs macOS updates by itself.
+SOFTWARE_UPDATE_DOMAIN = "/Library/Preferences/com.apple.SoftwareUpdate"
+AUTO_INSTALL_MACOS = "AutomaticallyInstallMacOSUpdates"
 # The wired-limit LaunchDaemon's label (macos_node_wired_limit_label's default); a read of another
 # label passes its own argv to run_reads.
 WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
@@ -47,6 +50,8 @@ READS = {
     "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
     # Exit status 1 with "No new software available." on stderr when nothing is pending.
     "softwareupdate": ("softwareupdate", "--list"),
+    # Exit status 1 and "The domain/default pair of (...) does not exist" when not set.
+    "auto_install_macos": ("defaults", "read", SOFTWARE_UPDATE_DOMAIN, AUTO_INSTALL_MACOS),
 }
 
 

@@ -573,3 +573,20 @@ def parse_softwareupdate_install(text):
     started = any(_SU_STARTED.match(line) for line in lines)
     error = next((line for line in lines if any(word in line for word in _SU_ERRORS)), None)
     return {"started": started, "error": error, "last": lines[-1] if lines else ""}
+
+
+# --- defaults read DOMAIN KEY --------------------------------------------------------------------
+
+_DEFAULTS_MISSING = re.compile(r"The domain/default pair of \(.*\) does not exist")
+
+
+def parse_defaults_bool(text):
+    """`defaults read DOMAIN KEY` (stdout and stderr together) of a boolean -> True, False, or None when the
+    key is not set ("The domain/default pair of (...) does not exist", possibly after a log line).
+    Anything else raises ValueError quoting it."""
+    value = text.strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if _DEFAULTS_MISSING.search(text):
+        return None
+    _fail("defaults read", "expected 0, 1 or 'does not exist', got {0!r}".format(value[:200]))

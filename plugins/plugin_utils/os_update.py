@@ -9,11 +9,11 @@ target, so a rerun never updates a Mac twice and skips none.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 
 RECORD_FILE = "os-update.json"
 RECORD_FORMAT = "mlx-fleet-os-update/1"
@@ -27,10 +27,6 @@ class Refused(ValueError):
     def __init__(self, lines: list[str]):
         super().__init__("\n".join(lines))
         self.lines = lines
-
-
-def version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.]", version or "0"))
 
 
 def macos_offers(mac: dict) -> list[dict]:
@@ -61,7 +57,7 @@ def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -
         matches = [t for t in known.values() if wanted in (t["build"], t["version"])]
         if not matches:
             raise Refused([f"no Mac is on or offered macOS {wanted}: " + offered_line(names, macs)])
-        target = max(matches, key=lambda t: version_key(t["version"]))
+        target = max(matches, key=lambda t: version_tuple(t["version"]))
         labels = reach(target["build"])
         if labels is None:
             missing = [n for n in names if macs[n]["build"] != target["build"]
@@ -73,7 +69,7 @@ def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -
     if not reachable:
         raise Refused(["no macOS build is offered to every Mac: " + offered_line(names, macs)
                        + "; give one with --to"])
-    target = max(reachable, key=lambda t: version_key(t["version"]))
+    target = max(reachable, key=lambda t: version_tuple(t["version"]))
     return dict(target, labels=reach(target["build"]))
 
 

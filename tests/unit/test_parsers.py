@@ -43,6 +43,7 @@ PARSERS = {
     "softwareupdate-list": mp.parse_softwareupdate_list,
     "softwareupdate-list-none": mp.parse_softwareupdate_list,
     "softwareupdate-install": mp.parse_softwareupdate_install,
+    "defaults-read-missing": mp.parse_defaults_bool,
 }
 
 CAPTURES = sorted(FIXTURE_DIR.glob("*__*.txt"))
@@ -400,3 +401,10 @@ def test_softwareupdate_install_download_started():
     refused = mp.parse_softwareupdate_install("Software Update Tool\n\nFinding available software\n"
                                               "failed to authorize for installation\n")
     assert refused["started"] is False and refused["error"] == "failed to authorize for installation"
+
+
+def test_defaults_read_of_a_boolean():
+    assert parse("defaults-read-missing__cis-macos-audit-44398335449__1.txt") is None
+    assert mp.parse_defaults_bool("0\n") is False and mp.parse_defaults_bool("1\n") is True
+    with pytest.raises(ValueError, match="defaults read"):
+        mp.parse_defaults_bool("{\n    Foo = 1;\n}\n")
