@@ -5,12 +5,17 @@ no-op rerun, and the password never in a process list or a file. Then the other 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 
-from simlib import mlx_fleet
+from simlib import BIN, REPO, mlx_fleet
+
+ENV_CACHE = "/var/tmp/mlx-fleet-env-cache"  # the warm download cache the env tests share
+AUTO_INSTALL = ("defaults", "write", "/Library/Preferences/com.apple.SoftwareUpdate", "AutomaticallyInstallMacOSUpdates")
 
 SHORT = ("--poll", "0.5", "--timeout", "20")  # the sim prepares in a second; a Mac takes minutes
 
@@ -38,6 +43,16 @@ class ProcessWatch(threading.Thread):
             self.stop.wait(0.1)
 
 
+def converge(sim) -> tuple[float, str]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    started = time.monotonic()
+    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), "-e",
+                             f"mlx_env_cache_dir={ENV_CACHE}", str(REPO / "site.yml")], capture_output=True, text=True,
+                            timeout=1200, env=env, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout[-4000:]
+    return time.monotonic() - started, result.stdout
+
+
 def os_update(sim, password_file: Path, *extra: str):
     return mlx_fleet("os-update", "-i", str(sim.dir / "inventory.yml"), "--password-file", str(password_file),
                      *SHORT, *extra, check=False, timeout=300)
@@ -45,6 +60,8 @@ def os_update(sim, password_file: Path, *extra: str):
 
 def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim, tmp_path):
     sim = make_sim(nodes=4)
+    took, _ = converge(sim)  # the environment, the fabric and automatic macOS installs off, on 26.2 (25C56)
+    print(f"\nconverge on 26.2: {took:.0f} s")
     password = (sim.dir / "admin_password").read_text().strip()
     password_file = tmp_path / "owner-password"
     password_file.write_text(password + "\n")
@@ -57,17 +74,18 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     assert "offered: macOS Tahoe 26.5.2-25F84 (26.5.2, 25F84)" in check.stdout
 
     # A job from the cluster's environment on mini-4: refused before any Mac changes, naming it.
-    sim.cli("exec", "mini-4", "--", "sh", "-c", "mkdir -p /opt/mlx-fleet/venv/bin && cp /bin/sleep /opt/mlx-fleet/venv/bin/python")
-    sim.ssh("mini-4", "nohup /opt/mlx-fleet/venv/bin/python 300 >/dev/null 2>&1 &", own_config=True)
+    sim.ssh("mini-4", "nohup /opt/mlx-fleet/venv/bin/python -c 'import time; time.sleep(300)' >/dev/null 2>&1 &",
+            own_config=True)
     refused = os_update(sim, password_file)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert re.search(r"refused: mini-4: an MLX job is running \(pid (\d+)", refused.stderr), refused.stderr
     assert set(builds(sim).values()) == {"25C56"} and restarts(sim) == []
     pid = re.search(r"pid (\d+)", refused.stderr).group(1)
-    sim.cli("exec", "mini-4", "--", "sh", "-c", f"kill {pid}; rm -r /opt/mlx-fleet/venv")
+    sim.cli("exec", "mini-4", "--", "kill", pid)
 
     watch = ProcessWatch()
     watch.start()
+    started = time.monotonic()
     try:
         stopped = os_update(sim, password_file)
     finally:
@@ -87,6 +105,8 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     sim.cli("recovery", "mini-3", "--", "rdma_ctl", "enable")
     sim.cli("reboot", "mini-3")
     resumed = os_update(sim, password_file)
+    print(f"os-update of 4 Macs (stopped at mini-3, cleared, resumed): {time.monotonic() - started:.0f} s "
+          "with 1 s preparations and 0.5 s polls")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "order: mini-3 -> mini-4 -> mini-1" in resumed.stdout
     assert "result: every Mac on macOS 26.5.2 (25F84)" in resumed.stdout
@@ -96,6 +116,15 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     again = os_update(sim, password_file)
     assert again.returncode == 0 and "order: nothing to do" in again.stdout, again.stdout + again.stderr
     assert restarts(sim) == ["mini-2", "mini-3", "mini-4", "mini-1"]
+
+    # The cluster is as converged: a converge changes nothing; the audit reports automatic installs turned back on.
+    took, recap = converge(sim)
+    print(f"converge on 26.5.2 (no-op): {took:.0f} s")
+    assert all(f"{n} " in recap for n in sim.nodes) and re.findall(r"changed=(\d+)", recap) == ["0"] * 4, recap[-2000:]
+    sim.cli("exec", "mini-2", "--", *AUTO_INSTALL, "-bool", "true")
+    audit = mlx_fleet("audit", "-i", str(sim.dir / "inventory.yml"), check=False)
+    assert audit.returncode == 1 and "automatic macOS installs: mini-2: expected off; found on" in audit.stdout, \
+        audit.stdout
 
     # The password was in no command line on the controller or the Macs, and is in no file of theirs.
     assert watch.seen and not [line for line in watch.seen if password in line]

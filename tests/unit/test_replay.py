@@ -205,3 +205,16 @@ def test_capture_reports_an_unreachable_mac(tmp_path):
     ssh.chmod(0o755)
     with pytest.raises(cap.CaptureError, match="No route to host"):
         cap.capture("mac-1", tmp_path / "cap", ssh=str(ssh))
+
+
+def test_a_replayed_mac_is_offered_what_its_capture_lists(tmp_path):
+    from replay_dirs import FIXTURE_DIR, load
+
+    listed = load(FIXTURE_DIR / "softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt").encode()
+    d = write_capture(tmp_path / "mini", {"softwareupdate": (READS["softwareupdate"], listed)})
+    profile = _profile("mini", replay.derive(replay.load_capture(d)))
+    (offer,) = profile["software_updates"]
+    assert (offer["label"], offer["version"], offer["build"], offer["size_kib"]) == (
+        "macOS Tahoe 26.5.2-25F84", "26.5.2", "25F84", 2630358)
+    assert "software_updates" not in replay.derive(replay.load_capture(write_capture(tmp_path / "none", {
+        "softwareupdate": (READS["softwareupdate"], b"")}))).facts  # nothing pending: stdout empty, exit 1
