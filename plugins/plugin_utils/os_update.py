@@ -296,3 +296,20 @@ def fetch_secret(environ) -> str | None:
             if not chunk:
                 return b"".join(chunks).decode()
             chunks.append(chunk)
+
+
+def hold_reason(output_dir: str | Path) -> str | None:
+    """One line when an update is unfinished (the Macs' builds may differ, and JACCL needs one build): the
+    cluster is held until `mlx-fleet os-update` finishes it. None otherwise."""
+    try:
+        record = read_record(Path(output_dir) / RECORD_FILE)
+    except Refused as exc:
+        return str(exc)
+    if not record or record.get("finished_at"):
+        return None
+    names = list(record.get("plan", {}).get("current", {}))
+    done = [n for n in names if record["macs"].get(n, {}).get("status") == DONE]
+    target = record["target"]
+    return (f"the cluster is held: the macOS update to {target['version']} ({target['build']}) is unfinished "
+            f"(done: {', '.join(done) or 'none'}; to do: {', '.join(n for n in names if n not in done)}), and "
+            "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")

@@ -70,3 +70,18 @@ def test_checks_after_the_restart():
     assert problems[0]["reason"].startswith("RDMA is off after the update")
     assert "en2 192.168.0.1" in problems[1]["reason"]
     assert ou.wait_problem("no-return", timeout=60, build="25C56")["visit"] is True
+
+
+def test_an_unfinished_update_holds_the_cluster(tmp_path):
+    assert ou.hold_reason(tmp_path) is None
+    macs = {n: mac() for n in NAMES}
+    record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
+    ou.mark(record, "m2", ou.DONE)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path) == (
+        "the cluster is held: the macOS update to 26.5.2 (25F84) is unfinished (done: m2; to do: m1, m3, m4), and "
+        "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
+    for name in ("m3", "m4", "m1"):
+        ou.mark(record, name, ou.DONE)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path) is None
