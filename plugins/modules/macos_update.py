@@ -12,11 +12,11 @@ DOCUMENTATION = r"""
 module: macos_update
 short_description: Start a macOS update on a Mac and confirm that its preparation started
 description:
-  - Runs C(softwareupdate --install LABEL --agree-to-license --restart --user OWNER --stdinpass) detached, with the
+  - "Runs C(softwareupdate --install LABEL --agree-to-license --restart --user OWNER --stdinpass) detached, with the
     volume owner's password written to its standard input (never in its arguments, never in a file), and waits
     at most O(confirm_timeout) seconds for its output to say the download or the preparation began
     (C(Downloading ...), C(Downloaded: ...), C(Restarting...)) or that it failed (C(failed to authorize for
-    installation)).
+    installation))."
   - Returns once the preparation has started. The Mac then prepares the update for minutes and restarts by itself;
     this module never forces a restart (that aborts the update). Waiting for the Mac and checking it are the
     C(mlx_fleet.cluster.os_update) action's.
@@ -53,10 +53,14 @@ options:
     default: /Library/Logs/mlx-fleet/softwareupdate-install.log
 attributes:
   check_mode:
+    description: In check mode it reads the build and returns whether it would start the install.
     support: full
   diff_mode:
+    description: It returns no diff.
     support: none
   platform:
+    description: The operating systems it runs on.
+    support: full
     platforms: darwin
 """
 

@@ -118,9 +118,12 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     assert restarts(sim) == ["mini-2", "mini-3", "mini-4", "mini-1"]
 
     # The cluster is as converged: a converge changes nothing; the audit reports automatic installs turned back on.
-    took, recap = converge(sim)
-    print(f"converge on 26.5.2 (no-op): {took:.0f} s")
-    assert all(f"{n} " in recap for n in sim.nodes) and re.findall(r"changed=(\d+)", recap) == ["0"] * 4, recap[-2000:]
+    started = time.monotonic()
+    noop = mlx_fleet("converge", "-i", str(sim.dir / "inventory.yml"), "-e", f"mlx_env_cache_dir={ENV_CACHE}",
+                     timeout=900)
+    print(f"converge on 26.5.2 (no-op): {time.monotonic() - started:.0f} s")
+    # No Mac changes (the RDMA ledger on the controller notes the new build: a cluster step, not a Mac's change).
+    assert "changed:" not in noop.stdout and "result: ok" in noop.stdout, noop.stdout
     sim.cli("exec", "mini-2", "--", *AUTO_INSTALL, "-bool", "true")
     audit = mlx_fleet("audit", "-i", str(sim.dir / "inventory.yml"), check=False)
     assert audit.returncode == 1 and "automatic macOS installs: mini-2: expected off; found on" in audit.stdout, \
