@@ -313,3 +313,16 @@ def hold_reason(output_dir: str | Path) -> str | None:
     return (f"the cluster is held: the macOS update to {target['version']} ({target['build']}) is unfinished "
             f"(done: {', '.join(done) or 'none'}; to do: {', '.join(n for n in names if n not in done)}), and "
             "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
+
+
+def record_summary(output_dir: str | Path) -> dict | None:
+    """The last macOS update, for the run record: target, when, and each Mac's status."""
+    try:
+        record = read_record(Path(output_dir) / RECORD_FILE)
+    except Refused:
+        return None
+    if not record:
+        return None
+    return {"target": record["target"], "started_at": record.get("started_at"),
+            "finished_at": record.get("finished_at"),
+            "macs": {n: m.get("status") for n, m in sorted(record.get("macs", {}).items())}}

@@ -59,7 +59,9 @@ def os_update(sim, password_file: Path, *extra: str):
 
 
 def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim, tmp_path):
-    sim = make_sim(nodes=4)
+    # RDMA on mini-3 only: the cluster runs the ring backend, which verify can run on the sim (no RDMA data path),
+    # and mini-3's RDMA is what the update must keep.
+    sim = make_sim(nodes=4, rdma="mini-3")
     took, _ = converge(sim)  # the environment, the fabric and automatic macOS installs off, on 26.2 (25C56)
     print(f"\nconverge on 26.2: {took:.0f} s")
     password = (sim.dir / "admin_password").read_text().strip()
@@ -98,6 +100,10 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     assert "untouched: mini-4, mini-1" in out
     sheet = Path(re.search(r"visit sheet: (\S+)", out).group(1))
     assert "rdma_ctl enable" in sheet.read_text()
+    held = mlx_fleet("verify", "-i", str(sim.dir / "inventory.yml"), check=False)  # builds differ: held
+    assert held.returncode == 2 and held.stderr.strip().splitlines()[-1].startswith(
+        "mlx-fleet verify: the cluster is held: the macOS update to 26.5.2 (25F84) is unfinished (done: mini-2; "
+        "to do: mini-1, mini-3, mini-4)"), held.stderr
     assert builds(sim) == {"mini-1": "25C56", "mini-2": "25F84", "mini-3": "25F84", "mini-4": "25C56"}
     assert restarts(sim) == ["mini-2", "mini-3"]
 
@@ -124,6 +130,11 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     print(f"converge on 26.5.2 (no-op): {time.monotonic() - started:.0f} s")
     # No Mac changes (the RDMA ledger on the controller notes the new build: a cluster step, not a Mac's change).
     assert "changed:" not in noop.stdout and "result: ok" in noop.stdout, noop.stdout
+    verify = mlx_fleet("verify", "-i", str(sim.dir / "inventory.yml"), check=False, timeout=600)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    record = mlx_fleet("record", "-i", str(sim.dir / "inventory.yml"))
+    notebook = Path(re.search(r"Markdown: (\S+)\)", record.stdout).group(1))
+    assert "- last macOS update: 26.5.2 (25F84), finished " in notebook.read_text()
     sim.cli("exec", "mini-2", "--", *AUTO_INSTALL, "-bool", "true")
     audit = mlx_fleet("audit", "-i", str(sim.dir / "inventory.yml"), check=False)
     assert audit.returncode == 1 and "automatic macOS installs: mini-2: expected off; found on" in audit.stdout, \
