@@ -11,6 +11,7 @@ event, log or record. Only macos_update receives it, as a no_log option."""
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -37,9 +38,18 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(res.get("msg", "os_update_facts failed"))
         return res["ansible_facts"]["mlx_fleet_os_update"]
 
-    def _wait(self, task_vars, build, old_build, timeout, poll):
+    def _ssh_argv(self):
+        """ssh to this Mac as Ansible reaches it (its user, port and common arguments)."""
+        conn = self._connection
+        argv = ["ssh"] + shlex.split(conn.get_option("ssh_common_args") or "")
+        if conn.get_option("port"):
+            argv += ["-p", str(conn.get_option("port"))]
+        return argv + ["-l", conn.get_option("remote_user") or "admin", self._play_context.remote_addr or
+                       conn.get_option("host")]
+
+    def _wait(self, task_vars, build, old_build, timeout, poll, password):
         """'back', or what went wrong: no-restart, no-return, locked, old-build."""
-        deadline, went_down = time.monotonic() + timeout, False
+        deadline, went_down, unlock_tried = time.monotonic() + timeout, False, False
         while time.monotonic() < deadline:
             time.sleep(poll)
             try:
@@ -49,8 +59,14 @@ class ActionModule(ActionBase):
             try:
                 now = self._read(task_vars, checks=False)
             except AnsibleConnectionFailure as exc:
-                if "Permission denied" in str(exc):
-                    return "locked"  # sshd answers but takes no key: the data volume is locked
+                if "Permission denied" in str(exc):  # sshd answers but takes no key: the data volume is locked
+                    if unlock_tried or not password or not os_update.password_methods(str(exc)):
+                        return "locked"
+                    unlock_tried = True
+                    worked, said = os_update.unlock_over_ssh(self._ssh_argv(), password)
+                    self._display.vvv(f"FileVault unlock over SSH: {'done' if worked else 'refused'} ({said})")
+                    if not worked:
+                        return "locked"
                 went_down = True
                 continue
             except AnsibleActionFail:
@@ -107,7 +123,8 @@ class ActionModule(ActionBase):
                              "steps": ["Look at System Settings > General > Software Update on the Mac",
                                        "then run mlx-fleet os-update again"]})
             result["changed"] = True
-            outcome = self._wait(task_vars, target["build"], before["build"], timeout, float(args.get("poll") or 10))
+            outcome = self._wait(task_vars, target["build"], before["build"], timeout, float(args.get("poll") or 10),
+                                 password)
             if outcome != "back":
                 return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
         after = self._read(task_vars, checks=True)

@@ -159,6 +159,7 @@ def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make
          lambda: sim.cli("reboot", "mini-3")),
         ("filevault-locked", "mini-4", "came back FileVault-locked", True, lambda: sim.cli("unlock", "mini-4")),
     ]
+    sim.cli("set", "mini-1", "filevault=true")  # FileVault on, unlockable over SSH (macOS 26): os-update unlocks it
     sim.cli(*offer)
     for fault, node, reason, visit, clear in cases:
         sim.cli(*offer, node, "--fault", f"{node}={fault}")
@@ -175,3 +176,4 @@ def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make
     assert done.returncode == 0, done.stdout + done.stderr
     assert set(builds(sim).values()) == {"25F84"}
     assert restarts(sim) == ["mini-2", "mini-3", "mini-4", "mini-1"]
+    assert "mini-1: FileVault unlocked over SSH" in (sim.dir / "power-agent.log").read_text()

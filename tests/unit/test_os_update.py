@@ -85,3 +85,10 @@ def test_an_unfinished_update_holds_the_cluster(tmp_path):
         ou.mark(record, name, ou.DONE)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
     assert ou.hold_reason(tmp_path) is None
+
+
+def test_a_locked_mac_is_unlocked_over_ssh_only_when_it_takes_a_password():
+    assert ou.password_methods("Failed to connect to the host via ssh: admin@10.0.0.2: Permission denied "
+                               "(publickey,password,keyboard-interactive).")
+    assert not ou.password_methods("admin@10.0.0.2: Permission denied (publickey).")
+    assert not ou.password_methods("ssh: connect to host 10.0.0.2 port 22: Connection refused")

@@ -49,6 +49,7 @@ SETTABLE = {
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
+    "filevault": lambda v: v.lower() in ("1", "true", "yes"),  # on: an update's restart comes back locked
 }
 SUDO_MODES = ("nopasswd", "password", "none")
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
@@ -74,11 +75,15 @@ _BOOT_THEN_SSHD = (
     "/usr/local/libexec/macsim/boot && "
     "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config"
 )
-# FileVault locked at the login window: the data volume (keys, launchd jobs) is unavailable and, as
-# on a Mac whose SSH unlock is off, no login works until a person logs in at the Mac.
+# FileVault locked at the login window: the data volume (keys, launchd jobs) is unavailable. Since macOS 26 a
+# password login over SSH unlocks it (apple_ssh_and_filevault(7): no session, SSH drops briefly, then everything
+# starts): profile "filevault_locked" "ssh-unlock". Where that is off ("console"), no login works until a person
+# logs in at the Mac.
 _LOCKED_SSHD = ("/usr/local/libexec/macsim/boot && "
-                "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked")
-SSHD_LOCKED_EXTRA = "AuthorizedKeysFile none\nPasswordAuthentication no\n"
+                "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked{suffix}")
+SSHD_LOCKED = {"console": ("", "AuthorizedKeysFile none\nPasswordAuthentication no\n"),
+               "ssh-unlock": ("_ssh", "AuthorizedKeysFile none\nPasswordAuthentication yes\nForceCommand /bin/true\n")}
+UNLOCKED_OVER_SSH = "Accepted password for "  # sshd -e's line in the console log
 UPDATE_FAULTS = ("no-prepare", "no-return", "filevault-locked", "rdma-off")
 
 # Remote Login as macOS has it: every address, the account password or a key.
@@ -345,7 +350,8 @@ class Cluster:
         ssh_dir = fs / LIBEXEC / "ssh"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", str(ssh_dir / "ssh_host_ed25519_key")])
         (ssh_dir / "sshd_config").write_text(SSHD_CONFIG)
-        (ssh_dir / "sshd_config_locked").write_text(SSHD_CONFIG + SSHD_LOCKED_EXTRA)
+        for suffix, extra in SSHD_LOCKED.values():
+            (ssh_dir / f"sshd_config_locked{suffix}").write_text(SSHD_CONFIG + extra)
 
         run(["ip", "netns", "add", ns])
         mgmt = profile["management"]
@@ -559,8 +565,14 @@ class Cluster:
     def _start(self, name: str) -> None:
         node = self._require(name)
         log = open(self.dir / "nodes" / name / "console.log", "ab")
-        locked = self.profile(name).get("filevault_locked")
-        proc = self._spawn(name, ["/bin/sh", "-c", _LOCKED_SSHD if locked else _BOOT_THEN_SSHD], stdin=subprocess.DEVNULL,
+        profile = self.profile(name)
+        locked = profile.get("filevault_locked")
+        if locked:  # where the agent looks for the unlocking login
+            console = self.dir / "nodes" / name / "console.log"
+            profile["locked_log_offset"] = console.stat().st_size if console.exists() else 0
+            self._write_profile(name, profile)
+        command = _LOCKED_SSHD.format(suffix=SSHD_LOCKED[locked][0]) if locked else _BOOT_THEN_SSHD
+        proc = self._spawn(name, ["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
                            stdout=log, stderr=log, start_new_session=True)
         log.close()
         node.update(pid=proc.pid, status="running")
@@ -681,7 +693,8 @@ class Cluster:
         profile = self.profile(name)
         fault = profile.get("update_fault")
         profile.update(os_version=update["version"], os_build=update["build"], update_fault=None,
-                       filevault_locked=fault == "filevault-locked",
+                       filevault_locked="console" if fault == "filevault-locked" else (
+                           "ssh-unlock" if profile.get("filevault") else False),
                        software_updates=[u for u in profile.get("software_updates", []) if u["label"] != update["label"]])
         if fault == "rdma-off":
             profile["nvram_rdma"] = False
@@ -695,6 +708,16 @@ class Cluster:
             return
         self._start(name)
         self._wait_for_ssh(name)
+
+    def unlocked_over_ssh(self, name: str) -> bool:
+        """A password login reached the locked Mac's sshd (what unlocks the data volume since macOS 26)."""
+        profile = self.profile(name)
+        console = self.dir / "nodes" / name / "console.log"
+        if profile.get("filevault_locked") != "ssh-unlock" or not console.exists():
+            return False
+        with open(console, "rb") as log:
+            log.seek(profile.get("locked_log_offset", 0))
+            return UNLOCKED_OVER_SSH.encode() in log.read()
 
     def unlock(self, name: str) -> None:
         """A person logs in at the FileVault login window: the data volume unlocks and the Mac starts up."""

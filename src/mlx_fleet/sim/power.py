@@ -3,7 +3,8 @@
 A node cannot restart itself (its namespaces are the sim controller's), so when an update's
 preparation ends, the `softwareupdate` double writes `power-request.json` in the node and this
 agent, started by `mlx-fleet sim offer` and run on the host, restarts that node into the new build
-(Cluster.install_update). It exits when the cluster goes down.
+(Cluster.install_update). It also starts up a FileVault-locked node once a password login over SSH
+unlocked it. It exits when the cluster goes down.
 
     python -m mlx_fleet.sim.power DIR
 """
@@ -42,6 +43,13 @@ def main(argv: list[str]) -> int:
                 print(f"{name}: restarted into macOS {update['version']} ({update['build']})", flush=True)
             except Exception:  # one node's trouble must not stop the agent for the others
                 traceback.print_exc()
+        for name in cluster.node_names():
+            if cluster.unlocked_over_ssh(name):  # the data volume unlocks; SSH drops while the rest starts
+                try:
+                    Cluster(sim_dir).unlock(name)
+                    print(f"{name}: FileVault unlocked over SSH", flush=True)
+                except Exception:
+                    traceback.print_exc()
         time.sleep(POLL_SECONDS)
 
 
