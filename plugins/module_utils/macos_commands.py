@@ -119,3 +119,18 @@ def parse_or_fail(module, parser, text, *args):
         return parser(text, *args)
     except ValueError as exc:
         module.fail_json(msg="unexpected output: {0}".format(exc))
+
+
+def start_detached(argv, stdin_text, log_path):
+    """Start a command in its own session with STDIN_TEXT on its standard input (a secret never goes in
+    argv), its output appended to LOG_PATH (created 0600); it outlives the module and its SSH connection.
+    Returns the Popen (poll() says whether it ended)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=fd, stderr=fd, start_new_session=True,
+                                   close_fds=True, env=dict(os.environ, LC_ALL="C"))
+    finally:
+        os.close(fd)
+    process.stdin.write(stdin_text.encode())
+    process.stdin.close()
+    return process

@@ -42,7 +42,6 @@ options:
     description: That user's password; given to C(softwareupdate) on its standard input only.
     type: str
     required: true
-    no_log: true
   confirm_timeout:
     description: Seconds to wait for the output to show the preparation started.
     type: int
@@ -91,12 +90,12 @@ build:
 """
 
 import os
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    output_of, parse_or_fail, run_reads, start_detached)
 
 
 def main():
@@ -118,13 +117,8 @@ def main():
     folder = os.path.dirname(p["log"])
     if not os.path.isdir(folder):
         os.makedirs(folder, 0o755)
-    fd = os.open(p["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     # Its own session: the install outlives this module and the SSH connection that started it.
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=fd, stderr=fd, start_new_session=True,
-                               close_fds=True, env=dict(os.environ, LC_ALL="C"))
-    os.close(fd)
-    process.stdin.write((p["password"] + "\n").encode())
-    process.stdin.close()
+    process = start_detached(argv, p["password"] + "\n", p["log"])
     deadline = time.monotonic() + p["confirm_timeout"]
     while True:
         with open(p["log"]) as handle:
@@ -135,9 +129,9 @@ def main():
             break
         time.sleep(0.5)
     if said["error"] or (done and process.returncode != 0):
-        module.fail_json(msg="softwareupdate --install failed: {0}".format(said["error"] or said["last"]
-                                                                          or "exit {0}".format(process.returncode)),
-                         started=False, output=text, build=sw["build_version"])
+        why = said["error"] or said["last"] or "exit {0}".format(process.returncode)
+        module.fail_json(msg="softwareupdate --install failed: {0}".format(why), started=False, output=text,
+                         build=sw["build_version"])
     if not said["started"]:
         why = "it ended without downloading or preparing anything" if done else \
             "its output showed no download or preparation within {0} s".format(p["confirm_timeout"])

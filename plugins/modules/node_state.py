@@ -109,6 +109,7 @@ ansible_facts:
         automatic_macos_updates:
           description: C(AutomaticallyInstallMacOSUpdates) (C(defaults read)); null when not set, C(unknown) when
             its output is in no known wording.
+          type: raw
 """
 
 import os

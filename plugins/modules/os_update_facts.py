@@ -76,7 +76,7 @@ def jobs(ps_text, env_path):
     found = []
     prefix = env_path.rstrip("/") + "/"
     for line in ps_text.splitlines()[1:]:
-        pid, _, command = line.strip().partition(" ")
+        pid, dummy, command = line.strip().partition(" ")
         words = command.split()
         if words and (words[0].startswith(prefix) or any(os.path.basename(w) == "mlx.launch" for w in words[:3])):
             found.append({"pid": int(pid), "command": command[:200]})

@@ -267,7 +267,7 @@ class serve_secret:
         def serve():
             while True:
                 try:
-                    conn, _ = self._sock.accept()
+                    conn = self._sock.accept()[0]
                 except OSError:
                     return
                 with conn:
