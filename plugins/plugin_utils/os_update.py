@@ -323,7 +323,7 @@ def unlock_over_ssh(ssh_argv: list[str], password: str, timeout: float = 60) -> 
                                "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1",
                                "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=no"] + ssh_argv[1:]
         try:
-            done = subprocess.run(argv + ["true"], env=env, stdin=subprocess.DEVNULL, capture_output=True,
+            done = subprocess.run(argv + ["true"], env=env, stdin=subprocess.DEVNULL, capture_output=True, check=False,
                                   text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return False, "ssh timed out"
