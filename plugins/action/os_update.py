@@ -119,10 +119,10 @@ class ActionModule(ActionBase):
                 "label": plan["labels"][name], "build": target["build"], "user": args["user"], "password": password,
                 "confirm_timeout": int(args.get("confirm_timeout") or 120)}, task_vars=task_vars)
             if res.get("failed"):
-                return stop({"reason": res.get("msg", "softwareupdate --install failed"), "visit": False,
-                             "steps": ["Look at System Settings > General > Software Update on the Mac",
-                                       "then run mlx-fleet os-update again"]})
+                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed")))
             result["changed"] = True
+            os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
+            os_update.write_record(record_path, record)
             outcome = self._wait(task_vars, target["build"], before["build"], timeout, float(args.get("poll") or 10),
                                  password)
             if outcome != "back":

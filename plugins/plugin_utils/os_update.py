@@ -220,6 +220,18 @@ WAIT_PROBLEMS = {
 }
 
 
+def install_problem(message: str) -> dict:
+    """softwareupdate --install refused or did not start: nothing changed on the Mac."""
+    if "failed to authorize" in message:
+        steps = ["Check the volume owner's password (--password-file, or the one typed) and that the user "
+                 "(mlx_fleet_os_update_user, default ansible_user) can unlock this Mac's disk (an administrator in "
+                 "System Settings > Users & Groups)"]
+    else:
+        steps = ["Look at System Settings > General > Software Update on the Mac",
+                 "Never force a restart: it aborts an update being prepared"]
+    return {"reason": message, "visit": False, "steps": steps + ["Then run mlx-fleet os-update again"]}
+
+
 def wait_problem(kind: str, *, timeout: int, build: str) -> dict:
     text, visit, steps = WAIT_PROBLEMS[kind]
     return {"reason": text.format(timeout=timeout, build=build), "visit": visit, "steps": steps}
@@ -360,6 +372,8 @@ def hold_reason(output_dir: str | Path) -> str | None:
         return None
     names = list(record.get("plan", {}).get("current", {}))
     done = [n for n in names if record["macs"].get(n, {}).get("status") == DONE]
+    if not done and not any(m.get("installed") for m in record["macs"].values()):
+        return None  # no Mac's build changed yet (refused before any install): nothing to hold
     target = record["target"]
     return (f"the cluster is held: the macOS update to {target['version']} ({target['build']}) is unfinished "
             f"(done: {', '.join(done) or 'none'}; to do: {', '.join(n for n in names if n not in done)}), and "

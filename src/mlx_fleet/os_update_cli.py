@@ -7,7 +7,7 @@ import sys
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from mlx_fleet import runner
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK
 
 PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
 UPDATE_ACTION = "mlx_fleet.cluster.os_update"
@@ -33,6 +33,12 @@ def add_os_update_parser(sub, command) -> None:
     p.add_argument("--timeout", type=int, default=os_update.DEFAULT_TIMEOUT,
                    help="seconds a Mac may take to prepare, restart and come back (default: %(default)s)")
     p.add_argument("--poll", type=float, default=10.0, help="seconds between looks at a restarting Mac (default: %(default)s)")
+
+
+def _interrupted(report) -> bool:
+    """Ctrl-C: ansible-runner reports the run canceled (its rc 254)."""
+    status = report.artifacts / "status" if report.artifacts else None
+    return bool(status and status.exists() and status.read_text().strip() == "canceled")
 
 
 def run_os_update(args) -> int:
@@ -72,9 +78,20 @@ def run_os_update(args) -> int:
                                  os_update.STARTED: "started, not finished"}.get(status, "untouched"))
     for res in report.results.get(UPDATE_ACTION, []):
         out += [line for line in (res.get("msg") or "").splitlines() if line.startswith("visit sheet:")]
+        problem = res.get("problem")
+        if problem and not problem["visit"]:  # a visit sheet holds the steps otherwise
+            out += [f"  to do: {step}" for step in problem["steps"]]
     for host, why in sorted(report.unreachable.items()):
         out.append(f"unreachable: {host}: {why}")
     stopped = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") != os_update.DONE]
+    midway = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") == os_update.STARTED]
+    if _interrupted(report):
+        out.append("interrupted" + (f" while {', '.join(midway)} was updating: its update goes on by itself (never "
+                                    "force a restart)" if midway else ""))
+        out.append("result: run mlx-fleet os-update again: it checks " + (f"{', '.join(midway)} first and " if midway
+                                                                          else "") + "installs no Mac twice (exit 130)")
+        print("\n".join(out))
+        return EXIT_INTERRUPTED
     if not stopped and report.exit_status == EXIT_OK:
         out.append(f"result: every Mac on macOS {plan['target']['version']} ({plan['target']['build']}); "
                    f"record: {runner.output_dir_from(args) / os_update.RECORD_FILE}")

@@ -92,3 +92,16 @@ def test_a_locked_mac_is_unlocked_over_ssh_only_when_it_takes_a_password():
                                "(publickey,password,keyboard-interactive).")
     assert not ou.password_methods("admin@10.0.0.2: Permission denied (publickey).")
     assert not ou.password_methods("ssh: connect to host 10.0.0.2 port 22: Connection refused")
+
+
+def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path):
+    macs = {n: mac() for n in NAMES}
+    record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
+    ou.mark(record, "m2", ou.FAILED, reason="softwareupdate --install failed: failed to authorize for installation")
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path) is None  # every Mac still on its build
+    ou.mark(record, "m2", ou.STARTED, installed=True)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path).startswith("the cluster is held")
+    problem = ou.install_problem("softwareupdate --install failed: failed to authorize for installation")
+    assert problem["visit"] is False and "volume owner's password" in problem["steps"][0]
