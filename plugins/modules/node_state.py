@@ -106,6 +106,10 @@ ansible_facts:
         hostfiles:
           description: Per hostfile name, the sha256 of the file on the Mac, null when absent.
           type: dict
+        automatic_macos_updates:
+          description: C(AutomaticallyInstallMacOSUpdates) (C(defaults read)); null when not set, C(unknown) when
+            its output is in no known wording.
+          type: raw
 """
 
 import os
@@ -119,7 +123,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
     WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe, sha256_file
 
-NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon")
+NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon", "auto_install_macos")
 NAME_READS = (("ComputerName", "computer_name"), ("LocalHostName", "local_host_name"))
 _WIRED_LIMIT_ARG = re.compile(r"^iogpu\.wired_limit_mb=(\d+)$")
 
@@ -158,6 +162,14 @@ def _daemon(module, results, label):
     job = parse_or_fail(module, parsers.parse_launchctl_print, out + err if rc else out)
     daemon.update(loaded=job is not None, state=(job or {}).get("state"))
     return daemon
+
+
+def _automatic_updates(module, results):
+    try:
+        return macos_settings.defaults_bool(*results["auto_install_macos"])
+    except ValueError as exc:
+        module.warn("AutomaticallyInstallMacOSUpdates: {0}".format(exc))
+        return "unknown"
 
 
 def _environment(module, path, verify):
@@ -211,6 +223,7 @@ def main():
         "wired_limit": {"now_mb": macos["wired_limit_mb"], "daemon": _daemon(module, results, label)},
         "environment": _environment(module, params["env_path"], params["verify_files"]),
         "hostfiles": hostfiles,
+        "automatic_macos_updates": _automatic_updates(module, results),
     }
     module.exit_json(changed=False, ansible_facts={"mlx_fleet_macos": macos, "mlx_fleet_thunderbolt": thunderbolt,
                                                    "mlx_fleet_node": node})

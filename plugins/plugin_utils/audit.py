@@ -259,6 +259,20 @@ def _node_settings(macs, observed, declared, checks):
         _wired_limit(host, node["wired_limit"], want, checks)
 
 
+def _automatic_updates(macs, observed, declared, checks):
+    """macOS installing updates by itself would restart a Mac into a new build mid-job, and split the cluster's
+    builds (which _macos compares); only `mlx-fleet os-update` should change them."""
+    for host in macs:
+        want = declared[host].get("automatic_macos_updates")
+        found = observed[host]["mlx_fleet_node"].get("automatic_macos_updates")
+        if want is None:
+            continue
+        words = {True: "on", False: "off", None: "not set"}
+        checks.append(Check("macOS", "automatic macOS installs", [host], words[bool(want)],
+                            words.get(found, str(found)), found is bool(want) if found is not None else False,
+                            FIX_NODE + " (then update macOS only with mlx-fleet os-update)"))
+
+
 def _mb(value) -> str:
     return "macOS's default (0)" if not value else f"{value} MB"
 
@@ -425,6 +439,7 @@ def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict
     _hardware(macs, observed, declared, ledger, checks)
     _environment(macs, observed, declared, lock, checks)
     _node_settings(macs, observed, declared, checks)
+    _automatic_updates(macs, observed, declared, checks)
     _fabric(macs, observed, declared, controller, checks)
     _rdma(macs, observed, declared, ledger, checks)
     _hostfiles(macs, observed, controller, checks)

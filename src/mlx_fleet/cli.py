@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parsers(sub, _command)
     _capture_parser(sub)
+    from mlx_fleet.os_update_cli import add_os_update_parser
+
+    add_os_update_parser(sub, _command)
     from mlx_fleet.onboard import add_onboard_parser
 
     add_onboard_parser(sub, _command)
@@ -162,6 +165,10 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet import audit_cli
 
         return audit_cli.run_audit(args) if args.tool == "audit" else audit_cli.run_record(args)
+    if args.tool == "os-update":
+        from mlx_fleet.os_update_cli import run_os_update
+
+        return run_os_update(args)
     if args.tool == "lock":
         from mlx_fleet.lock_cli import run_lock
 

@@ -230,3 +230,16 @@ def test_the_sim_builds_every_catalogue_model(key):
     assert [(p["receptacle"], p["device"], p["generation"]) for p in profile["thunderbolt"]] == [
         (n, device, model.tb_generation) for n, device in model.thunderbolt_devices]
     assert profile["model_id"] == (model.model_id or "Mac") and profile["chip"] == model.chip
+
+
+def test_a_replayed_mac_is_offered_what_its_capture_lists(tmp_path):
+    from replay_dirs import FIXTURE_DIR, load
+
+    listed = load(FIXTURE_DIR / "softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt").encode()
+    d = write_capture(tmp_path / "mini", {"softwareupdate": (READS["softwareupdate"], listed)})
+    profile = _profile("mini", replay.derive(replay.load_capture(d)))
+    (offer,) = profile["software_updates"]
+    assert (offer["label"], offer["version"], offer["build"], offer["size_kib"]) == (
+        "macOS Tahoe 26.5.2-25F84", "26.5.2", "25F84", 2630358)
+    assert "software_updates" not in replay.derive(replay.load_capture(write_capture(tmp_path / "none", {
+        "softwareupdate": (READS["softwareupdate"], b"")}))).facts  # nothing pending: stdout empty, exit 1

@@ -210,6 +210,10 @@ def derive(recording: Recording) -> Replay:
         facts["os_version"], facts["os_build"] = version, build
     if rdma is not None:
         facts["rdma_enabled"] = facts["nvram_rdma"] = rdma
+    updates = _parse(notes, "softwareupdate --list", mp.parse_softwareupdate_list,
+                     recording.stdout("softwareupdate", "--list"))
+    if updates and updates["updates"]:  # what Apple offered the captured Mac, offered to the replayed one
+        facts["software_updates"] = [dict(u, size_kib=u["size_kib"] or 0) for u in updates["updates"]]
     sudo = _sudo_mode(recording)
     if sudo:
         facts["sudo"] = sudo
@@ -320,6 +324,16 @@ def install(recording: Recording, fs_root: Path, libexec: str) -> None:
         shutil.copyfile(recording.dir / name, target / name)
         (target / name).chmod(0o644)
     target.chmod(0o755)
+
+
+def forget(fs_root: Path, libexec: str, tool: str) -> None:
+    """Stop serving TOOL's recordings: what it says now changed on the node (an update offered or installed)."""
+    path = Path(fs_root) / libexec / "replay" / MANIFEST
+    if not path.exists():
+        return
+    manifest = json.loads(path.read_text())
+    manifest["reads"] = {k: r for k, r in manifest.get("reads", {}).items() if (r.get("argv") or [None])[0] != tool}
+    path.write_text(json.dumps(manifest, indent=2))
 
 
 def parse_replay_args(values: list[str] | None) -> dict[str, Replay]:

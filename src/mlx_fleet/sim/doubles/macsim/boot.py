@@ -32,6 +32,8 @@ def main(argv: list[str]) -> int:
         services.apply(service)
     _set_hostname(names.get("LocalHostName"))
     daemons = state.path(state.LAUNCH_DAEMONS)
+    if node.get("filevault_locked"):  # at the FileVault login window: the data volume's jobs wait
+        return 0
     for plist in sorted(daemons.glob("*.plist")) if daemons.is_dir() else []:
         try:
             launchctl.load("/" + str(plist.relative_to(state.root())))
