@@ -29,6 +29,7 @@ WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
 READS = {
     "sw_vers": ("sw_vers",),
     "sysctl": ("sysctl",) + SYSCTL_NAMES,
+    "boottime": ("sysctl", "kern.boottime"),
     "hardware": ("system_profiler", "SPHardwareDataType", "-json"),
     "thunderbolt": ("system_profiler", "SPThunderboltDataType", "-json"),
     "groups": ("id", "-Gn"),

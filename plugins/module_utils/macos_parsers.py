@@ -72,6 +72,21 @@ def parse_sysctl(text):
     return out
 
 
+_BOOTTIME = re.compile(r"^(?:kern\.boottime: )?\{ sec = (\d+), usec = (\d+) \}")
+
+
+def parse_kern_boottime(text):
+    """`sysctl kern.boottime` (or with -n) -> the time the Mac booted, in seconds since the epoch.
+
+    "kern.boottime: { sec = 1232765114, usec = 823118 } Fri Jan 23 18:45:14 2009" (the date after
+    the braces is the local time and is not read).
+    """
+    match = _BOOTTIME.match(text.strip())
+    if not match:
+        _fail("sysctl kern.boottime", "expected '{{ sec = N, usec = N }}', got {0!r}".format(text.strip()))
+    return int(match.group(1))
+
+
 def parse_sysctl_n(text, names):
     """`sysctl -n <names...>` -> {name: value}, values in the order asked; unknown names -> None.
 

@@ -19,6 +19,8 @@ def parser_for(prefix):
         return _sysctl_n(prefix)
     if prefix.startswith("ifconfig"):
         return mp.parse_ifconfig
+    if prefix == "sysctl-kern.boottime":
+        return mp.parse_kern_boottime
     if prefix.startswith("sysctl"):
         return mp.parse_sysctl
     if prefix.startswith("scutil-get-"):
@@ -267,6 +269,13 @@ def test_hardware_json_four_core_groups():
     hw = parse("system_profiler-SPHardwareDataType-json__tirekick-fixtures-m5max__3.txt")
     assert (hw["model_identifier"], hw["cpu_cores"], hw["core_groups"]) == ("Mac17,6", 18,
                                                                              [6, 0, 12])
+
+
+def test_kern_boottime_seconds():
+    assert parse("sysctl-kern.boottime__chef-ohai-uptime__1.txt") == 1232765114
+    assert mp.parse_kern_boottime("{ sec = 1700000000, usec = 5 } Tue Nov 14 22:13:20 2023\n") == 1700000000
+    with pytest.raises(ValueError, match="kern.boottime"):
+        mp.parse_kern_boottime("kern.boottime: 1700000000")
 
 
 def test_sysctl_n_in_order():
