@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.audit_cli import add_audit_parsers
 
     add_audit_parsers(sub, _command)
+    from mlx_fleet.watch_cli import add_watch_parser
+
+    add_watch_parser(sub, _command)
     _capture_parser(sub)
     from mlx_fleet.onboard import add_onboard_parser
 
@@ -154,6 +157,10 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet.lock_cli import run_lock
 
         return run_lock(args)
+    if args.tool == "watch":
+        from mlx_fleet.watch_cli import run_watch
+
+        return run_watch(args)
     if args.tool == "verify":
         from mlx_fleet.verify.cli import run_verify
 
