@@ -5,6 +5,7 @@ inventory reaches them), say each change once, keep status.json, metrics.prom an
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -131,6 +132,10 @@ def _state(findings: dict) -> str:
     return f"{len(findings)} finding{'' if len(findings) == 1 else 's'}" if findings else "nothing wrong"
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_watch(args) -> int:
     run = Watch(args)
     where = f"status: {run.out / watch_page.HTML_FILE}, metrics: {run.out / watch_page.METRICS_FILE}"
@@ -145,6 +150,7 @@ def run_watch(args) -> int:
         return status
     print(f"watching {len(run.hosts)} Macs every {args.every:g} s ({where}); Ctrl-C stops", flush=True)
     rounds = 0
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop ends it as Ctrl-C does
     try:
         while True:
             started = time.monotonic()
