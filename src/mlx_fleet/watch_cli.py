@@ -43,6 +43,8 @@ def add_watch_parser(sub, command) -> None:
     parser.add_argument("--once", action="store_true", help="one round, then exit 0, 1 or 4 (as audit)")
     parser.add_argument("--on-change", metavar="CMD", help="a shell command run for each event, the event as "
                                                              f"JSON on its stdin (at most {HOOK_TIMEOUT} s each)")
+    parser.add_argument("--output-dir", help="where the last converge's records are (default: mlx_fleet_output_dir, "
+                                             "else .mlx-fleet in the inventory's folder)")
     parser.add_argument("--out", help="folder for status.json, metrics.prom, status.html (default: OUTPUT_DIR/watch)")
     parser.add_argument("--connect-timeout", type=float, default=5, metavar="S",
                         help="seconds to wait for a Mac's ssh connection (default: 5)")
@@ -62,8 +64,9 @@ class Watch:
     def __init__(self, args):
         try:
             settings, hosts = read_inventory(args.inventory, ("mlx_fleet_model", "mlx_fabric_bridge"))
-            cables = read_addresses(settings.output_dir / ADDRESSES_FILE)
-            ready = list(read_ledger(settings.output_dir / LEDGER_FILE)["nodes"])
+            records = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
+            cables = read_addresses(records / ADDRESSES_FILE)
+            ready = list(read_ledger(records / LEDGER_FILE)["nodes"])
         except (VerifyError, ValueError) as exc:
             raise UserError(str(exc)) from None
         if args.every <= 0 or args.connect_timeout <= 0 or args.rdma_timeout <= 0:
@@ -72,7 +75,7 @@ class Watch:
         self.baseline = watch.Baseline(
             [h.name for h in hosts], cables, ready, {h.name: h.values["mlx_fleet_model"] for h in hosts},
             str(hosts[0].values["mlx_fabric_bridge"] or "disabled"), " ".join(args.inventory))
-        self.out = Path(args.out).resolve() if args.out else settings.output_dir / "watch"
+        self.out = Path(args.out).resolve() if args.out else records / "watch"
         env = str(Path(settings.python).parent.parent)
         self.script = nodes.read_script(watch.PROBE_READS, None, bounded=watch.BOUNDED_READS,
                                          limit=args.rdma_timeout, files={watch.FINGERPRINT_READ: fingerprint_path(env)})
