@@ -34,6 +34,7 @@ REBOOT_SLACK = 5  # seconds kern.boottime may move without a reboot (clock adjus
 
 FIX_CONVERGE = "mlx-fleet converge -i {inventory}"
 FIX_NODE = "ansible-playbook -i {inventory} mlx_fleet.cluster.node"
+FIX_ENV = "ansible-playbook -i {inventory} mlx_fleet.cluster.env"
 FIX_RECOVERY = "the Recovery checklist: mlx-fleet checklist -i {inventory}, then mlx-fleet converge -i {inventory}"
 
 
@@ -42,7 +43,8 @@ class Finding:
     """Something wrong now; ``key`` names it across rounds (one event when it appears, one when it clears)."""
 
     key: str
-    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, stale-rdma, os-mismatch, sleep
+    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, stale-rdma, os-mismatch,
+    # environment-mismatch, sleep
     message: str
     fix: str
     cleared: str  # what is said when it is gone
@@ -268,6 +270,15 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
         add(Finding("os-mismatch", "os-mismatch", f"the Macs run different macOS builds ({text}): RDMA breaks "
                     "across mixed builds", "update macOS so every Mac runs the same build",
                     "every Mac runs the same macOS build again", sorted(builds, key=baseline.hosts.index)))
+    prints = {h: macs[h]["fingerprint"] for h in up if macs[h].get("fingerprint")}
+    if len(set(prints.values())) > 1:
+        groups: dict[str, list[str]] = {}
+        for host, digest in prints.items():
+            groups.setdefault(digest[:12], []).append(host)
+        text = "; ".join(f"{digest} on {', '.join(hosts)}" for digest, hosts in sorted(groups.items()))
+        add(Finding("environment-mismatch", "environment-mismatch", f"the Macs run different MLX environments "
+                    f"(fingerprints {text})", FIX_ENV.format(inventory=inventory),
+                    "every Mac runs the same MLX environment again", sorted(prints, key=baseline.hosts.index)))
     return found
 
 

@@ -127,8 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parsers(sub, _command)
     from mlx_fleet.watch_cli import add_watch_parser
+    from mlx_fleet.explain_cli import add_explain_parser
 
     add_watch_parser(sub, _command)
+    add_explain_parser(sub, _command)
     _capture_parser(sub)
     from mlx_fleet.onboard import add_onboard_parser
 
@@ -161,6 +163,10 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet.watch_cli import run_watch
 
         return run_watch(args)
+    if args.tool == "explain":
+        from mlx_fleet.explain_cli import run_explain
+
+        return run_explain(args)
     if args.tool == "verify":
         from mlx_fleet.verify.cli import run_verify
 

@@ -235,3 +235,31 @@ def test_once_against_the_last_good_state(watching, cluster):
         sim.cli("link", "mini-2", "up")
         sim.cli("plug", "mini-1:1", "mini-2:1")
     assert down.returncode == 4 and down.stdout.splitlines()[-1] == "result: unreachable: mini-2 (exit 4)"
+
+
+def test_explain_with_the_macs_tells_the_bridge_from_a_lost_address(watching, cluster):
+    sim, _ = cluster
+    log = REPO / "tests/fixtures/logs/stale-rdma__exo-explore-exo-1847.log"
+    argv = [MLX_FLEET, "explain", str(log), "-i", str(sim.dir / "inventory.yml")]
+    alone = subprocess.run([MLX_FLEET, "explain", str(log)], capture_output=True, text=True, timeout=60)
+    assert alone.stdout.splitlines()[0] == "cause: stale-rdma or no-ipv4" and "also possible: bridge" in alone.stdout
+
+    sim.cli("exec", "mini-1", "--", "networksetup", "-setnetworkserviceenabled", "Thunderbolt Bridge", "on")
+    try:
+        bridge = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        sim.cli("exec", "mini-1", "--", "networksetup", "-setnetworkserviceenabled", "Thunderbolt Bridge", "off")
+    assert bridge.stdout.splitlines()[0] == "cause: bridge", bridge.stdout
+    assert "mini-1: the Thunderbolt Bridge is on again" in bridge.stdout
+
+    device = sim.device("mini-2", 1)
+    # This cluster's ssh_config: other clusters on the machine may answer to the name mini-2 too.
+    shown = sim.ssh("mini-2", f"ifconfig {device}", own_config=True).stdout
+    inet = next(line.split()[1] for line in shown.splitlines() if line.split()[:1] == ["inet"])
+    sim.cli("exec", "mini-2", "--", "ifconfig", device, "inet", inet, "delete")
+    try:
+        address = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        sim.cli("reboot", "mini-2")  # the port's service gives the address back at boot
+    assert address.stdout.splitlines()[0] == "cause: no-ipv4", address.stdout
+    assert f"mini-2 Thunderbolt 1 ({device}) has no IPv4 address where the fabric gave it {inet}" in address.stdout
