@@ -16,6 +16,8 @@ gives medians and ratios:
              and the rest, the simulated Macs' own work, which a real rack does on each Mac's CPUs
   watch      one round of `mlx-fleet watch`'s probe at 4 and 16 Macs (ring), in this process: the
              controller's CPU for the round (its own and its ssh processes'), and the round's wait
+  verify     `mlx-fleet verify` on a converged 4-Mac ring with one cable pulled: how long until it
+             fails naming both ends
 
 With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
 every mlx-fleet figure also runs with that tree's code, interleaved, for a before/after measured
@@ -47,7 +49,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MO
 from mlx_fleet.sim.layout import generated_cables
 
 BIN = Path(sys.executable).parent
-FIGURES = ("hostfile", "site", "memory", "audit", "watch")
+FIGURES = ("hostfile", "site", "memory", "audit", "watch", "verify")
 RECAP = re.compile(r"^(\S+)\s+: (ok=.*)$", re.M)
 PLAY = re.compile(r"^PLAY \[(.*)\] \**$")
 # -vvv prints one line per command sent to a Mac; with pipelining, one per module run.
@@ -288,6 +290,24 @@ class Bench:
             row.note = f"controller CPU per round (median): {statistics.median(cpu):.2f} CPU-s"
             rows.append(row)
         return rows
+
+    def verify(self) -> list[Row]:
+        row = Row("verify, 4 converged Macs (ring), one cable pulled: until it fails")
+        with Cluster(self.root, 4, "ring") as cluster:
+            run(cluster.mlx_fleet("converge"))
+            cable = yaml.safe_load((cluster.dir / "plan.yml").read_text())["cables"][0]
+            run([str(BIN / "mlx-fleet"), "sim", "unplug", "--dir", str(cluster.dir), cable.split(" -- ")[0]])
+            for _ in range(self.repeat):
+                argv = [str(BIN / "mlx-fleet"), "verify", "-i", str(cluster.inventory), "--output-dir",
+                        str(cluster.dir / "out"), "--out", str(cluster.dir / f"verify-{cluster.runs}")]
+                cluster.runs += 1
+                started = time.monotonic()
+                done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd="/")
+                row.add(OURS, time.monotonic() - started)
+                named = done.returncode == 1 and cable in done.stdout
+                row.note = f"cable {cable} pulled; " + ("named in the summary" if named else
+                                                        f"NOT NAMED (exit {done.returncode})")
+        return [row]
 
 
 def _tree(pid: int) -> list[int]:

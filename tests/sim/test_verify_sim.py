@@ -150,3 +150,18 @@ def test_jaccl_on_a_mesh_fails_with_mlx_message_and_the_ring_passes(make_sim, tm
     (finding,) = report["findings"]
     assert finding["cause"] == "rdma" and failed["error"] in finding["message"]
     assert all(link["status"] == "failed" and link["measured_with"] == "ring" for link in report["links"])
+
+
+def test_a_cable_out_fails_before_any_job_naming_both_ends(ring, tmp_path):
+    cable = f"{RING[1]}:2 -- {RING[2]}:1"
+    ring.cli("unplug", f"{RING[1]}:2")
+    try:
+        done, report = verify(ring, tmp_path, "--sizes", "1KiB")
+    finally:
+        ring.cli("plug", f"{RING[1]}:2", f"{RING[2]}:1")
+    assert done.returncode == 1, done.stdout
+    assert [(f["cause"], f["cable"]) for f in report["findings"]] == [("cable", cable)]
+    assert report["findings"][0]["message"].startswith(
+        f"cable {cable}: no link at either end ({RING[1]} Thunderbolt 2 and {RING[2]} Thunderbolt 1: status: inactive)")
+    assert report["checks"] == []  # told from the ports before any job, not after one timed out
+    assert f"cable {cable}" in done.stdout
