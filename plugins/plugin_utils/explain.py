@@ -103,6 +103,7 @@ class Rule:
     causes: tuple[str, ...]  # most likely first
     says: str  # what the message means, in words
     source: str  # where the wording comes from
+    example: str  # one message as MLX prints it (docs/troubleshooting.md lists them)
     weight: int = 2  # 1: a consequence other lines explain better (mlx.launch's "exited with code")
 
     def search(self, line: str):
@@ -115,72 +116,91 @@ RULES = (
     Rule(r"\[jaccl\] Changing queue pair to (RTR|RTS|INIT) failed with errno (\d+)",
          ("stale-rdma", "no-ipv4", "bridge", "mlx-version", "os-mismatch"),
          "JACCL could not bring an RDMA queue pair up with its peer",
-         "mlx/distributed/jaccl/utils.cpp; exo-explore/exo#1847, ml-explore/mlx#3467"),
+         "mlx/distributed/jaccl/utils.cpp; exo-explore/exo#1847, ml-explore/mlx#3467",
+         "[jaccl] Changing queue pair to RTR failed with errno 22"),
     # ml-explore/mlx#4209 (Thunderbolt RDMA devices allow ten queue pairs; the eleventh fails with EBUSY).
     Rule(r"\[jaccl\] (Couldn't create queue pair|Creating the queue pair failed with errno \d+)",
          ("rdma-limits", "stale-rdma"), "JACCL could not create an RDMA queue pair",
-         "mlx/distributed/jaccl/utils.cpp Connection::create_queue_pair; ml-explore/mlx#4209"),
+         "mlx/distributed/jaccl/utils.cpp Connection::create_queue_pair; ml-explore/mlx#4209",
+         "[jaccl] Creating the queue pair failed with errno 16"),
     Rule(r"\[jaccl\] Register memory region failed", ("rdma-limits", "stale-rdma"),
          "JACCL could not register its buffers with the RDMA device",
-         "mlx/distributed/jaccl/utils.cpp SharedBuffer::register_to_protection_domain"),
+         "mlx/distributed/jaccl/utils.cpp SharedBuffer::register_to_protection_domain",
+         "[jaccl] Register memory region failed"),
     # ml-explore/mlx#3777, exo-explore/exo#2186: with no RDMA device JACCL crashed in ibv_reg_mr (null PD).
     Rule(r"\[jaccl\] (Couldn't allocate protection domain|Couldn't create completion queue|Could not open device)"
          r"|ibv_reg_mr|register_to_protection_domain",
          ("rdma-off", "no-rdma-hardware", "stale-rdma"), "JACCL found no usable RDMA device",
-         "mlx/distributed/jaccl/utils.cpp; ml-explore/mlx#3777, exo-explore/exo#2186"),
+         "mlx/distributed/jaccl/utils.cpp; ml-explore/mlx#3777, exo-explore/exo#2186",
+         "[jaccl] Couldn't allocate protection domain"),
     # mlx.distributed_config check_rdma (mlx/_distributed_utils/config.py); jundot/omlx#3037: a Thunderbolt 4 Mac
     # says enabled and lists no device, for good.
     Rule(r"does not seem to have RDMA enabled|Some of the hosts don't have RDMA enabled|No IB devices found",
          ("rdma-off", "no-rdma-hardware"), "a Mac lists no RDMA device",
-         "mlx/_distributed_utils/config.py check_rdma; jundot/omlx#3037"),
+         "mlx/_distributed_utils/config.py check_rdma; jundot/omlx#3037",
+         "[ERROR] mini-2 does not seem to have RDMA enabled"),
     # The dyld error of a binary linked to librdma on a macOS before 26.2 (unslothai/llama.cpp#131).
     Rule(r"Library not loaded: /usr/lib/librdma\.dylib", ("os-mismatch", "no-rdma-hardware"),
-         "the Mac's macOS has no RDMA library (before 26.2)", "unslothai/llama.cpp#131"),
+         "the Mac's macOS has no RDMA library (before 26.2)", "unslothai/llama.cpp#131",
+         "dyld[41694]: Library not loaded: /usr/lib/librdma.dylib"),
     # libmlx (mlx/distributed/distributed.cpp, jaccl/no_jaccl.cpp): no backend could start.
     Rule(r"Cannot initialize jaccl distributed backend|\[distributed\] Couldn't initialize any backend",
          ("launch-env", "no-rdma-hardware"), "MLX could not start the distributed backend asked for",
-         "mlx/distributed/distributed.cpp, mlx/distributed/jaccl/jaccl.cpp"),
+         "mlx/distributed/distributed.cpp, mlx/distributed/jaccl/jaccl.cpp",
+         "Cannot initialize jaccl distributed backend."),
     Rule(r"\[ring\] You need to provide via environment variables both a rank \(MLX_RANK\)", ("launch-env",),
-         "the ring backend started without MLX_RANK and MLX_HOSTFILE", "mlx/distributed/ring/ring.cpp init"),
+         "the ring backend started without MLX_RANK and MLX_HOSTFILE", "mlx/distributed/ring/ring.cpp init",
+         "[ring] You need to provide via environment variables both a rank (MLX_RANK) and a hostfile (MLX_HOSTFILE)"),
     # mlx.launch (mlx/_distributed_utils/launch.py, common.py).
     Rule(r"The hostfile is malformed|Hostfile .* doesn't exist|Rank 0 should have an IP reachable|"
          r"Hostname cannot be empty", ("hostfile",), "mlx.launch refused the hostfile",
-         "mlx/_distributed_utils/launch.py launch_jaccl, common.py Hostfile"),
+         "mlx/_distributed_utils/launch.py launch_jaccl, common.py Hostfile",
+         "mlx.launch: error: The hostfile is malformed: no RDMA device is listed for mini-1 to mini-2"),
     # EADDRNOTAVAIL (49): the rank's address from the hostfile is not on this Mac.
     Rule(r"\[(ring|jaccl)\] (Couldn't bind socket|Couldn't listen on any resolved address)",
          ("no-ipv4", "hostfile", "bridge"), "a rank could not listen on its address from the hostfile",
-         "mlx/distributed/ring/ring.cpp accept_connections, mlx/distributed/utils.cpp TCPSocket::listen"),
+         "mlx/distributed/ring/ring.cpp accept_connections, mlx/distributed/utils.cpp TCPSocket::listen",
+         "[ring] Couldn't bind socket (error: 49)"),
     # ETIMEDOUT 60, ECONNREFUSED 61, EHOSTUNREACH 65: exo-explore/exo#2309 (a bridge0 address in the hostfile),
     # ml-explore/mlx#3755.
     Rule(r"\[(ring|jaccl)\] Couldn't connect",
          ("bridge", "no-ipv4", "peer-lost", "network", "hostfile"), "a rank could not reach its peer's address",
          "mlx/distributed/ring/ring.cpp make_connections, mlx/distributed/utils.cpp TCPSocket::connect; "
-         "exo-explore/exo#2309, ml-explore/mlx#3755"),
+         "exo-explore/exo#2309, ml-explore/mlx#3755",
+         "[ring] Couldn't connect (error: 60)"),
     # exo-explore/exo#1847: "[jaccl] Recv failed with errno=2" / "=60" mid-inference.
     Rule(r"\[jaccl\] (Recv|Send) failed with errno=?\s*\d+", ("peer-lost", "stale-rdma"),
-         "a JACCL rank lost its peer mid-run", "mlx/distributed/utils.cpp TCPSocket::recv; exo-explore/exo#1847"),
+         "a JACCL rank lost its peer mid-run", "mlx/distributed/utils.cpp TCPSocket::recv; exo-explore/exo#1847",
+         "[jaccl] Recv failed with errno=2"),
     Rule(r"\[ring\] (connection to a peer was lost|Too many send/recv errors|(Receiving from|Sending to) socket)",
-         ("peer-lost", "network"), "a ring rank lost its peer mid-run", "mlx/distributed/ring/ring.cpp SocketThread"),
+         ("peer-lost", "network"), "a ring rank lost its peer mid-run", "mlx/distributed/ring/ring.cpp SocketThread",
+         "[ring] connection to a peer was lost"),
     # ml-explore/mlx#3830 (MLX_METAL_FAST_SYNCH wedges the GPU until a reboot), jundot/omlx#2029.
     Rule(r"Command buffer execution failed: Caused GPU Timeout Error|kIOGPUCommandBufferCallbackErrorTimeout|"
          r"SubmissionsIgnored", ("gpu-wedged",), "a Metal command buffer timed out on the GPU",
-         "ml-explore/mlx#3830, jundot/omlx#2029"),
+         "ml-explore/mlx#3830, jundot/omlx#2029",
+         "[METAL] Command buffer execution failed: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)"),
     # ssh's own words, and mlx.distributed_config's.
     Rule(r"ssh: connect to host \S+ port \d+: |ssh: Could not resolve hostname|Could not ssh to the following hosts|"
          r"Host key verification failed", ("network",), "the controller (or rank 0) cannot reach a Mac over ssh",
-         "OpenSSH; mlx/_distributed_utils/config.py"),
+         "OpenSSH; mlx/_distributed_utils/config.py",
+         "ssh: connect to host 10.0.0.12 port 22: Operation timed out"),
     # ml-explore/mlx#2944: mlx 0.30.1's distributed_config failed with this NameError (fixed later).
     Rule(r"NameError: name 'log_warning' is not defined|module 'mlx\.core\.distributed' has no attribute",
-         ("mlx-version",), "this MLX version lacks or breaks what the command uses", "ml-explore/mlx#2944"),
+         ("mlx-version",), "this MLX version lacks or breaks what the command uses", "ml-explore/mlx#2944",
+         "NameError: name 'log_warning' is not defined"),
     Rule(r"No module named '?mlx", ("launch-env", "mlx-version"), "the ranks' interpreter has no MLX",
-         "CPython's ModuleNotFoundError"),
+         "CPython's ModuleNotFoundError",
+         "ModuleNotFoundError: No module named 'mlx'"),
     # mlx.launch runs each rank through ssh and keeps ssh's own message to itself: exit status 255 is ssh's.
     Rule(r"Node with rank \d+ exited with code 255|returned non-zero exit status 255", ("network",),
          "ssh to a Mac failed (exit status 255 is ssh's own failure)",
-         "mlx/_distributed_utils/launch.py RemoteProcess; ssh(1) EXIT STATUS"),
+         "mlx/_distributed_utils/launch.py RemoteProcess; ssh(1) EXIT STATUS",
+         "[WARN] Node with rank 0 exited with code 255"),
     # mlx/_distributed_utils/launch.py: the launcher's own account of each rank (a consequence, not a cause).
     Rule(r"Node with rank \d+ (was killed|exited with code)", ("peer-lost",), "a rank ended early",
-         "mlx/_distributed_utils/launch.py", weight=1),
+         "mlx/_distributed_utils/launch.py",
+         "[WARN] Node with rank 1 exited with code 1", weight=1),
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -65,3 +65,12 @@ def test_an_unknown_log_exits_1_and_points_to_the_watch(tmp_path, capsys):
     assert main(["explain", str(log)]) == 1
     assert capsys.readouterr().out.splitlines()[0] == "cause: unknown"
     assert main(["explain", str(tmp_path / "missing.log")]) == 2
+
+
+def test_each_rule_example_is_its_own_and_docs_troubleshooting_lists_them_all():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    for rule in explain.RULES:
+        assert explain.match(rule.example)[0][1] is rule, rule.example
+        assert f"| `{rule.example}` | {rule.says} |" in doc, rule.example
+    for cause in explain.CAUSES:
+        assert f"### {cause}\n" in doc and explain.FIX[cause] in doc
