@@ -45,8 +45,13 @@ READS = {
     "ibv_devices": ("ibv_devices",),
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
+    "default_route": ("route", "-n", "get", "default"),
+    # exo's LaunchDaemon that resets the Thunderbolt ports to DHCP (a competing network manager).
+    "exo_networksetup": ("launchctl", "print", "system/io.exo.networksetup"),
     "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
 }
+# The reads above of LaunchDaemons that reconfigure the Thunderbolt ports: read name -> launchd label.
+COMPETING_DAEMON_READS = {"exo_networksetup": "io.exo.networksetup"}
 
 
 def capture_name(name):

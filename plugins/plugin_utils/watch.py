@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import COMPETING_DAEMON_READS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
@@ -26,7 +28,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import ACTI
 FORMAT = "mlx-fleet-watch/1"
 # What the probe reads (macos_commands.READS); ibv_devinfo runs bounded: it hangs on a wedged RDMA stack.
 PROBE_READS = ("sw_vers", "boottime", "pmset", "thunderbolt", "hardware_ports", "service_order", "ifconfig",
-               "rdma_ctl", "ibv_devices", "ibv_devinfo")
+               "rdma_ctl", "ibv_devices", "ibv_devinfo", "default_route") + tuple(COMPETING_DAEMON_READS)
 BOUNDED_READS = ("ibv_devinfo",)
 FINGERPRINT_READ = "fingerprint"  # the environment's fingerprint file (module_utils.mlx_env.fingerprint_path)
 TIMED_OUT = 124  # the bounded read's exit status when it did not finish
@@ -62,6 +64,7 @@ class Baseline:
     models: dict[str, str] = field(default_factory=dict)  # host -> mlx_fleet_model
     bridge: str = "disabled"  # mlx_fabric_bridge
     inventory: str = "INVENTORY"
+    hostfile_envs: list[str] = field(default_factory=list)  # hostfile.json's envs
 
 
 class _Reads:
@@ -123,6 +126,11 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
             "receptacle", "device", "domain_uuid", "connected", "speed_gbps", "speed_is_max", "peers", "devices",
             "rdma_device", "rdma_state")} | {"inet": [f"{a['address']}/{a['prefixlen']}" for a in inet]})
     booted = parsed("boottime", parsers.parse_kern_boottime)
+    route = reads.get("default_route", (1, ""))
+    try:
+        default_route = parsers.parse_route_get(route[1])["interface"] if route[0] == 0 else None
+    except ValueError:
+        default_route = None  # no default route: route -n get prints no interface
     return {
         "up": True,
         "error": "",
@@ -135,6 +143,10 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
         "rdma_enabled": (thunderbolt or {}).get("rdma_enabled"),
         "rdma_stale": stale,
         "ports": ports,
+        "services": parsed("service_order", parsers.parse_network_service_order) or [],
+        "default_route": default_route,
+        # A launchctl print that exits 0 is a loaded job (113: not loaded).
+        "competing": sorted(label for name, label in COMPETING_DAEMON_READS.items() if reads.get(name, (1,))[0] == 0),
         "warnings": warnings,
     }
 
@@ -261,6 +273,11 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
             add(Finding(f"sleep {host}", "sleep", f"{host}: system sleep is {sleep} min (pmset sleep): an idle "
                         "Mac drops out of the cluster", FIX_NODE.format(inventory=inventory),
                         f"{host}: system sleep is off again", [host]))
+        _field(host, mac, inventory, add)
+    wrong = field_checks.fast_synch(baseline.hostfile_envs)
+    if wrong:
+        add(Finding("fast-synch", "fast-synch", f"hostfile.json: {wrong}", field_checks.fast_synch_fix(inventory),
+                    f"hostfile.json: {field_checks.FAST_SYNCH} is unset again", list(baseline.hosts)))
     builds = {h: macs[h]["build"] for h in up if macs[h].get("build")}
     if len(set(builds.values())) > 1:
         by_build: dict[str, list[str]] = {}
@@ -280,6 +297,25 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                     f"(fingerprints {text})", FIX_ENV.format(inventory=inventory),
                     "every Mac runs the same MLX environment again", sorted(prints, key=baseline.hosts.index)))
     return found
+
+
+def _field(host: str, mac: dict, inventory: str, add) -> None:
+    """The service order, the default route and other network managers (plugin_utils.field_checks)."""
+    order = field_checks.service_order(mac.get("services"))
+    if order:
+        add(Finding(f"service-order {host}", "service-order", f"{host}: the Thunderbolt services are not last in the "
+                    f"service order: {order}", field_checks.service_order_fix(mac["services"]),
+                    f"{host}: the Thunderbolt services are last again", [host]))
+    route = field_checks.default_route(mac.get("default_route"), [p["device"] for p in mac.get("ports", [])])
+    if route:
+        add(Finding(f"default-route {host}", "default-route", f"{host}: {route}",
+                    field_checks.service_order_fix(mac.get("services") or []),
+                    f"{host}: the default route is off Thunderbolt again", [host]))
+    rival = field_checks.competing(mac.get("competing"))
+    if rival:
+        add(Finding(f"network-manager {host}", "network-manager", f"{host}: {rival}",
+                    field_checks.competing_fix(mac["competing"]), f"{host}: no other network manager is loaded",
+                    [host]))
 
 
 def changes(hosts: list[str], before: dict[str, dict], now: dict[str, dict]) -> list[dict]:

@@ -12,6 +12,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import fingerprint_path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
@@ -52,6 +53,17 @@ def add_watch_parser(sub, command) -> None:
                         help="seconds ibv_devinfo may take before RDMA counts as stale (default: 5)")
 
 
+def _hostfile_envs(path: Path) -> list[str]:
+    """The environment the last converge's hostfile gives the ranks (none without a hostfile)."""
+    try:
+        envs = json.loads(path.read_text()).get("envs") or []
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a hostfile ({exc}); rewrite it: mlx-fleet hostfile -i INVENTORY") from None
+    return [str(e) for e in envs]
+
+
 def _previous(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
@@ -67,6 +79,7 @@ class Watch:
             records = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
             cables = read_addresses(records / ADDRESSES_FILE)
             ready = list(read_ledger(records / LEDGER_FILE)["nodes"])
+            envs = _hostfile_envs(records / HOSTFILE)
         except (VerifyError, ValueError) as exc:
             raise UserError(str(exc)) from None
         if args.every <= 0 or args.connect_timeout <= 0 or args.rdma_timeout <= 0:
@@ -74,7 +87,7 @@ class Watch:
         self.args, self.hosts = args, hosts
         self.baseline = watch.Baseline(
             [h.name for h in hosts], cables, ready, {h.name: h.values["mlx_fleet_model"] for h in hosts},
-            str(hosts[0].values["mlx_fabric_bridge"] or "disabled"), " ".join(args.inventory))
+            str(hosts[0].values["mlx_fabric_bridge"] or "disabled"), " ".join(args.inventory), envs)
         self.out = Path(args.out).resolve() if args.out else records / "watch"
         env = str(Path(settings.python).parent.parent)
         self.script = nodes.read_script(watch.PROBE_READS, None, bounded=watch.BOUNDED_READS,
