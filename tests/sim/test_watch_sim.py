@@ -263,3 +263,44 @@ def test_explain_with_the_macs_tells_the_bridge_from_a_lost_address(watching, cl
         sim.cli("reboot", "mini-2")  # the port's service gives the address back at boot
     assert address.stdout.splitlines()[0] == "cause: no-ipv4", address.stdout
     assert f"mini-2 Thunderbolt 1 ({device}) has no IPv4 address where the fabric gave it {inet}" in address.stdout
+
+
+EXO_PLIST = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0"><dict><key>Label</key><string>io.exo.networksetup</string>
+<key>ProgramArguments</key><array><string>/usr/bin/true</string></array></dict></plist>
+"""
+
+
+def test_the_checks_users_reports_asked_for_fire_when_set_by_hand(watching, cluster):
+    sim, folder = cluster
+    argv = [MLX_FLEET, "watch", "-i", str(sim.dir / "inventory.yml"), "--out", str(folder / "field"), "--once"]
+    hostfile = sim.dir / ".mlx-fleet" / "hostfile.json"
+    original = hostfile.read_text()
+    services = ["Ethernet", "Wi-Fi", "Thunderbolt Bridge", "Thunderbolt 1", "Thunderbolt 2"]
+    sim.cli("exec", "mini-3", "--", "networksetup", "-ordernetworkservices", "Thunderbolt 1",
+            *[s for s in services if s != "Thunderbolt 1"])
+    plist = sim.dir / "nodes" / "mini-4" / "fs" / "Library" / "LaunchDaemons" / "io.exo.networksetup.plist"
+    plist.write_text(EXO_PLIST)
+    sim.cli("exec", "mini-4", "--", "launchctl", "bootstrap", "system", "/Library/LaunchDaemons/io.exo.networksetup.plist")
+    data = json.loads(original)
+    hostfile.write_text(json.dumps(dict(data, envs=data["envs"] + ["MLX_METAL_FAST_SYNCH=1"]), indent=4))
+    try:
+        found = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        hostfile.write_text(original)
+        sim.cli("exec", "mini-3", "--", "networksetup", "-ordernetworkservices", *services)
+        sim.cli("exec", "mini-4", "--", "launchctl", "bootout", "system/io.exo.networksetup")
+        plist.unlink()
+    print(found.stdout)
+    assert found.returncode == 1, found.stdout
+    said = found.stdout.splitlines()
+    assert any(line.endswith("service-order: mini-3: the Thunderbolt services are not last in the service order: "
+                             "Thunderbolt 1 (1) comes before Ethernet, Wi-Fi") for line in said), said
+    assert "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' " \
+           "'Thunderbolt 2'" in said
+    assert any(line.endswith("network-manager: mini-4: io.exo.networksetup is loaded (exo's network setup, which "
+                             "resets the Thunderbolt ports to DHCP)") for line in said), said
+    assert any(" fast-synch: hostfile.json: MLX_METAL_FAST_SYNCH=1 in the environment" in line for line in said), said
+    clean = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0, clean.stdout
