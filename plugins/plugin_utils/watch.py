@@ -200,7 +200,8 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
             add(Finding(f"down {host}", "down", f"{host} is down: it does not answer over ssh ({error})",
                         f"check that {host} is on, awake and on the network (its network cable, Wi-Fi), then "
                         f"`ssh {host}`", f"{host} is back: it answers over ssh", [host]))
-    owner = {p["domain_uuid"]: (h, p["receptacle"]) for h in up for p in macs[h].get("ports", [])}
+    read = {h for h in up if macs[h].get("bridge") is not None}  # the Thunderbolt reads parsed
+    owner = {p["domain_uuid"]: (h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
     links = {str(link): link for link in links_found(baseline.hosts, macs)}
     ready = set(baseline.rdma_ready)
     for cable, network in sorted(baseline.cables.items()):
@@ -209,8 +210,8 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
         except CablePlanError:
             continue
         a, b = parsed.a, parsed.b
-        if a.host not in up or b.host not in up:
-            continue  # a Mac down says it
+        if not {a.host, b.host} <= read:
+            continue  # a Mac down says it; a Mac whose ports could not be read has a warning
         link = links.get(cable)
         if link is None:
             add(Finding(

@@ -154,3 +154,11 @@ def test_sections_split_an_output_without_its_final_newline(tail):
     text = f"{nodes._MARK} thunderbolt\n{{\"a\": 1{tail}{nodes._MARK} end 0\n{nodes._MARK} rdma_ctl\nenabled\n{nodes._MARK} end 0\n"
     found = nodes._sections(text)
     assert found["thunderbolt"] == (0, '{"a": 1' + tail) and found["rdma_ctl"] == (0, "enabled\n")
+
+
+def test_a_mac_whose_ports_cannot_be_read_is_not_said_to_have_lost_its_cables():
+    macs = cabled()
+    macs["b"] = watch.observe(READS | {"thunderbolt": (0, "{}")})  # an output the parser does not know
+    assert macs["b"]["up"] and macs["b"]["bridge"] is None
+    assert any(w.startswith("Thunderbolt: cannot be read") for w in macs["b"]["warnings"])
+    assert not [f for f in watch.assess(BASE, macs).values() if f.kind == "cable"]
