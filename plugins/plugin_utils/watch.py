@@ -26,9 +26,10 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MO
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import ACTIVE
 
 FORMAT = "mlx-fleet-watch/1"
-# What the probe reads (macos_commands.READS); ibv_devinfo runs bounded: it hangs on a wedged RDMA stack.
-PROBE_READS = ("sw_vers", "boottime", "pmset", "thunderbolt", "hardware_ports", "service_order", "ifconfig",
-               "rdma_ctl", "ibv_devices", "ibv_devinfo", "default_route") + tuple(COMPETING_DAEMON_READS)
+# What the probe reads (macos_commands.READS): the ports and RDMA as the modules read them, and the rest;
+# ibv_devinfo runs bounded: it hangs on a wedged RDMA stack.
+PROBE_READS = ("sw_vers", "boottime", "pmset") + node_facts.THUNDERBOLT_READS + ("default_route",) + tuple(
+    COMPETING_DAEMON_READS)
 BOUNDED_READS = ("ibv_devinfo",)
 FINGERPRINT_READ = "fingerprint"  # the environment's fingerprint file (module_utils.mlx_env.fingerprint_path)
 TIMED_OUT = 124  # the bounded read's exit status when it did not finish
