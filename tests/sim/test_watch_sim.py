@@ -304,3 +304,20 @@ def test_the_checks_users_reports_asked_for_fire_when_set_by_hand(watching, clus
     assert any(" fast-synch: hostfile.json: MLX_METAL_FAST_SYNCH=1 in the environment" in line for line in said), said
     clean = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert clean.returncode == 0, clean.stdout
+
+
+def test_a_wedged_rdma_stack_is_stale_rdma_and_a_restart_clears_it(watching, cluster):
+    sim, folder = cluster
+    argv = [MLX_FLEET, "watch", "-i", str(sim.dir / "inventory.yml"), "--out", str(folder / "stale"), "--once",
+            "--rdma-timeout", "2"]
+    sim.cli("set", "mini-2", "rdma_wedged=true")  # ibv_devinfo now hangs, as on a Mac after hours of jobs
+    try:
+        wedged = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        sim.cli("reboot", "mini-2")
+    assert wedged.returncode == 1, wedged.stdout
+    assert " stale-rdma: mini-2: ibv_devinfo does not answer (RDMA is wedged: jobs fail or hang in JACCL)" in \
+        wedged.stdout and "  fix: reboot mini-2: a wedged RDMA stack comes back only with a restart" in wedged.stdout
+    assert [line for line in wedged.stdout.splitlines() if "stale-rdma" in line and "mini-2" not in line] == []
+    after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert after.returncode == 0 and "reboot: mini-2 restarted" in after.stdout, after.stdout

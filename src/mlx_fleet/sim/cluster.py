@@ -48,6 +48,8 @@ SETTABLE = {
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
+    # The RDMA stack wedged, as users report after hours of jobs: ibv_devinfo hangs until a restart.
+    "rdma_wedged": lambda v: v.lower() in ("1", "true", "yes"),
 }
 SUDO_MODES = ("nopasswd", "password", "none")
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
@@ -608,6 +610,9 @@ class Cluster:
         self._require(name)
         self._stop(name)
         self._forget_runtime_state(name)
+        profile = self.profile(name)
+        if profile.pop("rdma_wedged", None) is not None:  # a restart is what unwedges RDMA
+            self._write_profile(name, profile)
         self._refresh_links()
         self._start(name)
         self._wait_for_ssh(name)
