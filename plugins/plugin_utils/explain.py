@@ -231,10 +231,10 @@ def match(text: str) -> list[tuple[str, Rule]]:
 
 def causes_of(text: str) -> list[str]:
     """The causes the strongest messages of TEXT can have, most likely first."""
-    matched = match(text)
-    strongest = max((rule.weight for _, rule in matched), default=0)
+    rules = [rule for line, rule in match(text)]
+    strongest = max((rule.weight for rule in rules), default=0)
     ordered: list[str] = []
-    for _, rule in matched:
+    for rule in rules:
         if rule.weight == strongest:
             ordered += [c for c in rule.causes if c not in ordered]
     return ordered

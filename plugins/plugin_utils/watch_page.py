@@ -43,7 +43,7 @@ def cables(baseline: watch.Baseline, links: list[Link]) -> dict[str, Link | None
 
 
 def metrics(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict, now: float) -> str:
-    samples: dict[str, list[str]] = {name: [] for name, _ in _METRICS}
+    samples: dict[str, list[str]] = {name: [] for name, text in _METRICS}
     for host in baseline.hosts:
         mac = macs.get(host, {})
         samples["mlx_fleet_mac_up"].append(f"{_labels(mac=host)} {1 if mac.get('up') else 0}")
