@@ -46,6 +46,7 @@ READS = {
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
     "default_route": ("route", "-n", "get", "default"),
+    "filevault": ("fdesetup", "status"),
     # exo's LaunchDaemon that resets the Thunderbolt ports to DHCP (a competing network manager).
     "exo_networksetup": ("launchctl", "print", "system/io.exo.networksetup"),
     "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),

@@ -517,3 +517,15 @@ def parse_rdma_ctl_status(text):
     if value not in ("enabled", "disabled"):
         _fail("rdma_ctl status", "expected 'enabled' or 'disabled', got {0!r}".format(value))
     return value == "enabled"
+
+
+_FILEVAULT = {"FileVault is On.": True, "FileVault is Off.": False}
+
+
+def parse_fdesetup_status(text):
+    """`fdesetup status` -> True when FileVault is on. The first line decides; later lines (the progress of an
+    encryption) are not read."""
+    lines = _lines(text)
+    if not lines or lines[0].strip() not in _FILEVAULT:
+        _fail("fdesetup status", "expected 'FileVault is On.' or 'FileVault is Off.', got {0!r}".format(text.strip()))
+    return _FILEVAULT[lines[0].strip()]

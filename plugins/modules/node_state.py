@@ -113,6 +113,9 @@ ansible_facts:
         default_route:
           description: The interface of the default route (C(route -n get default)), null when there is none.
           type: str
+        filevault:
+          description: Whether FileVault is on (C(fdesetup status)); null when it says something else.
+          type: bool
         competing:
           description: The launchd labels of loaded programs that reconfigure the Thunderbolt ports
             (C(launchctl print system/io.exo.networksetup)).
@@ -131,7 +134,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
     COMPETING_DAEMON_READS, WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe, sha256_file
 
-NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon", "default_route") + tuple(
+NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon", "default_route", "filevault") + tuple(
     COMPETING_DAEMON_READS)
 NAME_READS = (("ComputerName", "computer_name"), ("LocalHostName", "local_host_name"))
 _WIRED_LIMIT_ARG = re.compile(r"^iogpu\.wired_limit_mb=(\d+)$")
@@ -190,6 +193,16 @@ def _default_route(module, results):
         return None
 
 
+def _filevault(module, results):
+    """Whether FileVault is on; None (with a warning quoting it) when fdesetup says something else."""
+    rc, out, err = results["filevault"]
+    try:
+        return parsers.parse_fdesetup_status(out) if rc == 0 else None
+    except ValueError as exc:
+        module.warn("FileVault state unknown: {0}".format(exc))
+        return None
+
+
 def _environment(module, path, verify):
     env = {"path": path, "exists": False, "python": None, "installed": {}, "records": {}, "error": ""}
     python = os.path.join(path, "bin", "python")
@@ -243,6 +256,7 @@ def main():
         "hostfiles": hostfiles,
         "services": parse_or_fail(module, parsers.parse_network_service_order, output_of(module, results, "service_order")),
         "default_route": _default_route(module, results),
+        "filevault": _filevault(module, results),
         "competing": sorted(label for name, label in COMPETING_DAEMON_READS.items()
                             if _job(module, results, name) is not None),
     }

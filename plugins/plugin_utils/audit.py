@@ -414,6 +414,9 @@ def _field(macs, observed, controller, checks):
         checks.append(Check("network", "default route", [host], "not through bridge0 or a Thunderbolt port",
                             route or f"through {node['default_route'] or 'no interface (none)'}", not route,
                             field_checks.service_order_fix(node["services"])))
+        locked = field_checks.filevault(node.get("filevault"))
+        checks.append(Check("network", "FileVault", [host], "off (a restarted Mac comes back on the network)",
+                            locked or "off", not locked, field_checks.filevault_fix(host)))
         rival = field_checks.competing(node["competing"])
         checks.append(Check("network", "other network managers", [host], "none loaded", rival or "none loaded",
                             not rival, field_checks.competing_fix(node["competing"])))

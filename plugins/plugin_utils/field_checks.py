@@ -1,7 +1,7 @@
 """Checks users' reports show are missing (docs/troubleshooting.md), one home for the audit and the watch:
 MLX_METAL_FAST_SYNCH in the hostfile's environment, a competing network manager on the Thunderbolt ports,
-the default route through bridge0 or a Thunderbolt port, and the Thunderbolt services ahead of the others
-in the service order. Each takes what the Mac's tools said, parsed, and returns what is wrong in words
+the default route through bridge0 or a Thunderbolt port, the Thunderbolt services ahead of the others
+in the service order, and FileVault (a restarted Mac waits at its unlock screen). Each takes what the Mac's tools said, parsed, and returns what is wrong in words
 (empty when nothing is), with the fix beside it. Pure Python.
 """
 
@@ -73,3 +73,16 @@ def default_route(interface: str | None, thunderbolt_devices: list[str]) -> str:
         return (f"the default route goes through {interface}: the Mac's traffic leaves over Thunderbolt instead of "
                 "its network port")
     return ""
+
+
+def filevault(on: bool | None) -> str:
+    """FileVault on: after any restart (an update's included) the Mac waits at the unlock screen, off the network."""
+    if on:
+        return ("FileVault is on: after a restart the Mac waits for a password at the unlock screen, off the "
+                "network, until someone types it")
+    return ""
+
+
+def filevault_fix(host: str) -> str:
+    return (f"on {host}: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
+            "near it for updates)")

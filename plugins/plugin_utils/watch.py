@@ -28,8 +28,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import ACTI
 FORMAT = "mlx-fleet-watch/1"
 # What the probe reads (macos_commands.READS): the ports and RDMA as the modules read them, and the rest;
 # ibv_devinfo runs bounded: it hangs on a wedged RDMA stack.
-PROBE_READS = ("sw_vers", "boottime", "pmset") + node_facts.THUNDERBOLT_READS + ("default_route",) + tuple(
-    COMPETING_DAEMON_READS)
+PROBE_READS = ("sw_vers", "boottime", "pmset") + node_facts.THUNDERBOLT_READS + (
+    "default_route", "filevault") + tuple(COMPETING_DAEMON_READS)
 BOUNDED_READS = ("ibv_devinfo",)
 FINGERPRINT_READ = "fingerprint"  # the environment's fingerprint file (module_utils.mlx_env.fingerprint_path)
 TIMED_OUT = 124  # the bounded read's exit status when it did not finish
@@ -146,6 +146,7 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
         "ports": ports,
         "services": parsed("service_order", parsers.parse_network_service_order) or [],
         "default_route": default_route,
+        "filevault": parsed("filevault", parsers.parse_fdesetup_status),
         # A launchctl print that exits 0 is a loaded job (113: not loaded).
         "competing": sorted(label for name, label in COMPETING_DAEMON_READS.items() if reads.get(name, (1,))[0] == 0),
         "warnings": warnings,
@@ -302,7 +303,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
 
 
 def _field(host: str, mac: dict, inventory: str, add) -> None:
-    """The service order, the default route and other network managers (plugin_utils.field_checks)."""
+    """The service order, the default route, FileVault and other network managers (plugin_utils.field_checks)."""
     order = field_checks.service_order(mac.get("services"))
     if order:
         add(Finding(f"service-order {host}", "service-order", f"{host}: the Thunderbolt services are not last in the "
@@ -313,6 +314,10 @@ def _field(host: str, mac: dict, inventory: str, add) -> None:
         add(Finding(f"default-route {host}", "default-route", f"{host}: {route}",
                     field_checks.service_order_fix(mac.get("services") or []),
                     f"{host}: the default route is off Thunderbolt again", [host]))
+    locked = field_checks.filevault(mac.get("filevault"))
+    if locked:
+        add(Finding(f"filevault {host}", "filevault", f"{host}: {locked}", field_checks.filevault_fix(host),
+                    f"{host}: FileVault is off again", [host]))
     rival = field_checks.competing(mac.get("competing"))
     if rival:
         add(Finding(f"network-manager {host}", "network-manager", f"{host}: {rival}",

@@ -313,13 +313,21 @@ def exo_network_manager(c, undo=False):
             "stop that program from managing the Thunderbolt ports)"]
 
 
+def filevault_on(c, undo=False):
+    c.sim_cli("set", MAC, f"filevault={'false' if undo else 'true'}")
+    return [f"FileVault: {MAC}: expected off (a restarted Mac comes back on the network); found FileVault is on: after "
+            "a restart the Mac waits for a password at the unlock screen, off the network, until someone types it",
+            f"  fix: on {MAC}: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep "
+            "someone near it for updates)"]
+
+
 def facts(lines: list[str]) -> int:
     """How many facts differ in the expected lines (one line each, then its fix)."""
     return sum(not line.startswith("  fix: ") for line in lines)
 
 
 DRIFTS = [mlx_by_hand, extra_package, file_modified, other_build, sleep_on, wired_limit, bridge_on, address_changed,
-          cable_moved, rdma_off_after_update, hostfile_edited, service_order_changed, exo_network_manager]
+          cable_moved, rdma_off_after_update, hostfile_edited, service_order_changed, exo_network_manager, filevault_on]
 
 
 def test_records_differ_only_in_time_and_diff_names_a_package_change(cluster, tmp_path):

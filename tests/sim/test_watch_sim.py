@@ -285,9 +285,11 @@ def test_the_checks_users_reports_asked_for_fire_when_set_by_hand(watching, clus
     sim.cli("exec", "mini-4", "--", "launchctl", "bootstrap", "system", "/Library/LaunchDaemons/io.exo.networksetup.plist")
     data = json.loads(original)
     hostfile.write_text(json.dumps(dict(data, envs=data["envs"] + ["MLX_METAL_FAST_SYNCH=1"]), indent=4))
+    sim.cli("set", "mini-1", "filevault=true")
     try:
         found = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     finally:
+        sim.cli("set", "mini-1", "filevault=false")
         hostfile.write_text(original)
         sim.cli("exec", "mini-3", "--", "networksetup", "-ordernetworkservices", *services)
         sim.cli("exec", "mini-4", "--", "launchctl", "bootout", "system/io.exo.networksetup")
@@ -302,6 +304,8 @@ def test_the_checks_users_reports_asked_for_fire_when_set_by_hand(watching, clus
     assert any(line.endswith("network-manager: mini-4: io.exo.networksetup is loaded (exo's network setup, which "
                              "resets the Thunderbolt ports to DHCP)") for line in said), said
     assert any(" fast-synch: hostfile.json: MLX_METAL_FAST_SYNCH=1 in the environment" in line for line in said), said
+    assert any(line.endswith(" filevault: mini-1: FileVault is on: after a restart the Mac waits for a password at the "
+                             "unlock screen, off the network, until someone types it") for line in said), said
     clean = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert clean.returncode == 0, clean.stdout
 

@@ -401,18 +401,20 @@ def with_network():
     managers, and with the controller's hostfile environment."""
     state = converged()
     for host in state[0]:
-        node(state, host).update(services=[dict(s) for s in SERVICES], default_route="en0", competing=[])
+        node(state, host).update(services=[dict(s) for s in SERVICES], default_route="en0", competing=[],
+                                 filevault=False)
     state[3]["hostfile_envs"] = []
     return state
 
 
 def test_the_network_checks_users_reports_asked_for():
     state = with_network()
-    assert lines(state) == ["no drift: 118 facts compared on 4 Macs"]  # 105 + 3 per Mac + the hostfile's env
+    assert lines(state) == ["no drift: 122 facts compared on 4 Macs"]  # 105 + 4 per Mac + the hostfile's env
     services = node(state)["services"]
     services.insert(0, services.pop(3))  # Thunderbolt 1 first
     node(state)["default_route"] = "bridge0"
     node(state)["competing"] = ["io.exo.networksetup"]
+    node(state)["filevault"] = True
     state[3]["hostfile_envs"] = ["MLX_METAL_FAST_SYNCH=1"]
     reorder = "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' " \
               "'Thunderbolt 2'"
@@ -425,6 +427,10 @@ def test_the_network_checks_users_reports_asked_for():
         "before Ethernet, Wi-Fi", reorder,
         "default route: mini-2: expected not through bridge0 or a Thunderbolt port; found the default route goes "
         "through bridge0: the Mac's traffic leaves over Thunderbolt instead of its network port", reorder,
+        "FileVault: mini-2: expected off (a restarted Mac comes back on the network); found FileVault is on: after a "
+        "restart the Mac waits for a password at the unlock screen, off the network, until someone types it",
+        "  fix: on mini-2: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
+        "near it for updates)",
         "other network managers: mini-2: expected none loaded; found io.exo.networksetup is loaded (exo's network "
         "setup, which resets the Thunderbolt ports to DHCP)",
         "  fix: sudo launchctl bootout system/io.exo.networksetup and remove "

@@ -21,6 +21,8 @@ def parser_for(prefix):
         return mp.parse_ifconfig
     if prefix == "sysctl-kern.boottime":
         return mp.parse_kern_boottime
+    if prefix.startswith("fdesetup-status"):
+        return mp.parse_fdesetup_status
     if prefix.startswith("sysctl"):
         return mp.parse_sysctl
     if prefix.startswith("scutil-get-"):
@@ -276,6 +278,13 @@ def test_kern_boottime_seconds():
     assert mp.parse_kern_boottime("{ sec = 1700000000, usec = 5 } Tue Nov 14 22:13:20 2023\n") == 1700000000
     with pytest.raises(ValueError, match="kern.boottime"):
         mp.parse_kern_boottime("kern.boottime: 1700000000")
+
+
+def test_fdesetup_status_on_and_off_and_nothing_else():
+    assert parse("fdesetup-status__macos-vm-guide__1.txt") is False
+    assert parse("fdesetup-status-on__swift-status-checker__1.txt") is True
+    with pytest.raises(ValueError, match="fdesetup status"):
+        mp.parse_fdesetup_status("FileVault is Encrypting.\n")
 
 
 def test_sysctl_n_in_order():

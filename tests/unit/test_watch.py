@@ -17,6 +17,7 @@ READS = {name: (rc, out) for name, (rc, out, _) in OUTPUTS.items()} | {
     "sw_vers": (0, load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt")),
     "boottime": (0, load(FIXTURE_DIR / "sysctl-kern.boottime__chef-ohai-uptime__1.txt")),
     "pmset": (0, load(FIXTURE_DIR / "pmset-g-custom__go-pmset-table-test__1.txt")),
+    "filevault": (0, load(FIXTURE_DIR / "fdesetup-status__macos-vm-guide__1.txt")),
 }
 
 

@@ -48,6 +48,7 @@ SETTABLE = {
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
+    "filevault": lambda v: v.lower() in ("1", "true", "yes"),  # fdesetup status: On
     # The RDMA stack wedged, as users report after hours of jobs: ibv_devinfo hangs until a restart.
     "rdma_wedged": lambda v: v.lower() in ("1", "true", "yes"),
 }
