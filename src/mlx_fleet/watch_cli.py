@@ -76,19 +76,17 @@ class Watch:
     def __init__(self, args):
         try:
             settings, hosts = read_inventory(args.inventory, ("mlx_fleet_model", "mlx_fabric_bridge"))
-            records = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
-            cables = read_addresses(records / ADDRESSES_FILE)
-            ready = list(read_ledger(records / LEDGER_FILE)["nodes"])
-            envs = _hostfile_envs(records / HOSTFILE)
-        except (VerifyError, ValueError) as exc:
+        except VerifyError as exc:
             raise UserError(str(exc)) from None
         if args.every <= 0 or args.connect_timeout <= 0 or args.rdma_timeout <= 0:
             raise UserError("--every, --connect-timeout and --rdma-timeout must be positive")
         self.args, self.hosts = args, hosts
+        self.records = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
         self.baseline = watch.Baseline(
-            [h.name for h in hosts], cables, ready, {h.name: h.values["mlx_fleet_model"] for h in hosts},
-            str(hosts[0].values["mlx_fabric_bridge"] or "disabled"), " ".join(args.inventory), envs)
-        self.out = Path(args.out).resolve() if args.out else records / "watch"
+            [h.name for h in hosts], models={h.name: h.values["mlx_fleet_model"] for h in hosts},
+            bridge=str(hosts[0].values["mlx_fabric_bridge"] or "disabled"), inventory=" ".join(args.inventory))
+        self.read_records()
+        self.out = Path(args.out).resolve() if args.out else self.records / "watch"
         env = str(Path(settings.python).parent.parent)
         self.script = nodes.read_script(watch.PROBE_READS, None, bounded=watch.BOUNDED_READS,
                                          limit=args.rdma_timeout, files={watch.FINGERPRINT_READ: fingerprint_path(env)})
@@ -98,6 +96,15 @@ class Watch:
         # --once and a new watch report what is wrong now; later rounds only what changed.
         self.findings: dict[str, watch.Finding] = {}
 
+    def read_records(self) -> None:
+        """The last converge's records, read again each round: a converge while watching moves the baseline."""
+        try:
+            self.baseline.cables = read_addresses(self.records / ADDRESSES_FILE)
+            self.baseline.rdma_ready = list(read_ledger(self.records / LEDGER_FILE)["nodes"])
+            self.baseline.hostfile_envs = _hostfile_envs(self.records / HOSTFILE)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+
     def probe(self) -> dict[str, dict]:
         timeout = self.args.connect_timeout + self.args.rdma_timeout + 30
         found = nodes.probe(self.hosts, self.script, self.args.connect_timeout, timeout)
@@ -105,6 +112,7 @@ class Watch:
                 else watch.unreachable(node.error or "no output") for host, node in found.items()}
 
     def one_round(self) -> tuple[list[dict], dict[str, dict]]:
+        self.read_records()
         macs = self.probe()
         now = time.time()
         stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
