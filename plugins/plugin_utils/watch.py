@@ -281,7 +281,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
     if wrong:
         add(Finding("fast-synch", "fast-synch", f"hostfile.json: {wrong}", field_checks.fast_synch_fix(inventory),
                     f"hostfile.json: {field_checks.FAST_SYNCH} is unset again", list(baseline.hosts)))
-    builds = {h: macs[h]["build"] for h in up if macs[h].get("build")}
+    builds = {h: macs[h]["build"] for h in baseline.hosts if h in up and macs[h].get("build")}
     if len(set(builds.values())) > 1:
         by_build: dict[str, list[str]] = {}
         for host, build in builds.items():
@@ -290,7 +290,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
         add(Finding("os-mismatch", "os-mismatch", f"the Macs run different macOS builds ({text}): RDMA breaks "
                     "across mixed builds", "update macOS so every Mac runs the same build",
                     "every Mac runs the same macOS build again", sorted(builds, key=baseline.hosts.index)))
-    prints = {h: macs[h]["fingerprint"] for h in up if macs[h].get("fingerprint")}
+    prints = {h: macs[h]["fingerprint"] for h in baseline.hosts if h in up and macs[h].get("fingerprint")}
     if len(set(prints.values())) > 1:
         groups: dict[str, list[str]] = {}
         for host, digest in prints.items():
@@ -325,14 +325,18 @@ def _field(host: str, mac: dict, inventory: str, add) -> None:
                     [host]))
 
 
-def changes(hosts: list[str], before: dict[str, dict], now: dict[str, dict]) -> list[dict]:
-    """What happened to a Mac between two readings of it that leaves nothing wrong to find: a reboot,
-    a macOS update, another environment, other sleep settings."""
+def changes(baseline: Baseline, before: dict[str, dict], now: dict[str, dict]) -> list[dict]:
+    """What happened to a Mac between two readings of it that is not a finding of its own: a reboot, a macOS
+    update, another environment, other sleep settings, RDMA switched off on a Mac the RDMA ledger has not seen
+    ready (for those it has, their rdma-off finding says it)."""
     events = []
-    for host in hosts:
+    for host in baseline.hosts:
         old, new = before.get(host) or {}, now.get(host) or {}
         if not (old.get("up") and new.get("up")):
             continue
+        if old.get("rdma_enabled") and new.get("rdma_enabled") is False and host not in baseline.rdma_ready:
+            events.append(_event("rdma", f"{host}: RDMA was switched off (rdma_ctl status: disabled; an update does "
+                                 "this)", FIX_RECOVERY.format(inventory=baseline.inventory), [host]))
         if old.get("booted") and new.get("booted") and new["booted"] > old["booted"] + REBOOT_SLACK:
             events.append(_event("reboot", f"{host} restarted (booted {_when(new['booted'])})",
                                  "nothing to do if it was planned; otherwise look at why (a power cut, a panic: "

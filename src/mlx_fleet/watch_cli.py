@@ -118,7 +118,7 @@ class Watch:
         stamp = datetime.fromtimestamp(now, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.round += 1
         findings = watch.assess(self.baseline, macs)
-        events = watch.changes(self.baseline.hosts, self.last_good, macs) + watch.events(self.findings, findings)
+        events = watch.changes(self.baseline, self.last_good, macs) + watch.events(self.findings, findings)
         for event in events:
             event.update(time=stamp, round=self.round)
         self.findings = findings

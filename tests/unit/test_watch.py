@@ -118,9 +118,11 @@ def test_a_reboot_and_an_update_are_said_once():
     after = copy.deepcopy(before)
     after["b"]["booted"] = 5000
     after["b"]["build"] = "26.3 (25D20)"
-    said = watch.changes(["a", "b"], before, after)
-    assert [(e["event"], e["macs"]) for e in said] == [("reboot", ["b"]), ("build", ["b"])]
-    assert watch.changes(["a", "b"], after, copy.deepcopy(after)) == []
+    after["b"]["rdma_enabled"] = False  # as an update leaves it
+    said = watch.changes(BASE, before, after)
+    assert [(e["event"], e["macs"]) for e in said] == [("reboot", ["b"]), ("build", ["b"])]  # b: rdma-off finding
+    assert [e["event"] for e in watch.changes(watch.Baseline(["a", "b"]), before, after)] == ["rdma", "reboot", "build"]
+    assert watch.changes(BASE, after, copy.deepcopy(after)) == []
 
 
 def test_metrics_parse_with_prometheus_text_parser():
