@@ -36,6 +36,7 @@ TIMED_OUT = 124
 READS = {
     "sw_vers": ("sw_vers",),
     "sysctl": ("sysctl",) + SYSCTL_NAMES,
+    "boottime": ("sysctl", "kern.boottime"),
     "hardware": ("system_profiler", "SPHardwareDataType", "-json"),
     "thunderbolt": ("system_profiler", "SPThunderboltDataType", "-json"),
     "groups": ("id", "-Gn"),
@@ -51,12 +52,18 @@ READS = {
     "ibv_devices": ("ibv_devices",),
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
+    "default_route": ("route", "-n", "get", "default"),
+    "filevault": ("fdesetup", "status"),
+    # exo's LaunchDaemon that resets the Thunderbolt ports to DHCP (a competing network manager).
+    "exo_networksetup": ("launchctl", "print", "system/io.exo.networksetup"),
     "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
     # Exit status 1 with "No new software available." on stderr when nothing is pending.
     "softwareupdate": ("softwareupdate", "--list"),
     # Exit status 1 and "The domain/default pair of (...) does not exist" when not set.
     "auto_install_macos": ("defaults", "read", SOFTWARE_UPDATE_DOMAIN, AUTO_INSTALL_MACOS),
 }
+# The reads above of LaunchDaemons that reconfigure the Thunderbolt ports: read name -> launchd label.
+COMPETING_DAEMON_READS = {"exo_networksetup": "io.exo.networksetup"}
 
 
 def capture_name(name):

@@ -84,6 +84,21 @@ def parse_sysctl(text, warnings=None):
     return out
 
 
+_BOOTTIME = re.compile(r"^(?:kern\.boottime: )?\{ sec = (\d+), usec = (\d+) \}")
+
+
+def parse_kern_boottime(text):
+    """`sysctl kern.boottime` (or with -n) -> the time the Mac booted, in seconds since the epoch.
+
+    "kern.boottime: { sec = 1232765114, usec = 823118 } Fri Jan 23 18:45:14 2009" (the date after
+    the braces is the local time and is not read).
+    """
+    match = _BOOTTIME.match(text.strip())
+    if not match:
+        _fail("sysctl kern.boottime", "expected '{{ sec = N, usec = N }}', got {0!r}".format(text.strip()))
+    return int(match.group(1))
+
+
 def parse_sysctl_n(text, names):
     """`sysctl -n <names...>` -> {name: value}, values in the order asked; unknown names -> None.
 
@@ -654,3 +669,15 @@ def parse_defaults_bool(text):
     if _DEFAULTS_MISSING.search(text):
         return None
     _fail("defaults read", "expected 0, 1 or 'does not exist', got {0!r}".format(value[:200]))
+
+
+_FILEVAULT = {"FileVault is On.": True, "FileVault is Off.": False}
+
+
+def parse_fdesetup_status(text):
+    """`fdesetup status` -> True when FileVault is on. The first line decides; later lines (the progress of an
+    encryption) are not read."""
+    lines = _lines(text)
+    if not lines or lines[0].strip() not in _FILEVAULT:
+        _fail("fdesetup status", "expected 'FileVault is On.' or 'FileVault is Off.', got {0!r}".format(text.strip()))
+    return _FILEVAULT[lines[0].strip()]

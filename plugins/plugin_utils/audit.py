@@ -19,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
@@ -409,6 +409,34 @@ def _cable_texts(finding) -> tuple[str, str]:
     return f"{finding.kind}: {what}", fix or what
 
 
+def _field(macs, observed, controller, checks):
+    """What users' reports show goes wrong between runs (plugin_utils.field_checks)."""
+    envs = controller.get("hostfile_envs")
+    if envs is not None:
+        wrong = field_checks.fast_synch(envs)
+        checks.append(Check("hostfiles", f"{field_checks.FAST_SYNCH} in the hostfile's environment", [CLUSTER],
+                            "unset", wrong or "unset", not wrong, field_checks.fast_synch_fix("{inventory}")))
+    for host in macs:
+        node, tb = observed[host]["mlx_fleet_node"], observed[host]["mlx_fleet_thunderbolt"]
+        if "services" not in node:
+            continue  # read by an older node_state
+        order = field_checks.service_order(node["services"])
+        checks.append(Check("network", "service order", [host], "the Thunderbolt services after the others",
+                            order or "the Thunderbolt services last", not order,
+                            field_checks.service_order_fix(node["services"])))
+        devices = [p["device"] for p in tb["ports"] if p.get("device")]
+        route = field_checks.default_route(node["default_route"], devices)
+        checks.append(Check("network", "default route", [host], "not through bridge0 or a Thunderbolt port",
+                            route or f"through {node['default_route'] or 'no interface (none)'}", not route,
+                            field_checks.service_order_fix(node["services"])))
+        locked = field_checks.filevault(node.get("filevault"))
+        checks.append(Check("network", "FileVault", [host], "off (a restarted Mac comes back on the network)",
+                            locked or "off", not locked, field_checks.filevault_fix(host)))
+        rival = field_checks.competing(node["competing"])
+        checks.append(Check("network", "other network managers", [host], "none loaded", rival or "none loaded",
+                            not rival, field_checks.competing_fix(node["competing"])))
+
+
 def _lock(macs, declared, lock_state, checks):
     """The lock, checked against the inventory's declaration; None when it cannot be used."""
     lock, error = lock_state
@@ -425,7 +453,8 @@ def _lock(macs, declared, lock_state, checks):
 def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict, *, inventory: str) -> Audit:
     """Compare every Mac that was read (observed[host] has mlx_fleet_node) with the declared state.
 
-    controller: {"hostfiles": {name: sha256 or None}, "addresses": the address ledger's cables,
+    controller: {"hostfiles": {name: sha256 or None}, "hostfile_envs": hostfile.json's envs (None without one),
+    "addresses": the address ledger's cables,
     "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read)}.
     """
     macs = [h for h in hosts if "mlx_fleet_node" in observed.get(h, {})]
@@ -444,6 +473,7 @@ def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict
     _rdma(macs, observed, declared, ledger, checks)
     _hostfiles(macs, observed, controller, checks)
     _cables(macs, observed, declared, controller, checks)
+    _field(macs, observed, controller, checks)
     for check in checks:
         check.fix = check.fix.replace("{inventory}", inventory) if not check.ok else ""
     result.checks = checks

@@ -16,13 +16,14 @@ import jinja2
 COLLECTION_ROOT = Path(__file__).parent.parent.parent
 TEMPLATES = COLLECTION_ROOT / "docs" / "recovery"
 AUDIT_TEMPLATES = COLLECTION_ROOT / "docs" / "audit"
+WATCH_TEMPLATES = COLLECTION_ROOT / "docs" / "watch"
 ROLES = COLLECTION_ROOT / "roles"
 
 
 def template_environment() -> jinja2.Environment:
-    """Jinja2 for the printed reports (the Recovery checklist, the audit): HTML autoescaped, strict."""
+    """Jinja2 for the printed reports (the Recovery checklist, the audit, the watch's status page): HTML autoescaped, strict."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(TEMPLATES), str(AUDIT_TEMPLATES)]),
+        loader=jinja2.FileSystemLoader([str(TEMPLATES), str(AUDIT_TEMPLATES), str(WATCH_TEMPLATES)]),
         autoescape=lambda name: bool(name) and ".html" in name,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
@@ -181,7 +182,7 @@ def _version_problems(var: str, value) -> list[str]:
 def _env_problems(envs) -> list[str]:
     if envs is None:
         return []
-    fix = "write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. [\"MLX_METAL_FAST_SYNCH=1\"]"
+    fix = "write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. [\"OMP_NUM_THREADS=4\"]"
     if not isinstance(envs, list):
         return [f"mlx_fleet_envs: is a {_kind(envs)}, not a list; {fix}"]
     problems = []
@@ -192,6 +193,8 @@ def _env_problems(envs) -> list[str]:
                             f"underscores; {fix}")
         elif not value.isprintable():
             problems.append(f"mlx_fleet_envs: {name}'s value has control characters; give it on one line")
+        elif field_checks.fast_synch([entry]):  # the converge keeps it out of the hostfiles
+            problems.append(f"mlx_fleet_envs: {field_checks.fast_synch([entry])}; remove it")
     return problems
 
 

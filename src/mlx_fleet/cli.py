@@ -138,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.audit_cli import add_audit_parsers
 
     add_audit_parsers(sub, _command)
+    from mlx_fleet.watch_cli import add_watch_parser
+    from mlx_fleet.explain_cli import add_explain_parser
+
+    add_watch_parser(sub, _command)
+    add_explain_parser(sub, _command)
     _capture_parser(sub)
     from mlx_fleet.os_update_cli import add_os_update_parser
 
@@ -173,6 +178,14 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet.lock_cli import run_lock
 
         return run_lock(args)
+    if args.tool == "watch":
+        from mlx_fleet.watch_cli import run_watch
+
+        return run_watch(args)
+    if args.tool == "explain":
+        from mlx_fleet.explain_cli import run_explain
+
+        return run_explain(args)
     if args.tool == "verify":
         from mlx_fleet.verify.cli import run_verify
 

@@ -416,3 +416,50 @@ def test_record_says_the_command_is_recorded_not_run(tmp_path, monkeypatch, caps
     assert json.loads((tmp_path / "r.json").read_text())["command"]["text"] == "mlx.launch --hostfile h.json train.py"
     assert cli.main(argv) == 0
     assert "not run" not in capsys.readouterr().out  # no command, nothing to say about one
+
+
+SERVICES = [{"name": n, "enabled": n != "Thunderbolt Bridge", "order": o, "hardware_port": n, "device": d}
+            for n, o, d in (("Ethernet", 1, "en0"), ("Wi-Fi", 2, "en1"), ("Thunderbolt Bridge", None, "bridge0"),
+                            ("Thunderbolt 1", 3, "en2"), ("Thunderbolt 2", 4, "en3"))]
+
+
+def with_network():
+    """converged(), read by a node_state that reports the service order, the default route and other network
+    managers, and with the controller's hostfile environment."""
+    state = converged()
+    for host in state[0]:
+        node(state, host).update(services=[dict(s) for s in SERVICES], default_route="en0", competing=[],
+                                 filevault=False)
+    state[3]["hostfile_envs"] = []
+    return state
+
+
+def test_the_network_checks_users_reports_asked_for():
+    state = with_network()
+    assert lines(state) == ["no drift: 126 facts compared on 4 Macs"]  # 109 + 4 per Mac + the hostfile's env
+    services = node(state)["services"]
+    services.insert(0, services.pop(3))  # Thunderbolt 1 first
+    node(state)["default_route"] = "bridge0"
+    node(state)["competing"] = ["io.exo.networksetup"]
+    node(state)["filevault"] = True
+    state[3]["hostfile_envs"] = ["MLX_METAL_FAST_SYNCH=1"]
+    reorder = "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' " \
+              "'Thunderbolt 2'"
+    assert lines(state)[1:] == [
+        "MLX_METAL_FAST_SYNCH in the hostfile's environment: expected unset; found MLX_METAL_FAST_SYNCH=1 in the "
+        "environment: MLX_METAL_FAST_SYNCH can wedge the GPU until a restart (ml-explore/mlx#3830); MLX's "
+        "documentation now says to leave it unset",
+        "  fix: remove MLX_METAL_FAST_SYNCH from mlx_fleet_envs, then mlx-fleet hostfile -i inv/hosts.yml",
+        "service order: mini-2: expected the Thunderbolt services after the others; found Thunderbolt 1 (3) comes "
+        "before Ethernet, Wi-Fi", reorder,
+        "default route: mini-2: expected not through bridge0 or a Thunderbolt port; found the default route goes "
+        "through bridge0: the Mac's traffic leaves over Thunderbolt instead of its network port", reorder,
+        "FileVault: mini-2: expected off (a restarted Mac comes back on the network); found FileVault is on: after a "
+        "restart the Mac waits for a password at the unlock screen, off the network, until someone types it",
+        "  fix: on mini-2: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
+        "near it for updates)",
+        "other network managers: mini-2: expected none loaded; found io.exo.networksetup is loaded (exo's network "
+        "setup, which resets the Thunderbolt ports to DHCP)",
+        "  fix: sudo launchctl bootout system/io.exo.networksetup and remove "
+        "/Library/LaunchDaemons/io.exo.networksetup.plist (or stop that program from managing the Thunderbolt ports)",
+    ]

@@ -19,6 +19,10 @@ def parser_for(prefix):
         return _sysctl_n(prefix)
     if prefix.startswith("ifconfig"):
         return mp.parse_ifconfig
+    if prefix == "sysctl-kern.boottime":
+        return mp.parse_kern_boottime
+    if prefix.startswith("fdesetup-status"):
+        return mp.parse_fdesetup_status
     if prefix.startswith("sysctl"):
         return mp.parse_sysctl
     if prefix.startswith("scutil-get-"):
@@ -271,6 +275,20 @@ def test_hardware_json_four_core_groups():
     hw = parse("system_profiler-SPHardwareDataType-json__tirekick-fixtures-m5max__3.txt")
     assert (hw["model_identifier"], hw["cpu_cores"], hw["core_groups"]) == ("Mac17,6", 18,
                                                                              [6, 0, 12])
+
+
+def test_kern_boottime_seconds():
+    assert parse("sysctl-kern.boottime__chef-ohai-uptime__1.txt") == 1232765114
+    assert mp.parse_kern_boottime("{ sec = 1700000000, usec = 5 } Tue Nov 14 22:13:20 2023\n") == 1700000000
+    with pytest.raises(ValueError, match="kern.boottime"):
+        mp.parse_kern_boottime("kern.boottime: 1700000000")
+
+
+def test_fdesetup_status_on_and_off_and_nothing_else():
+    assert parse("fdesetup-status__macos-vm-guide__1.txt") is False
+    assert parse("fdesetup-status-on__swift-status-checker__1.txt") is True
+    with pytest.raises(ValueError, match="fdesetup status"):
+        mp.parse_fdesetup_status("FileVault is Encrypting.\n")
 
 
 def test_sysctl_n_in_order():

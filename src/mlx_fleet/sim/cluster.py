@@ -54,6 +54,8 @@ SETTABLE = {
     "rdma_ctl_status_output": lambda v: v.replace("\\n", "\n") or None,
     "ibv_devices_output": lambda v: v.replace("\\n", "\n") or None,
     "filevault": lambda v: v.lower() in ("1", "true", "yes"),  # on: an update's restart comes back locked
+    # The RDMA stack wedged, as users report after hours of jobs: ibv_devinfo hangs until a restart.
+    "rdma_wedged": lambda v: v.lower() in ("1", "true", "yes"),
 }
 SUDO_MODES = ("nopasswd", "password", "none")
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
@@ -626,6 +628,9 @@ class Cluster:
         self._require(name)
         self._stop(name)
         self._forget_runtime_state(name)
+        profile = self.profile(name)
+        if profile.pop("rdma_wedged", None) is not None:  # a restart is what unwedges RDMA
+            self._write_profile(name, profile)
         self._refresh_links()
         self._start(name)
         self._wait_for_ssh(name)
