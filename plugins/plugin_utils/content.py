@@ -42,3 +42,13 @@ def printable(value):
     if isinstance(value, (list, tuple)):
         return [printable(item) for item in value]
     return value
+
+
+def terminal_text(lines) -> str:
+    """Lines for the terminal, each cleaned with printable: a line break inside one (a multi-line message)
+    continues it indented, so nothing a Mac or an inventory supplied starts a line of its own."""
+    out = []
+    for line in lines:
+        first, *more = str(line).split("\n")
+        out += [printable(first), *("  " + printable(part) for part in more)]
+    return "\n".join(out)

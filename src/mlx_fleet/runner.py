@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from mlx_fleet import interrupt
 from mlx_fleet.errors import (EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, Interrupted,
                               UserError)
@@ -513,7 +514,7 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
                 EXIT_BAD_INPUT: "result: fix the input above (exit 2)",
                 EXIT_UNREACHABLE: "result: some Macs are unreachable (exit 4)"}[status]
                + (" (--check: nothing was changed)" if report.check else ""))
-    print("\n".join(out), file=stream)
+    print(terminal_text(out), file=stream)
     return status
 
 
