@@ -416,7 +416,7 @@ def _field(macs, observed, controller, checks):
     if envs is not None:
         wrong = field_checks.fast_synch(envs)
         checks.append(Check("hostfiles", f"{field_checks.FAST_SYNCH} in the hostfile's environment", [CLUSTER],
-                            "unset", wrong or "unset", not wrong, field_checks.fast_synch_fix("{inventory}")))
+                            "unset", wrong or "unset", not wrong, field_checks.FAST_SYNCH_FIX))
     for host in macs:
         node, tb = observed[host]["mlx_fleet_node"], observed[host]["mlx_fleet_thunderbolt"]
         if "services" not in node:

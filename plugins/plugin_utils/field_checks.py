@@ -31,8 +31,8 @@ def fast_synch(envs: list[str]) -> str:
     return f"{', '.join(set_)} in the environment: {FAST_SYNCH_WHY}" if set_ else ""
 
 
-def fast_synch_fix(inventory: str) -> str:
-    return f"remove {FAST_SYNCH} from mlx_fleet_envs, then mlx-fleet hostfile -i {inventory}"
+# {hostfile}: the command that rewrites the hostfiles, in the install's form (plugin_utils.fixes.fill).
+FAST_SYNCH_FIX = f"remove {FAST_SYNCH} from mlx_fleet_envs, then {{hostfile}}"
 
 
 def competing(loaded: list[str]) -> str:

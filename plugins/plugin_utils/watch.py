@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass, field
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import COMPETING_DAEMON_READS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (FIX_CONVERGE, FIX_ENV, FIX_NODE,
+                                                                           FIX_RECOVERY)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
@@ -35,10 +37,11 @@ FINGERPRINT_READ = "fingerprint"  # the environment's fingerprint file (module_u
 TIMED_OUT = 124  # the bounded read's exit status when it did not finish
 REBOOT_SLACK = 5  # seconds kern.boottime may move without a reboot (clock adjustments)
 
-FIX_CONVERGE = "mlx-fleet converge -i {inventory}"
-FIX_NODE = "ansible-playbook -i {inventory} mlx_fleet.cluster.node"
-FIX_ENV = "ansible-playbook -i {inventory} mlx_fleet.cluster.env"
-FIX_RECOVERY = "the Recovery checklist: mlx-fleet checklist -i {inventory}, then mlx-fleet converge -i {inventory}"
+
+
+def _fix(template: str, inventory: str) -> str:
+    """A fix command of the audit's (plugin_utils.fixes): watch is a command of the CLI."""
+    return fixes.fill(template, inventory, cli=True)
 
 
 @dataclass
@@ -221,7 +224,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                 f"cable {cable} is out: {port_name(a.host, a.number)} sees {_seen(macs[a.host], a.number, owner)}, "
                 f"{port_name(b.host, b.number)} sees {_seen(macs[b.host], b.number, owner)}",
                 f"plug the cable between {port_name(a.host, a.number)} and {port_name(b.host, b.number)} back in firmly "
-                f"at both ends, or replace it; if it was moved on purpose: {FIX_CONVERGE.format(inventory=inventory)}",
+                f"at both ends, or replace it; if it was moved on purpose: {_fix(FIX_CONVERGE, inventory)}",
                 f"cable {cable} is back", [a.host, b.host], cable))
             continue
         rated = _rated(baseline, (a.host, b.host))
@@ -237,7 +240,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                 add(Finding(f"no-ipv4 {end}", "no-ipv4",
                             f"{port_name(end.host, end.number)} ({port.get('device')}) has "
                             f"{', '.join(port.get('inet', [])) or 'no IPv4 address'} where the fabric gave it "
-                            f"{address} (cable {cable})", FIX_CONVERGE.format(inventory=inventory),
+                            f"{address} (cable {cable})", _fix(FIX_CONVERGE, inventory),
                             f"{port_name(end.host, end.number)} has its address {address} again", [end.host], cable))
             if macs[end.host].get("rdma_enabled") and port.get("rdma_device") and port.get("rdma_state") not in (
                     None, ACTIVE) and end.host in ready:
@@ -250,7 +253,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
     for cable in sorted(found_cables if baseline.cables else ()):
         link = links[cable]
         add(Finding(f"extra {cable}", "extra-cable", f"cable {cable} is not one the last converge configured",
-                    f"{FIX_CONVERGE.format(inventory=inventory)} (or unplug it)", f"cable {cable} is gone",
+                    f"{_fix(FIX_CONVERGE, inventory)} (or unplug it)", f"cable {cable} is gone",
                     [link.a.host, link.b.host], cable))
     for host in sorted(up, key=baseline.hosts.index):
         mac = macs[host]
@@ -261,7 +264,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
             add(Finding(f"bridge {host}", "bridge", f"{host}: the Thunderbolt Bridge is on again (service "
                         f"{'enabled' if bridge.get('service_enabled') else 'disabled'}, bridge0 "
                         f"{'active' if bridge.get('active') else 'inactive'} with {members}); JACCL and the "
-                        "fabric's addresses need it off", FIX_CONVERGE.format(inventory=inventory) +
+                        "fabric's addresses need it off", _fix(FIX_CONVERGE, inventory) +
                         " (the fabric step turns it off)", f"{host}: the Thunderbolt Bridge is off again", [host]))
         if mac.get("rdma_stale"):
             add(Finding(f"stale-rdma {host}", "stale-rdma", f"{host}: ibv_devinfo does not answer (RDMA is "
@@ -269,17 +272,17 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                         "only with a restart", f"{host}: ibv_devinfo answers again", [host]))
         elif host in ready and mac.get("rdma_enabled") is False:
             add(Finding(f"rdma-off {host}", "rdma-off", f"{host}: RDMA is off (rdma_ctl status: disabled), "
-                        "where the last converge saw it ready", FIX_RECOVERY.format(inventory=inventory),
+                        "where the last converge saw it ready", _fix(FIX_RECOVERY, inventory),
                         f"{host}: RDMA is on again", [host]))
         sleep = (mac.get("power") or {}).get("sleep")
         if isinstance(sleep, int) and sleep != 0:
             add(Finding(f"sleep {host}", "sleep", f"{host}: system sleep is {sleep} min (pmset sleep): an idle "
-                        "Mac drops out of the cluster", FIX_NODE.format(inventory=inventory),
+                        "Mac drops out of the cluster", _fix(FIX_NODE, inventory),
                         f"{host}: system sleep is off again", [host]))
         _field(host, mac, inventory, add)
     wrong = field_checks.fast_synch(baseline.hostfile_envs)
     if wrong:
-        add(Finding("fast-synch", "fast-synch", f"hostfile.json: {wrong}", field_checks.fast_synch_fix(inventory),
+        add(Finding("fast-synch", "fast-synch", f"hostfile.json: {wrong}", _fix(field_checks.FAST_SYNCH_FIX, inventory),
                     f"hostfile.json: {field_checks.FAST_SYNCH} is unset again", list(baseline.hosts)))
     builds = {h: macs[h]["build"] for h in baseline.hosts if h in up and macs[h].get("build")}
     if len(set(builds.values())) > 1:
@@ -297,7 +300,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
             groups.setdefault(digest[:12], []).append(host)
         text = "; ".join(f"{digest} on {', '.join(hosts)}" for digest, hosts in sorted(groups.items()))
         add(Finding("environment-mismatch", "environment-mismatch", f"the Macs run different MLX environments "
-                    f"(fingerprints {text})", FIX_ENV.format(inventory=inventory),
+                    f"(fingerprints {text})", _fix(FIX_ENV, inventory),
                     "every Mac runs the same MLX environment again", sorted(prints, key=baseline.hosts.index)))
     return found
 
@@ -336,7 +339,7 @@ def changes(baseline: Baseline, before: dict[str, dict], now: dict[str, dict]) -
             continue
         if old.get("rdma_enabled") and new.get("rdma_enabled") is False and host not in baseline.rdma_ready:
             events.append(_event("rdma", f"{host}: RDMA was switched off (rdma_ctl status: disabled; an update does "
-                                 "this)", FIX_RECOVERY.format(inventory=baseline.inventory), [host]))
+                                 "this)", _fix(FIX_RECOVERY, baseline.inventory), [host]))
         if old.get("booted") and new.get("booted") and new["booted"] > old["booted"] + REBOOT_SLACK:
             events.append(_event("reboot", f"{host} restarted (booted {_when(new['booted'])})",
                                  "nothing to do if it was planned; otherwise look at why (a power cut, a panic: "
