@@ -27,6 +27,7 @@ requirements:
 from ansible import context
 from ansible.plugins.callback import CallbackBase
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import RunOutcome
 
 
@@ -62,5 +63,4 @@ class CallbackModule(CallbackBase):
         lines = self.outcome.outcome_lines()
         if lines:
             self._display.banner("MLX FLEET SUMMARY")
-            for line in lines:
-                self._display.display(line)
+            self._display.display(terminal_text(lines))  # Mac-reported values escaped, as the CLI prints them
