@@ -63,4 +63,5 @@ class CallbackModule(CallbackBase):
         lines = self.outcome.outcome_lines()
         if lines:
             self._display.banner("MLX FLEET SUMMARY")
-            self._display.display(terminal_text(lines))  # Mac-reported values escaped, as the CLI prints them
+            for line in terminal_text(lines).split("\n"):  # Mac-reported values escaped, as the CLI prints them
+                self._display.display(line)
