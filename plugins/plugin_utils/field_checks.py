@@ -1,7 +1,7 @@
 """Checks users' reports show are missing (docs/troubleshooting.md), one home for the audit and the watch:
 MLX_METAL_FAST_SYNCH in the hostfile's environment, a competing network manager on the Thunderbolt ports,
 the default route through bridge0 or a Thunderbolt port, the Thunderbolt services ahead of the others
-in the service order, and FileVault (a restarted Mac waits at its unlock screen). Each takes what the
+in the service order, each cabled RDMA port's IPv4-mapped GID, and FileVault (a restarted Mac waits at its unlock screen). Each takes what the
 Mac's tools said, parsed, and returns what is wrong in words (empty when nothing is), with the fix
 beside it. Pure Python.
 """
@@ -87,3 +87,27 @@ def filevault(on: bool | None) -> str:
 def filevault_fix(host: str) -> str:
     return (f"on {host}: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
             "near it for updates)")
+
+
+def rdma_gid(port: dict, addresses: list[str]) -> str:
+    """A cabled RDMA port whose GID table (ibv_devinfo -v) holds no IPv4-mapped GID for its IPv4 addresses.
+
+    JACCL picks the GID ::ffff:<IPv4>; a Thunderbolt RDMA port publishes one only while its interface has an
+    IPv4 address, and without it the queue pair fails later with "Changing queue pair to RTR failed with
+    errno 22" (ml-explore/mlx#3467, #4191). Nothing is said when the GID table was not listed (None).
+    """
+    gids = port.get("rdma_gids")
+    if gids is None or not port.get("rdma_device") or not port.get("connected"):
+        return ""
+    mapped = [g for g in gids if g.startswith("::ffff:")]
+    if mapped and (not addresses or any(f"::ffff:{a.split('/')[0]}" in mapped for a in addresses)):
+        return ""
+    has = ", ".join(gids) or "an empty GID table"
+    wanted = ", ".join(f"::ffff:{a.split('/')[0]}" for a in addresses) or "an IPv4-mapped GID (::ffff:<IPv4>)"
+    return (f"RDMA port {port['rdma_device']} has no {wanted} in ibv_devinfo -v (it lists {has}): JACCL's queue "
+            "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
+
+
+def rdma_gid_fix(inventory: str) -> str:
+    return (f"give the port its IPv4 address back: mlx-fleet converge -i {inventory} (ibv_devinfo -v then lists "
+            "::ffff:<its address>)")
