@@ -103,7 +103,7 @@ def rdma_gid(port: dict, addresses: list[str]) -> str:
     if mapped and (not addresses or any(f"::ffff:{a.split('/')[0]}" in mapped for a in addresses)):
         return ""
     has = ", ".join(gids) or "an empty GID table"
-    wanted = ", ".join(f"::ffff:{a.split('/')[0]}" for a in addresses) or "an IPv4-mapped GID (::ffff:<IPv4>)"
+    wanted = ", ".join(f"::ffff:{a.split('/')[0]}" for a in addresses) or "IPv4-mapped GID (::ffff:<IPv4>)"
     return (f"RDMA port {port['rdma_device']} has no {wanted} in ibv_devinfo -v (it lists {has}): JACCL's queue "
             "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
 

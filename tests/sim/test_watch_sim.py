@@ -325,3 +325,30 @@ def test_a_wedged_rdma_stack_is_stale_rdma_and_a_restart_clears_it(watching, clu
     assert [line for line in wedged.stdout.splitlines() if "stale-rdma" in line and "mini-2" not in line] == []
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert after.returncode == 0 and "reboot: mini-2 restarted" in after.stdout, after.stdout
+
+
+def test_a_port_whose_address_is_removed_by_hand_loses_its_ipv4_mapped_gid(watching, cluster):
+    sim, folder = cluster
+    argv = [MLX_FLEET, "watch", "-i", str(sim.dir / "inventory.yml"), "--out", str(folder / "gid"), "--once"]
+    device = sim.device("mini-3", 2)
+    shown = sim.ssh("mini-3", f"ifconfig {device}", own_config=True).stdout
+    inet = next(line.split()[1] for line in shown.splitlines() if line.split()[:1] == ["inet"])
+    table = sim.ssh("mini-3", f"ibv_devinfo -v -d rdma_{device}", own_config=True).stdout
+    assert f"\t\t\tGID[  1]:\t\t::ffff:{inet}, RoCE v2\n" in table, table  # rdma-core's line, the port's IPv4
+    sim.cli("exec", "mini-3", "--", "ifconfig", device, "inet", inet, "delete")
+    try:
+        table = sim.ssh("mini-3", f"ibv_devinfo -v -d rdma_{device}", own_config=True).stdout
+        found = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        sim.cli("reboot", "mini-3")  # the port's service gives the address back at boot
+    print(found.stdout)
+    assert "::ffff:" not in table and "GID[  0]:\t\tfe80::" in table, table
+    assert found.returncode == 1, found.stdout
+    said = found.stdout.splitlines()
+    link_local = next(line.split("\t")[-1].split(",")[0] for line in table.splitlines() if "GID[  0]" in line)
+    assert any(line.endswith(f" rdma-gid: mini-3 Thunderbolt 2: RDMA port rdma_{device} has no IPv4-mapped GID "
+                             f"(::ffff:<IPv4>) in ibv_devinfo -v (it lists {link_local}): JACCL's queue pairs fail "
+                             "with 'Changing queue pair to RTR failed with errno 22'") for line in said), said
+    assert [line for line in said if "rdma-gid" in line and "mini-3" not in line] == []
+    after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert "rdma-gid" not in after.stdout, after.stdout
