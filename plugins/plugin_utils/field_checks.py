@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import shlex
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import is_thunderbolt_port
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import (
+    is_thunderbolt_service, thunderbolt_last)
 
 FAST_SYNCH = "MLX_METAL_FAST_SYNCH"
 # ml-explore/mlx#3830: with it set a distributed job can leave the GPU wedged until a restart, and MLX's
@@ -22,7 +23,6 @@ COMPETING_DAEMONS = {
     # exo-explore/exo#1330: exo's daemon switches the Thunderbolt services back to DHCP (about every 30 minutes).
     "io.exo.networksetup": "exo's network setup, which resets the Thunderbolt ports to DHCP",
 }
-BRIDGE_PORT = "Thunderbolt Bridge"
 
 
 def fast_synch(envs: list[str]) -> str:
@@ -45,18 +45,13 @@ def competing_fix(loaded: list[str]) -> str:
                      "stop that program from managing the Thunderbolt ports)" for label in loaded or [])
 
 
-def _thunderbolt(service: dict) -> bool:
-    port = service.get("hardware_port") or ""
-    return port == BRIDGE_PORT or is_thunderbolt_port(port)
-
-
 def service_order(services: list[dict]) -> str:
     """An enabled Thunderbolt service ordered ahead of an enabled other one (macOS then prefers it)."""
     enabled = [s for s in services or [] if s.get("enabled")]
     ahead = []
     for index, service in enumerate(enabled):
-        if _thunderbolt(service):
-            later = [s["name"] for s in enabled[index + 1:] if not _thunderbolt(s)]
+        if is_thunderbolt_service(service):
+            later = [s["name"] for s in enabled[index + 1:] if not is_thunderbolt_service(s)]
             if later:
                 ahead.append(f"{service['name']} ({service['order']}) comes before {', '.join(later)}")
     return "; ".join(ahead)
@@ -64,8 +59,7 @@ def service_order(services: list[dict]) -> str:
 
 def service_order_fix(services: list[dict]) -> str:
     """The networksetup command that puts the Thunderbolt services last, keeping the others' order."""
-    names = [s["name"] for s in services if not _thunderbolt(s)] + [s["name"] for s in services if _thunderbolt(s)]
-    return "sudo networksetup -ordernetworkservices " + " ".join(shlex.quote(n) for n in names)
+    return "sudo networksetup -ordernetworkservices " + " ".join(shlex.quote(n) for n in thunderbolt_last(services))
 
 
 def default_route(interface: str | None, thunderbolt_devices: list[str]) -> str:
