@@ -26,8 +26,6 @@ RESTART_SECONDS = 30                  # how soon a watch that ended is started a
 SERVICE_TIMEOUT = 30                  # seconds a launchctl/systemctl call may take
 
 
-
-
 def watch_argv(executable: str, args) -> list[str]:
     """The command line the service runs: absolute paths, the user's watch options carried over."""
     argv = [executable, "watch"]

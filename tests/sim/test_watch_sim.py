@@ -352,3 +352,22 @@ def test_a_port_whose_address_is_removed_by_hand_loses_its_ipv4_mapped_gid(watch
     assert [line for line in said if "rdma-gid" in line and "mini-3" not in line] == []
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert "rdma-gid" not in after.stdout, after.stdout
+
+
+def test_the_fabric_step_puts_the_thunderbolt_services_back_last(watching, cluster):
+    sim, folder = cluster
+    argv = [MLX_FLEET, "watch", "-i", str(sim.dir / "inventory.yml"), "--out", str(folder / "order"), "--once"]
+    services = ["Ethernet", "Wi-Fi", "Thunderbolt Bridge", "Thunderbolt 1", "Thunderbolt 2"]
+    sim.cli("exec", "mini-2", "--", "networksetup", "-ordernetworkservices", "Thunderbolt 2",
+            *[s for s in services if s != "Thunderbolt 2"])
+    try:
+        found = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert found.returncode == 1 and " service-order: mini-2: " in found.stdout, found.stdout
+        playbook(sim, "fabric.yml")  # converge's fabric step
+    finally:
+        order = sim.ssh("mini-2", "networksetup -listnetworkserviceorder", own_config=True).stdout
+        if order.index("Thunderbolt 2") < order.index("Ethernet"):
+            sim.cli("exec", "mini-2", "--", "networksetup", "-ordernetworkservices", *services)
+    assert order.index("Thunderbolt 2") > order.index("Wi-Fi") > order.index("Ethernet"), order
+    after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert "service-order" not in after.stdout, after.stdout
