@@ -1,9 +1,9 @@
 """Checks users' reports show are missing (docs/troubleshooting.md), one home for the audit and the watch:
 MLX_METAL_FAST_SYNCH in the hostfile's environment, a competing network manager on the Thunderbolt ports,
 the default route through bridge0 or a Thunderbolt port, the Thunderbolt services ahead of the others
-in the service order, each cabled RDMA port's IPv4-mapped GID, and FileVault (a restarted Mac waits at its unlock screen). Each takes what the
-Mac's tools said, parsed, and returns what is wrong in words (empty when nothing is), with the fix
-beside it. Pure Python.
+in the service order, each cabled RDMA port's IPv4-mapped GID, and FileVault (a restarted Mac waits at
+its unlock screen). Each takes what the Mac's tools said, parsed, and returns what is wrong in words
+(empty when nothing is), with the fix beside it. Pure Python.
 """
 
 from __future__ import annotations

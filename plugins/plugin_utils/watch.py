@@ -46,8 +46,8 @@ class Finding:
     """Something wrong now; ``key`` names it across rounds (one event when it appears, one when it clears)."""
 
     key: str
-    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, rdma-gid, stale-rdma, os-mismatch,
-    # environment-mismatch, sleep
+    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, rdma-gid, stale-rdma,
+    # os-mismatch, environment-mismatch, sleep
     message: str
     fix: str
     cleared: str  # what is said when it is gone

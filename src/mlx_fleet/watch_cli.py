@@ -56,8 +56,9 @@ def add_watch_parser(sub, command) -> None:
                         help="seconds ibv_devinfo may take before RDMA counts as stale (default: 5)")
     service = parser.add_mutually_exclusive_group()
     service.add_argument("--install", action="store_true",
-                         help="run this watch (with these options) as a service of the controller: a LaunchAgent "
-                              "on macOS, a systemd unit on Linux (user unit, or system unit as root); again to change it")
+                         help="run this watch (with these options) as a service of the controller: a "
+                              "LaunchAgent on macOS, a systemd unit on Linux (user unit, or system unit as root); "
+                              "again to change it")
     service.add_argument("--uninstall", action="store_true", help="stop and remove that service")
 
 
