@@ -50,7 +50,7 @@ READS = {
     "host_name": ("scutil", "--get", "HostName"),
     "xcode_select": ("xcode-select", "-p"),
     "ibv_devices": ("ibv_devices",),
-    "ibv_devinfo": ("ibv_devinfo",),
+    "ibv_devinfo": ("ibv_devinfo", "-v"),  # -v: each port's GID table (its IPv4-mapped GID)
     "rdma_ctl": ("rdma_ctl", "status"),
     "default_route": ("route", "-n", "get", "default"),
     "filevault": ("fdesetup", "status"),

@@ -546,8 +546,15 @@ def rdma_devices_named(text):
     return sorted(set(re.findall(r"\brdma_\w+", text or "")))
 
 
+# rdma-core's ibv_devinfo -v prints each port's GID table as "GID[%3d]:\t\t%s" and, for a RoCE GID, ", RoCE v2"
+# (or v1) after it (libibverbs/examples/devinfo.c; linux-rdma/rdma-core#682).
+_GID = re.compile(r"^GID\[\s*(\d+)\]:\s*([0-9A-Fa-f:.]+)(?:,\s*(.+))?$")
+
+
 def parse_ibv_devinfo(text):
-    """`ibv_devinfo` -> {device: {transport, ports: {port_number: state}}}, state like "PORT_ACTIVE".
+    """`ibv_devinfo [-v]` -> {device: {transport, ports: {port_number: state}, gids: {port_number: [gid]}}},
+    state like "PORT_ACTIVE", gid like "::ffff:192.168.1.2". ``gids`` holds only the ports whose verbose
+    listing (-v: its gid_tbl_len line) was seen, so an output without -v says nothing about GIDs.
 
     Tolerates the "..." lines Apple uses to elide fields in TN3205.
     """
@@ -556,9 +563,14 @@ def parse_ibv_devinfo(text):
     for line in _lines(text):
         key, sep, value = line.strip().partition(":")
         value = value.strip()
+        gid = _GID.match(line.strip())
         if key == "hca_id":
-            device = devices[value] = {"transport": None, "ports": {}}
+            device = devices[value] = {"transport": None, "ports": {}, "gids": {}}
             port = None
+        elif gid and device is not None and port is not None:
+            device["gids"].setdefault(port, []).append(gid.group(2).lower())
+        elif key == "gid_tbl_len" and device is not None and port is not None:
+            device["gids"].setdefault(port, [])
         elif device is None:
             if line.strip() != "...":
                 _fail("ibv_devinfo", "no hca_id before {0!r}".format(line))

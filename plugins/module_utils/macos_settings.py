@@ -221,3 +221,21 @@ def defaults_bool(rc, out, err):
     if rc not in (0, 1):
         raise ValueError("defaults read failed (rc {0}): {1}".format(rc, (err or out).strip()))
     return macos_parsers.parse_defaults_bool(out + err)
+
+
+# --- network service order (networksetup -ordernetworkservices) --------------------------------------
+
+BRIDGE_SERVICE_PORT = "Thunderbolt Bridge"
+
+
+def is_thunderbolt_service(service):
+    """A service of a Thunderbolt port or the Thunderbolt Bridge (parse_network_service_order's entries)."""
+    port = service.get("hardware_port") or ""
+    return port == BRIDGE_SERVICE_PORT or macos_parsers.is_thunderbolt_port(port)
+
+
+def thunderbolt_last(services):
+    """The services' names with the Thunderbolt ones after all others, each group in its current order: macOS
+    then never prefers a Thunderbolt service (for the default route or DNS) over Ethernet or Wi-Fi."""
+    return ([s["name"] for s in services if not is_thunderbolt_service(s)]
+            + [s["name"] for s in services if is_thunderbolt_service(s)])

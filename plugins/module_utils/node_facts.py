@@ -103,7 +103,8 @@ def _rdma(module, results):
     states = {}
     if devices:
         info = parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo"))
-        states = dict((name, dev["ports"].get(1)) for name, dev in info.items())
+        # Each device's port 1 (an rdma_enX has one): its state, and its GID table (None when not listed).
+        states = dict((name, (dev["ports"].get(1), dev["gids"].get(1))) for name, dev in info.items())
     return status, enabled, devices, states, unread
 
 
@@ -123,7 +124,8 @@ def thunderbolt(module, results):
         # Its IPv4 addresses as address/prefix: what the hostfile's addresses are checked against.
         addresses = ["{0}/{1}".format(a["address"], a["prefixlen"]) for a in interfaces.get(device, {}).get("inet", [])]
         port = dict(bus, hardware_port="Thunderbolt {0}".format(bus["receptacle"]), device=device,
-                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device), addresses=addresses)
+                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device, (None, None))[0],
+                    rdma_gids=rdma_states.get(rdma_device, (None, None))[1], addresses=addresses)
         ports.append(port)
     bridge_if = interfaces.get("bridge0", {})
     bridge_service = [s for s in services if s.get("device") == "bridge0"]

@@ -42,7 +42,8 @@ ansible_facts:
   type: dict
   contains:
     mlx_fleet_thunderbolt:
-      description: Ports (receptacle, hardware_port, device, rdma_device, rdma_state, addresses (IPv4, as
+      description: Ports (receptacle, hardware_port, device, rdma_device, rdma_state, rdma_gids (the RDMA
+        port's GID table from ibv_devinfo -v, null when not listed), addresses (IPv4, as
         address/prefix), domain_uuid,
         speed_gbps, speed_is_max, connected, peers, devices), the Thunderbolt Bridge (device, active,
         members, service_enabled), rdma_enabled (null when the Mac has no rdma_ctl), rdma_status (enabled,

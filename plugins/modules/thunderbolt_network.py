@@ -96,6 +96,14 @@ options:
         behind. Services the module never changed are left alone.
     type: bool
     default: false
+  services_last:
+    description:
+      - With I(state=present), the Thunderbolt services (the ports' and the Thunderbolt Bridge's) are put after
+        all other services in the service order (C(networksetup -ordernetworkservices), the others keeping
+        their order), so macOS never prefers one for the default route or DNS over Ethernet or Wi-Fi.
+      - I(state=absent) leaves the order as it is.
+    type: bool
+    default: true
   hostfile_dir:
     description:
       - Also return RV(hostfiles), the sha256 of the hostfiles in this folder, so the caller writes them only
@@ -176,6 +184,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import thunderbolt_last
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     output_of, parse_or_fail, run_concurrently, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE, digests
@@ -383,6 +392,22 @@ def plan_present(ports, bridge, services, configs, record, exclusive=False):
     return commands, record, results, bridge_result, diffs
 
 
+def plan_order(services, created):
+    """(the -ordernetworkservices step, its diff) that puts the Thunderbolt services last, or (None, None).
+
+    created: the services this run creates (Thunderbolt ones, not listed yet): they go last too, and their
+    creation is a change already, so the order is set with them whatever place macOS gives a new service.
+    """
+    now = [s["name"] for s in services]
+    new = [name for name in created if name not in now]
+    wanted = thunderbolt_last(services) + new
+    if wanted == now:
+        return None, None
+    return ["-ordernetworkservices"] + wanted, {
+        "before_header": "service order (before)", "after_header": "service order (after)",
+        "before": "".join(name + "\n" for name in now), "after": "".join(name + "\n" for name in wanted)}
+
+
 def _restore(record, services, configs, concerned):
     """Put back the recorded services whose record entry is concerned(entry), and forget them: the
     services the module created removed, the earlier ones configured as they were.
@@ -559,6 +584,7 @@ ARGUMENT_SPEC = dict(
     read_ports=dict(type="bool", default=False),
     hostfile_dir=dict(type="path"),
     exclusive=dict(type="bool", default=False),
+    services_last=dict(type="bool", default=True),
 )
 
 
@@ -587,6 +613,11 @@ def main():
     except PlanError as exc:
         module.fail_json(msg=to_native(exc))
     commands, new_record, results, bridge, diffs = plan
+    if params["state"] == "present" and params["services_last"]:
+        step, diff = plan_order(services, [r["service"] for r in results if r.get("created")])
+        if step:
+            commands.append(step)
+            diffs.append(diff)
     for warning in (r.get("warning") for r in results):
         if warning:
             module.warn(warning)

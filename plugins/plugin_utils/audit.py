@@ -430,6 +430,12 @@ def _field(macs, observed, controller, checks):
         checks.append(Check("network", "default route", [host], "not through bridge0 or a Thunderbolt port",
                             route or f"through {node['default_route'] or 'no interface (none)'}", not route,
                             field_checks.service_order_fix(node["services"])))
+        for port in tb["ports"] if tb.get("rdma_enabled") else []:
+            if port.get("rdma_gids") is not None and port.get("connected") and port.get("rdma_device"):
+                gid = field_checks.rdma_gid(port, port.get("addresses") or [])
+                checks.append(Check("RDMA", f"{port['rdma_device']} IPv4-mapped GID", [host],
+                                    "::ffff:<the port's IPv4> in ibv_devinfo -v", gid or "present", not gid,
+                                    field_checks.rdma_gid_fix("{inventory}")))
         locked = field_checks.filevault(node.get("filevault"))
         checks.append(Check("network", "FileVault", [host], "off (a restarted Mac comes back on the network)",
                             locked or "off", not locked, field_checks.filevault_fix(host)))

@@ -91,7 +91,7 @@ FIX = {
 
 # The watch's finding kinds that confirm a cause when the Macs are read (explain -i).
 CONFIRMED_BY = {
-    "bridge": ("bridge",), "no-ipv4": ("no-ipv4", "network-manager"), "rdma-off": ("rdma-off",),
+    "bridge": ("bridge",), "no-ipv4": ("no-ipv4", "rdma-gid", "network-manager"), "rdma-off": ("rdma-off",),
     "stale-rdma": ("stale-rdma", "rdma-port"), "network": ("down", "default-route"), "peer-lost": ("cable", "down"),
     "os-mismatch": ("os-mismatch",), "mlx-version": ("environment-mismatch",), "gpu-wedged": ("fast-synch",),
 }

@@ -1,16 +1,17 @@
 """Checks users' reports show are missing (docs/troubleshooting.md), one home for the audit and the watch:
 MLX_METAL_FAST_SYNCH in the hostfile's environment, a competing network manager on the Thunderbolt ports,
 the default route through bridge0 or a Thunderbolt port, the Thunderbolt services ahead of the others
-in the service order, and FileVault (a restarted Mac waits at its unlock screen). Each takes what the
-Mac's tools said, parsed, and returns what is wrong in words (empty when nothing is), with the fix
-beside it. Pure Python.
+in the service order, each cabled RDMA port's IPv4-mapped GID, and FileVault (a restarted Mac waits at
+its unlock screen). Each takes what the Mac's tools said, parsed, and returns what is wrong in words
+(empty when nothing is), with the fix beside it. Pure Python.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import is_thunderbolt_port
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import (
+    is_thunderbolt_service, thunderbolt_last)
 
 FAST_SYNCH = "MLX_METAL_FAST_SYNCH"
 # ml-explore/mlx#3830: with it set a distributed job can leave the GPU wedged until a restart, and MLX's
@@ -22,7 +23,6 @@ COMPETING_DAEMONS = {
     # exo-explore/exo#1330: exo's daemon switches the Thunderbolt services back to DHCP (about every 30 minutes).
     "io.exo.networksetup": "exo's network setup, which resets the Thunderbolt ports to DHCP",
 }
-BRIDGE_PORT = "Thunderbolt Bridge"
 
 
 def fast_synch(envs: list[str]) -> str:
@@ -45,18 +45,13 @@ def competing_fix(loaded: list[str]) -> str:
                      "stop that program from managing the Thunderbolt ports)" for label in loaded or [])
 
 
-def _thunderbolt(service: dict) -> bool:
-    port = service.get("hardware_port") or ""
-    return port == BRIDGE_PORT or is_thunderbolt_port(port)
-
-
 def service_order(services: list[dict]) -> str:
     """An enabled Thunderbolt service ordered ahead of an enabled other one (macOS then prefers it)."""
     enabled = [s for s in services or [] if s.get("enabled")]
     ahead = []
     for index, service in enumerate(enabled):
-        if _thunderbolt(service):
-            later = [s["name"] for s in enabled[index + 1:] if not _thunderbolt(s)]
+        if is_thunderbolt_service(service):
+            later = [s["name"] for s in enabled[index + 1:] if not is_thunderbolt_service(s)]
             if later:
                 ahead.append(f"{service['name']} ({service['order']}) comes before {', '.join(later)}")
     return "; ".join(ahead)
@@ -64,8 +59,7 @@ def service_order(services: list[dict]) -> str:
 
 def service_order_fix(services: list[dict]) -> str:
     """The networksetup command that puts the Thunderbolt services last, keeping the others' order."""
-    names = [s["name"] for s in services if not _thunderbolt(s)] + [s["name"] for s in services if _thunderbolt(s)]
-    return "sudo networksetup -ordernetworkservices " + " ".join(shlex.quote(n) for n in names)
+    return "sudo networksetup -ordernetworkservices " + " ".join(shlex.quote(n) for n in thunderbolt_last(services))
 
 
 def default_route(interface: str | None, thunderbolt_devices: list[str]) -> str:
@@ -87,3 +81,27 @@ def filevault(on: bool | None) -> str:
 def filevault_fix(host: str) -> str:
     return (f"on {host}: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
             "near it for updates)")
+
+
+def rdma_gid(port: dict, addresses: list[str]) -> str:
+    """A cabled RDMA port whose GID table (ibv_devinfo -v) holds no IPv4-mapped GID for its IPv4 addresses.
+
+    JACCL picks the GID ::ffff:<IPv4>; a Thunderbolt RDMA port publishes one only while its interface has an
+    IPv4 address, and without it the queue pair fails later with "Changing queue pair to RTR failed with
+    errno 22" (ml-explore/mlx#3467, #4191). Nothing is said when the GID table was not listed (None).
+    """
+    gids = port.get("rdma_gids")
+    if gids is None or not port.get("rdma_device") or not port.get("connected"):
+        return ""
+    mapped = [g for g in gids if g.startswith("::ffff:")]
+    if mapped and (not addresses or any(f"::ffff:{a.split('/')[0]}" in mapped for a in addresses)):
+        return ""
+    has = ", ".join(gids) or "an empty GID table"
+    wanted = ", ".join(f"::ffff:{a.split('/')[0]}" for a in addresses) or "IPv4-mapped GID (::ffff:<IPv4>)"
+    return (f"RDMA port {port['rdma_device']} has no {wanted} in ibv_devinfo -v (it lists {has}): JACCL's queue "
+            "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
+
+
+def rdma_gid_fix(inventory: str) -> str:
+    return (f"give the port its IPv4 address back: mlx-fleet converge -i {inventory} (ibv_devinfo -v then lists "
+            "::ffff:<its address>)")

@@ -49,8 +49,8 @@ class Finding:
     """Something wrong now; ``key`` names it across rounds (one event when it appears, one when it clears)."""
 
     key: str
-    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, stale-rdma, os-mismatch,
-    # environment-mismatch, sleep
+    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, rdma-gid, stale-rdma,
+    # os-mismatch, environment-mismatch, sleep
     message: str
     fix: str
     cleared: str  # what is said when it is gone
@@ -128,7 +128,7 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
         inet = (interfaces or {}).get(port["device"] or "", {}).get("inet", [])
         ports.append({key: port.get(key) for key in (
             "receptacle", "device", "domain_uuid", "connected", "speed_gbps", "speed_is_max", "peers", "devices",
-            "rdma_device", "rdma_state")} | {"inet": [f"{a['address']}/{a['prefixlen']}" for a in inet]})
+            "rdma_device", "rdma_state", "rdma_gids")} | {"inet": [f"{a['address']}/{a['prefixlen']}" for a in inet]})
     booted = parsed("boottime", parsers.parse_kern_boottime)
     route = reads.get("default_route", (1, ""))
     try:
@@ -242,6 +242,12 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                             f"{', '.join(port.get('inet', [])) or 'no IPv4 address'} where the fabric gave it "
                             f"{address} (cable {cable})", _fix(FIX_CONVERGE, inventory),
                             f"{port_name(end.host, end.number)} has its address {address} again", [end.host], cable))
+            gid = field_checks.rdma_gid(port, port.get("inet", [])) if macs[end.host].get("rdma_enabled") else ""
+            if gid:
+                add(Finding(f"rdma-gid {end}", "rdma-gid", f"{port_name(end.host, end.number)}: {gid}",
+                            field_checks.rdma_gid_fix(inventory),
+                            f"{port_name(end.host, end.number)}: RDMA port has its IPv4-mapped GID again",
+                            [end.host], cable))
             if macs[end.host].get("rdma_enabled") and port.get("rdma_device") and port.get("rdma_state") not in (
                     None, ACTIVE) and end.host in ready:
                 add(Finding(f"rdma-port {end}", "rdma-port",

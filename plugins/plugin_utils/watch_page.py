@@ -77,7 +77,7 @@ def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, wat
             drawn.append(PictureFinding("missing", finding.cable, finding.message, True,
                                         gap=(cable.a.host, cable.b.host),
                                         note=f"OUT: TB{cable.a.number} -- TB{cable.b.number}"))
-        elif finding.cable and finding.kind in ("slow", "extra-cable", "no-ipv4", "rdma-port"):
+        elif finding.cable and finding.kind in ("slow", "extra-cable", "no-ipv4", "rdma-port", "rdma-gid"):
             drawn.append(PictureFinding(finding.kind, finding.cable, finding.message, False, link=finding.cable,
                                         note=finding.kind))
         if finding.kind in ("down", "bridge", "stale-rdma", "rdma-off"):

@@ -17,6 +17,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import f
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
+from mlx_fleet import watch_service
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, UserError
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.plan import VerifyError, read_inventory
@@ -37,8 +38,10 @@ def add_watch_parser(sub, command) -> None:
         "findings, 4 a Mac unreachable.",
         "  mlx-fleet watch -i inventory/mine --every 30\n"
         "  mlx-fleet watch -i inventory/mine --once\n"
-        "  mlx-fleet watch -i inventory/mine --on-change 'curl -s -d @- https://chat.example/hook'")
-    parser.add_argument("-i", "--inventory", action="append", required=True,
+        "  mlx-fleet watch -i inventory/mine --on-change 'curl -s -d @- https://chat.example/hook'\n"
+        "  mlx-fleet watch -i inventory/mine --every 60 --install\n"
+        "  mlx-fleet watch --uninstall")
+    parser.add_argument("-i", "--inventory", action="append",
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--every", type=float, default=60, metavar="S", help="seconds between rounds (default: 60)")
     parser.add_argument("--once", action="store_true", help="one round, then exit 0, 1 or 4 (as audit)")
@@ -51,6 +54,12 @@ def add_watch_parser(sub, command) -> None:
                         help="seconds to wait for a Mac's ssh connection (default: 5)")
     parser.add_argument("--rdma-timeout", type=float, default=5, metavar="S",
                         help="seconds ibv_devinfo may take before RDMA counts as stale (default: 5)")
+    service = parser.add_mutually_exclusive_group()
+    service.add_argument("--install", action="store_true",
+                         help="run this watch (with these options) as a service of the controller: a "
+                              "LaunchAgent on macOS, a systemd unit on Linux (user unit, or system unit as root); "
+                              "again to change it")
+    service.add_argument("--uninstall", action="store_true", help="stop and remove that service")
 
 
 def _hostfile_envs(path: Path) -> list[str]:
@@ -161,6 +170,15 @@ def _interrupt(signum, frame):
 
 
 def run_watch(args) -> int:
+    if args.uninstall:
+        return watch_service.uninstall()
+    if not args.inventory:
+        raise UserError("watch: -i INVENTORY is needed (except with --uninstall)")
+    if args.install:
+        if args.once:
+            raise UserError("watch --install runs the watch every --every seconds; leave out --once")
+        Watch(args)  # bad input fails here, not in a service restarting in the background
+        return watch_service.install(args)
     run = Watch(args)
     where = f"status: {run.out / watch_page.HTML_FILE}, metrics: {run.out / watch_page.METRICS_FILE}"
     if args.once:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -19,6 +20,7 @@ import pytest
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_ibv_devinfo
 from simlib import BIN, MLX_FLEET, Sim
 
 pytestmark = pytest.mark.sim
@@ -325,3 +327,50 @@ def test_a_wedged_rdma_stack_is_stale_rdma_and_a_restart_clears_it(watching, clu
     assert [line for line in wedged.stdout.splitlines() if "stale-rdma" in line and "mini-2" not in line] == []
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert after.returncode == 0 and "reboot: mini-2 restarted" in after.stdout, after.stdout
+
+
+def test_a_port_whose_address_is_removed_by_hand_loses_its_ipv4_mapped_gid(watching, cluster):
+    sim, folder = cluster
+    argv = [MLX_FLEET, "watch", "-i", str(sim.dir / "inventory.yml"), "--out", str(folder / "gid"), "--once"]
+    device = sim.device("mini-3", 2)
+    shown = sim.ssh("mini-3", f"ifconfig {device}", own_config=True).stdout
+    inet = next(line.split()[1] for line in shown.splitlines() if line.split()[:1] == ["inet"])
+    table = sim.ssh("mini-3", f"ibv_devinfo -v -d rdma_{device}", own_config=True).stdout
+    # rdma-core's line for the port's IPv4 (its index follows the link-local IPv6 GID when the port has one).
+    assert re.search(rf"\n\t\t\tGID\[ *\d+\]:\t\t::ffff:{re.escape(inet)}, RoCE v2\n", table), table
+    sim.cli("exec", "mini-3", "--", "ifconfig", device, "inet", inet, "delete")
+    try:
+        table = sim.ssh("mini-3", f"ibv_devinfo -v -d rdma_{device}", own_config=True).stdout
+        found = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    finally:
+        sim.cli("reboot", "mini-3")  # the port's service gives the address back at boot
+    print(found.stdout)
+    assert "::ffff:" not in table, table
+    assert found.returncode == 1, found.stdout
+    said = found.stdout.splitlines()
+    listed = ", ".join(parse_ibv_devinfo(table)[f"rdma_{device}"]["gids"][1]) or "an empty GID table"
+    assert any(line.endswith(f" rdma-gid: mini-3 Thunderbolt 2: RDMA port rdma_{device} has no IPv4-mapped GID "
+                             f"(::ffff:<IPv4>) in ibv_devinfo -v (it lists {listed}): JACCL's queue pairs fail "
+                             "with 'Changing queue pair to RTR failed with errno 22'") for line in said), said
+    assert [line for line in said if "rdma-gid" in line and "mini-3" not in line] == []
+    after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert "rdma-gid" not in after.stdout, after.stdout
+
+
+def test_the_fabric_step_puts_the_thunderbolt_services_back_last(watching, cluster):
+    sim, folder = cluster
+    argv = [MLX_FLEET, "watch", "-i", str(sim.dir / "inventory.yml"), "--out", str(folder / "order"), "--once"]
+    services = ["Ethernet", "Wi-Fi", "Thunderbolt Bridge", "Thunderbolt 1", "Thunderbolt 2"]
+    sim.cli("exec", "mini-2", "--", "networksetup", "-ordernetworkservices", "Thunderbolt 2",
+            *[s for s in services if s != "Thunderbolt 2"])
+    try:
+        found = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert found.returncode == 1 and " service-order: mini-2: " in found.stdout, found.stdout
+        playbook(sim, "fabric.yml")  # converge's fabric step
+    finally:
+        order = sim.ssh("mini-2", "networksetup -listnetworkserviceorder", own_config=True).stdout
+        if order.index("Thunderbolt 2") < order.index("Ethernet"):
+            sim.cli("exec", "mini-2", "--", "networksetup", "-ordernetworkservices", *services)
+    assert order.index("Thunderbolt 2") > order.index("Wi-Fi") > order.index("Ethernet"), order
+    after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert "service-order" not in after.stdout, after.stdout

@@ -463,3 +463,21 @@ def test_the_network_checks_users_reports_asked_for():
         "  fix: sudo launchctl bootout system/io.exo.networksetup and remove "
         "/Library/LaunchDaemons/io.exo.networksetup.plist (or stop that program from managing the Thunderbolt ports)",
     ]
+
+
+def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid():
+    state = with_network()
+    for host in state[0]:  # as the module reads them with ibv_devinfo -v: each port's GIDs for its addresses
+        for port in state[1][host]["mlx_fleet_thunderbolt"]["ports"]:
+            port["addresses"] = node(state, host)["addresses"][port["device"]]
+            port["rdma_gids"] = ["fe80::1"] + [f"::ffff:{a.split('/')[0]}" for a in port["addresses"]]
+    clean = lines(state)
+    assert len(clean) == 1 and clean[0].startswith("no drift: ")
+    port = next(p for p in state[1]["mini-2"]["mlx_fleet_thunderbolt"]["ports"] if p["connected"])
+    port["rdma_gids"] = ["fe80::1"]  # the address removed by hand: the port publishes no IPv4-mapped GID
+    found = lines(state)
+    assert found[1] == (f"{port['rdma_device']} IPv4-mapped GID: mini-2: expected ::ffff:<the port's IPv4> in "
+                        f"ibv_devinfo -v; found RDMA port {port['rdma_device']} has no ::ffff:"
+                        f"{port['addresses'][0].split('/')[0]} in ibv_devinfo -v (it lists fe80::1): JACCL's queue "
+                        "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
+    assert found[2].startswith("  fix: give the port its IPv4 address back: mlx-fleet converge -i inv/hosts.yml")

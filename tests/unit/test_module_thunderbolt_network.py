@@ -33,6 +33,9 @@ FRESH_WRITES = [
     ("networksetup", "-setnetworkserviceenabled", "Thunderbolt Bridge", "off"),
     ("networksetup", "-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"),
     ("networksetup", "-setmanual", "Thunderbolt 1", "192.168.77.1", "255.255.255.252"),
+    # services_last: the new service's place is macOS's choice, so the order is set with it, Thunderbolt last.
+    ("networksetup", "-ordernetworkservices", "Thunderbolt Ethernet", "Wi-Fi", "Bluetooth DUN", "USB Ethernet",
+     "Bluetooth PAN", "Thunderbolt Bridge", "Thunderbolt 1"),
 ]
 
 
@@ -77,7 +80,8 @@ def test_check_mode_runs_no_write_and_writes_no_record(tmp_path, record):
     assert result["changed"] is True and result["commands"] == [list(write[1:]) for write in FRESH_WRITES]
     assert commands.writes("networksetup", READS) == []
     assert not os.path.exists(record)
-    assert [d["before_header"] for d in result["diff"]] == ["Thunderbolt Bridge (before)", "Thunderbolt 1 (before)"]
+    assert [d["before_header"] for d in result["diff"]] == ["Thunderbolt Bridge (before)", "Thunderbolt 1 (before)",
+                                                            "service order (before)"]
     assert result["diff"][1]["before"] == "service: absent\n"
 
 
@@ -201,3 +205,29 @@ def test_hostfile_dir_reports_each_hostfiles_sha256_or_none(tmp_path, record):
     result = run(mac(order=CONVERGED_ORDER), tmp_path, ports=[TB1], record=record, hostfile_dir=str(folder))
     assert result["hostfiles"] == {"hostfile.json": hashlib.sha256(b'{"backend": "jaccl"}').hexdigest(),
                                    "hostfile-ring.json": None}
+
+
+# The same converged Mac after someone put Thunderbolt 1 first (exo's setup, a hand edit, an update).
+TB_FIRST = "An asterisk (*) denotes that a network service is disabled.\n(1) Thunderbolt 1\n" \
+    "(Hardware Port: Thunderbolt 1, Device: en3)\n\n" + CONVERGED_ORDER.split("\n", 1)[1].replace(
+        "\n\n(5) Thunderbolt 1\n(Hardware Port: Thunderbolt 1, Device: en3)\n", "\n")
+LAST = ("networksetup", "-ordernetworkservices", "Thunderbolt Ethernet", "Wi-Fi", "Bluetooth DUN", "USB Ethernet",
+        "Bluetooth PAN", "Thunderbolt 1", "Thunderbolt Bridge")
+
+
+def test_the_thunderbolt_services_are_put_last_in_the_service_order(tmp_path, record):
+    commands = mac(order=TB_FIRST, writes=[LAST])
+    checked = run(commands, tmp_path, check_mode=True, diff=True, ports=[TB1], record=record)
+    assert checked["changed"] is True and checked["commands"] == [list(LAST[1:])]
+    assert commands.writes("networksetup", READS) == []
+    order = checked["diff"][0]
+    assert order["before_header"] == "service order (before)" and order["before"].startswith("Thunderbolt 1\n")
+    assert order["after"].splitlines() == list(LAST[2:])
+
+    result = run(commands, tmp_path, ports=[TB1], record=record)
+    assert result["changed"] is True and commands.writes("networksetup", READS) == [LAST]
+    assert not os.path.exists(record)  # nothing to put back: the order is not recorded
+
+    kept = mac(order=TB_FIRST)
+    assert run(kept, tmp_path, ports=[TB1], record=record, services_last=False)["changed"] is False
+    assert kept.writes("networksetup", READS) == []

@@ -200,8 +200,26 @@ def test_ibv_devices_header_only_is_empty():
 
 def test_ibv_devinfo_with_elisions():
     devices = parse("ibv_devinfo__apple-tn3205__1.txt")
-    assert devices == {name: {"transport": "Thunderbolt", "ports": {1: "PORT_ACTIVE"}}
-                       for name in ("rdma_en2", "rdma_en3", "rdma_en4")}
+    assert devices == {name: {"transport": "Thunderbolt", "ports": {1: "PORT_ACTIVE"}, "gids": {}}
+                       for name in ("rdma_en2", "rdma_en3", "rdma_en4")}  # no -v: nothing said about GIDs
+
+
+# ibv_devinfo -v's port section as rdma-core prints it ("GID[%3d]:\t\t%s", ", RoCE v2" for a RoCE GID:
+# libibverbs/examples/devinfo.c); no Mac capture was found (tests/fixtures/macos/README.md).
+VERBOSE_PORT = ("hca_id:\trdma_en2\n\ttransport:\t\t\tThunderbolt (100)\n\tphys_port_cnt:\t\t\t1\n"
+                "\t\t\t\t\tBAD_PKEY_CNTR\n\t\tport:\t1\n\t\t\tstate:\t\t\tPORT_ACTIVE (4)\n"
+                "\t\t\tlink_layer:\t\tEthernet\n\t\t\tgid_tbl_len:\t\t16\n{gids}\n")
+
+
+def test_ibv_devinfo_verbose_lists_each_ports_gids():
+    gids = "\t\t\tGID[  0]:\t\tfe80::347c:94ff:fecd:45c4, RoCE v2\n\t\t\tGID[  1]:\t\t::ffff:169.254.10.1, RoCE v2\n"
+    device = mp.parse_ibv_devinfo(VERBOSE_PORT.format(gids=gids))["rdma_en2"]
+    assert device["ports"] == {1: "PORT_ACTIVE"}
+    assert device["gids"] == {1: ["fe80::347c:94ff:fecd:45c4", "::ffff:169.254.10.1"]}
+    # A GID without the type (an InfiniBand GID) and a port without an IPv4-mapped one.
+    assert mp.parse_ibv_devinfo(VERBOSE_PORT.format(gids="\t\t\tGID[  0]:\t\tfe80::1\n"))["rdma_en2"]["gids"] == {
+        1: ["fe80::1"]}
+    assert mp.parse_ibv_devinfo(VERBOSE_PORT.format(gids=""))["rdma_en2"]["gids"] == {1: []}
 
 
 def test_rdma_ctl_status():

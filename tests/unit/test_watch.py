@@ -165,3 +165,19 @@ def test_a_mac_whose_ports_cannot_be_read_is_not_said_to_have_lost_its_cables():
     assert macs["b"]["up"] and macs["b"]["bridge"] is None
     assert any(w.startswith("Thunderbolt: cannot be read") for w in macs["b"]["warnings"])
     assert not [f for f in watch.assess(BASE, macs).values() if f.kind == "cable"]
+
+
+def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid_is_said_once():
+    macs = cabled()
+    for host in macs:
+        p = macs[host]["ports"][0]
+        p["rdma_gids"] = ["fe80::1"] + [f"::ffff:{a.split('/')[0]}" for a in p["inet"]]
+    assert watch.assess(BASE, macs) == {}
+    macs["b"]["ports"][0]["rdma_gids"] = ["fe80::1"]  # a stale table: the address is there, its GID is not
+    found = watch.assess(BASE, macs)
+    assert list(found) == ["rdma-gid b:2"]
+    assert found["rdma-gid b:2"].message == (
+        "b Thunderbolt 2: RDMA port rdma_en3 has no ::ffff:192.168.0.2 in ibv_devinfo -v (it lists fe80::1): "
+        "JACCL's queue pairs fail with 'Changing queue pair to RTR failed with errno 22'")
+    macs["b"]["ports"][0]["rdma_gids"] = None  # not listed (ibv_devinfo without -v): nothing said
+    assert watch.assess(BASE, macs) == {}
