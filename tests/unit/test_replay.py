@@ -15,7 +15,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MO
 from mlx_fleet.sim import replay
 from mlx_fleet.sim.layout import build_layout
 from mlx_fleet.sim.models import make_profile
-from replay_dirs import (MBP_PORT1, STUDIO_SEEN_BY_MBP, mbp_capture, reference_hardware_ports,
+from replay_dirs import (MBP_PORT1, STUDIO_SEEN_BY_MBP, _studio_thunderbolt, mbp_capture, reference_hardware_ports,
                          studio_capture, write_capture)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS, capture_name
 
@@ -243,3 +243,12 @@ def test_a_replayed_mac_is_offered_what_its_capture_lists(tmp_path):
         "macOS Tahoe 26.5.2-25F84", "26.5.2", "25F84", 2630358)
     assert "software_updates" not in replay.derive(replay.load_capture(write_capture(tmp_path / "none", {
         "softwareupdate": (READS["softwareupdate"], b"")}))).facts  # nothing pending: stdout empty, exit 1
+
+
+def test_a_bus_name_that_is_not_text_is_not_the_model_name(tmp_path):
+    # A capture edited by hand (or mangled) may name a bus with a number: the model comes from elsewhere,
+    # never a TypeError from comparing names of two kinds.
+    buses = json.loads(_studio_thunderbolt())
+    buses["SPThunderboltDataType"][0]["device_name_key"] = 7
+    d = write_capture(tmp_path / "studio", {"thunderbolt": (READS["thunderbolt"], json.dumps(buses).encode())})
+    assert replay.derive(replay.load_capture(d)).model.model_name == "Mac Studio"

@@ -148,7 +148,7 @@ def derive(recording: Recording) -> Replay:
     if not model_id:
         notes.append("model identifier: not recorded (SPHardwareDataType, sysctl hw.model); using 'Mac'")
         model_id = "Mac"
-    bus_names = {b.get("device_name_key") for b in raw_buses.values()} - {None}
+    bus_names = {b.get("device_name_key") for b in raw_buses.values() if isinstance(b.get("device_name_key"), str)}
     model_name = hw.get("model_name") or (sorted(bus_names)[0] if bus_names else None) \
         or (known.model_name if known else "Mac")
     chip = hw.get("chip") or sysctl.get("machdep.cpu.brand_string") or (known.chip if known else "Apple Silicon")
