@@ -15,8 +15,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
-    ADDRESSES_FILE, port_arguments, read_addresses, to_configure)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments, to_configure
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import cluster_pool, same_macs
@@ -63,7 +63,10 @@ class ActionModule(ClusterAction):
         first = hostvars[names[0]]
         output_dir = Path(args["output_dir"])
         thunderbolt = {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}
-        previous = read_addresses(output_dir / ADDRESSES_FILE)
+        try:
+            previous = read_model(output_dir)
+        except ValueError as exc:  # a damaged cluster.json: said as the line to act on
+            raise AnsibleActionFail(str(exc)) from None
         macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
         twins = same_macs(macos)
         if twins:

@@ -57,6 +57,22 @@ class Finding:
     gap: tuple[str, ...] = ()  # two Macs without a direct cable: an edge with the note, dotted for a dock
     hosts: tuple[str, ...] = ()  # Macs drawn red
     note: str = ""
+    # The finding as data (the audit and the model read these, never the message): the ports it concerns
+    # ((host, Thunderbolt port) pairs), what was found, what was expected, and the fix.
+    ports: tuple[tuple[str, int], ...] = ()
+    found: str = ""
+    expected: str = ""
+    fix: str = ""
+
+
+def sentence(subject: str, found: str, fix: str = "") -> str:
+    """A finding's line for a person: what it is about, what was found, then the fix."""
+    return f"{subject}: {found}" + (f"; {fix}" if fix else "")
+
+
+def cable_ports(cable) -> tuple[tuple[str, int], ...]:
+    """A cable's ends as a finding's ports."""
+    return tuple((end.host, end.number) for end in cable.key)
 
 
 def gbps(speed: float) -> str:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
-    ADDRESSES_FILE, port_arguments, read_addresses, read_pool)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model, read_pool
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_message, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
@@ -61,7 +61,7 @@ def cluster_pool(host_vars: dict, output_dir: Path | None, macos: dict[str, dict
     host_vars: the cluster's variables (mlx_fleet_ip_pool, mlx_fleet_management_network)."""
     if host_vars.get("mlx_fleet_ip_pool") is not None:
         return str(host_vars["mlx_fleet_ip_pool"]), None
-    return choose_pool(read_pool(output_dir / ADDRESSES_FILE) if output_dir else None, controller_networks(),
+    return choose_pool(read_pool(output_dir) if output_dir else None, controller_networks(),
                        [facts.get("management_address") for facts in macos.values()],
                        host_vars.get("mlx_fleet_management_network"))
 
@@ -91,7 +91,7 @@ def network_problems(host: str, facts: dict, thunderbolt: dict[str, dict], bridg
     """
     problems = []
     try:
-        previous = read_addresses(output_dir / ADDRESSES_FILE) if output_dir else {}
+        previous = read_model(output_dir) if output_dir else None
         network = planned_network(thunderbolt, ip_pool=pool, previous=previous)
     except ValueError as exc:  # a pool too small for the cables, or a damaged ledger; the bridge is still judged
         problems += [str(exc)] if host == next(iter(thunderbolt)) else []

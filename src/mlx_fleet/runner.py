@@ -245,7 +245,7 @@ class _Events:
             self.diff_stream.flush()
 
     def _result(self, kind: str, host: str, action: str, task: str, res: dict, failed: bool) -> None:
-        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS
+        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
 
         report = self.report
         if kind == "runner_on_unreachable":
@@ -266,7 +266,7 @@ class _Events:
             # Macs share (the same Mac listed twice) is said once.
             bad = res.get(INPUT_ERRORS) or []
             report.input_errors.extend(line for line in bad if line not in report.input_errors)
-            message = "\n".join(line for line in _message(res).splitlines() if line not in bad).strip()
+            message = "\n".join(res[OTHER_ERRORS]) if OTHER_ERRORS in res else _message(res).strip()
             if action == ARGUMENT_CHECK:
                 task = "the role's variables"  # not "Validating arguments against arg spec 'main' - ..."
             if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
