@@ -182,7 +182,7 @@ def load_cluster(folder: Path) -> Cluster:
     ring = folder / RING_HOSTFILE
     ring_hostfile = _read_json(ring, "ring hostfile", fix) if ring.exists() else None
     for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
-        if data is not None:
+        if data is not None or path == folder / HOSTFILE:  # a hostfile.json of "null" is no hostfile either
             try:
                 check_hostfile(data)
             except ValueError as exc:
