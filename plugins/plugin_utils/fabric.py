@@ -84,7 +84,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         try:
             plan = fabric_plan.read_plan(cables, hosts, facts, models)
         except CablePlanError as exc:
-            plan_errors.append(Finding("plan", "", str(exc), True))
+            plan_errors.append(Finding("plan", "", str(exc), True, found=str(exc)))
         else:
             findings = fabric_plan.compare(plan, links, models)
 
@@ -99,7 +99,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     try:
         addresses, network = _addressed(hosts, links, pool, previous)
     except ValueError as exc:
-        address_errors.append(Finding("addresses", "", str(exc), True))
+        address_errors.append(Finding("addresses", "", str(exc), True, found=str(exc)))
         addresses, network = {}, {}
 
     everything = seen + plan_errors + findings + choice.findings + cautions + address_errors
