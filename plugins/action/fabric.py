@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Join every Mac's Thunderbolt facts into the fabric and write the hostfiles (logic: plugin_utils.fabric)."""
+"""Join every Mac's Thunderbolt facts into the fabric: judged once per converge; the result carries what
+mlx_fleet.cluster.fabric_publish writes once the network step came through (logic: plugin_utils.fabric)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ ARGS = {
     "output_dir": {"type": "path", "required": True},
     "write": {"type": "bool", "default": True},
     "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},
-    "plan": {"type": "dict"},
-    "network_var": {"type": "str"},
 }
 
 
@@ -85,19 +84,17 @@ class ActionModule(ClusterAction):
             management_ips={n: macos[n].get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
         )
-        # Before the network step, an active bridge it is about to turn off is no news: the build after the
-        # step reads the bridges again and says so if one stayed on. In check mode it changed nothing, so the
-        # facts still show on a bridge it would turn off: that is said as such (bridges_off), not as a warning.
-        turned_off = fab.bridges_turned_off({n: hostvars[n].get(args["network_var"]) for n in names}) \
-            if args["network_var"] else []
-        warnings = [f.message for f in built.cautions if not (f.kind == "bridge" and (
-            args["bridge"] == "disabled" or (self._task.check_mode and f.hosts[0] in turned_off)))]
+        # Before the network step, an active bridge it is about to turn off is no news: the publishing step reads
+        # the bridges the network step read back and says so if one stayed on (bridge_cautions).
+        held = [f for f in built.cautions if f.kind == "bridge" and args["bridge"] == "disabled"]
+        warnings = [f.message for f in built.cautions if f not in held]
         for warning in warnings:
             self._display.warning(warning)
         network = port_arguments(built.network)
         result.update(
             backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
-            bridges_off=turned_off,
+            bridges_off=[],  # the publishing step says which bridges the network step turned off
+            bridge_cautions=[{"host": f.hosts[0], "message": f.message} for f in held],
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
             changes=built.changes,
@@ -112,12 +109,12 @@ class ActionModule(ClusterAction):
             # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
             hostfiles={HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
                        RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
+            # What mlx_fleet.cluster.fabric_publish writes: the files of this judgment, not of a second one.
+            publication=fab.Publication.of(built).to_dict(),
             changed=False,
         )
-        # The Macs whose copies differ, by what each reported in its network step (every Mac without one).
-        reported = {n: (hostvars[n].get(args["network_var"]) or {}).get("hostfiles") if args["network_var"] else None
-                    for n in names}
-        result["write_on"] = hostfile.macs_to_write(result["hostfiles"], reported)
+        # Every Mac: what each has is known only after its network step (fabric_publish says it then).
+        result["write_on"] = hostfile.macs_to_write(result["hostfiles"], {n: None for n in names})
         if args["bridge"] is not None:
             # The network step comes next: it must not cut the connection any Mac is managed over.
             for host in (n for n in names if management_interface(macos[n]) is None):
@@ -128,12 +125,11 @@ class ActionModule(ClusterAction):
                 raise AnsibleActionFail("\n".join(lockouts), result=dict(result, lockouts=lockouts))
         notes = []
         if write:
-            if args["write"]:
-                inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
-                stop = refusal(names, task_vars.get("ansible_play_hosts"), args["plan"], result["cables"], network,
-                               thunderbolt, inventory)
-                if stop:
-                    raise AnsibleActionFail(stop, result=result)
+            inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
+            stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cables"], network,
+                           thunderbolt, inventory) if args["write"] else None
+            if stop:
+                raise AnsibleActionFail(stop, result=result)
             with staged(output_dir) as stage:
                 written = fab.write_outputs(stage, built, hostfiles=args["write"])
             notes, result["changed"] = written.skipped, written.changed

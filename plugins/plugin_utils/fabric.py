@@ -156,13 +156,38 @@ def bridges_turned_off(network_results: dict[str, dict | None]) -> list[str]:
 
 
 @dataclass
+class Publication:
+    """What write_outputs writes, as the fabric's result carries it to the step that publishes it
+    (mlx_fleet.cluster.fabric_publish): the same attributes as a Fabric's."""
+
+    dot: str
+    errors: list[str]
+    hostfile: dict | None
+    ring_hostfile: dict | None
+    model: ClusterModel
+
+    @classmethod
+    def of(cls, fabric: Fabric) -> Publication:
+        return cls(fabric.dot, fabric.errors, fabric.hostfile, fabric.ring_hostfile, fabric.model)
+
+    def to_dict(self) -> dict:
+        return {"dot": self.dot, "errors": self.errors, "hostfile": self.hostfile, "ring_hostfile": self.ring_hostfile,
+                "model": self.model.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Publication:
+        return cls(data["dot"], list(data["errors"]), data["hostfile"], data["ring_hostfile"],
+                   cluster_model.from_dict(data["model"]))
+
+
+@dataclass
 class Written:
     paths: list[Path]
     skipped: list[str]  # one line per file left alone, and why
     changed: bool  # a hostfile or the address ledger changed (the picture is a report of what was read)
 
 
-def write_outputs(directory: str | Path, fabric: Fabric, *, hostfiles: bool = True) -> Written:
+def write_outputs(directory: str | Path, fabric: Fabric | Publication, *, hostfiles: bool = True) -> Written:
     """The picture always (a broken fabric is when it is needed most); hostfile.json,
     hostfile-ring.json and cluster.json only when hostfiles and the fabric has no errors,
     so a failed run leaves the last good ones in place."""

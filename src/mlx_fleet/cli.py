@@ -64,7 +64,9 @@ PLAYBOOK_COMMANDS = {
 
 
 def _fabric_lines(report) -> list[str]:
-    fabric = report.result("mlx_fleet.cluster.fabric")
+    # The publishing step carries the fabric's result with what the network step did; without it (check of the
+    # cables, a run stopped before it), the fabric's own.
+    fabric = report.result("mlx_fleet.cluster.fabric_publish") or report.result("mlx_fleet.cluster.fabric")
     if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
         return []
     lines = []
