@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import sentence
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
 FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
@@ -63,11 +64,6 @@ class Finding:
     found: str = ""
     expected: str = ""
     fix: str = ""
-
-
-def sentence(subject: str, found: str, fix: str = "") -> str:
-    """A finding's line for a person: what it is about, what was found, then the fix."""
-    return f"{subject}: {found}" + (f"; {fix}" if fix else "")
 
 
 def cable_ports(cable) -> tuple[tuple[str, int], ...]:

@@ -13,6 +13,7 @@ from collections import defaultdict
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_IP_POOL = "192.168.0.0/16"
@@ -332,6 +333,10 @@ def choose_pool(recorded: str | None, controller_networks, mac_addresses, manage
                     f"this controller nor any Mac uses{instead}; fabric-addresses.json keeps it for the next runs")
 
 
+def overlap_problem(host: str, address: str, pool: str) -> Problem:
+    return Problem("pool", (host,), f"management address {address} is inside mlx_fleet_ip_pool {pool}",
+                   "a pool the Macs do not use", "pick a pool the Macs do not already use")
+
+
 def overlap_message(host: str, address: str, pool: str) -> str:
-    return (f"{host}: management address {address} is inside mlx_fleet_ip_pool {pool}; "
-            "pick a pool the Macs do not already use")
+    return overlap_problem(host, address, pool).line

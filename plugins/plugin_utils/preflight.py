@@ -10,7 +10,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller impor
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model, read_pool
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_message, version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_problem, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
@@ -20,37 +21,50 @@ MACOS_RESERVE_MB = 8192
 
 
 def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool, pool: str | None = None) -> list[str]:
-    """One line per problem: the host, what is wrong, and the exact fix. pool: the cables' address pool
-    (cluster_pool); an explicit mlx_fleet_ip_pool in host_vars when not given."""
+    """One line per problem (node_problems, rendered)."""
+    return [p.line for p in node_problems(host, facts, host_vars, become_password=become_password, pool=pool)]
+
+
+def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: bool,
+                  pool: str | None = None) -> list[Problem]:
+    """What keeps this Mac out of the cluster, as data: what was found, what was expected, the exact fix.
+    pool: the cables' address pool (cluster_pool); an explicit mlx_fleet_ip_pool in host_vars when not given."""
     problems = []
+    mac = f"{facts.get('model_name')} ({facts.get('model_identifier')})"
+
+    def problem(kind: str, found: str, expected: str, fix: str) -> None:
+        problems.append(Problem(kind, (host,), found, expected, fix))
+
     if not facts.get("apple_silicon"):
-        problems.append(f"{host}: {facts.get('model_name')} ({facts.get('model_identifier')}) is not Apple Silicon; "
-                        "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
+        problem("apple silicon", f"{mac} is not Apple Silicon", "an M-series Mac",
+                "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
     minimum = str(host_vars.get("mlx_fleet_min_macos", DEFAULT_MIN_MACOS))
     if version_tuple(facts["product_version"]) < version_tuple(minimum):
-        problems.append(f"{host}: macOS {facts['product_version']} ({facts['build_version']}) is older than "
-                        f"mlx_fleet_min_macos {minimum}; update it in System Settings > General > Software Update")
+        problem("macos", f"macOS {facts['product_version']} ({facts['build_version']}) is older than "
+                f"mlx_fleet_min_macos {minimum}", f"macOS {minimum} or later",
+                "update it in System Settings > General > Software Update")
     declared = host_vars.get("mlx_fleet_model")
     if declared in MODELS and MODELS[declared].model_id != facts.get("model_identifier"):
-        problems.append(f"{host}: the inventory says {declared} ({MODELS[declared].model_id}) but the Mac is a "
-                        f"{facts.get('model_name')} ({facts.get('model_identifier')}); fix mlx_fleet_model")
+        problem("model", f"the inventory says {declared} ({MODELS[declared].model_id}) but the Mac is a {mac}",
+                f"{declared} ({MODELS[declared].model_id})", "fix mlx_fleet_model")
     user = facts.get("user")
     if facts.get("sudo") == "none":
-        problems.append(f"{host}: {user} is not an administrator, so it cannot sudo; connect as an admin account "
-                        "(ansible_user) or tick 'Allow this user to administer this computer' in Users & Groups")
+        problem("sudo", f"{user} is not an administrator, so it cannot sudo", "an administrator",
+                "connect as an admin account (ansible_user) or tick 'Allow this user to administer this computer' "
+                "in Users & Groups")
     elif facts.get("sudo") == "password" and not become_password:
-        problems.append(f"{host}: sudo asks {user} for a password; run with --ask-become-pass (-K) "
-                        "or set ansible_become_password in a vault")
+        problem("sudo", f"sudo asks {user} for a password", "the sudo password given",
+                "run with --ask-become-pass (-K) or set ansible_become_password in a vault")
     limit = int(host_vars.get("macos_node_wired_limit_mb") or 0)
     memory = facts.get("memory_mb")
     if limit > 0 and memory and memory - limit < MACOS_RESERVE_MB:
-        problems.append(f"{host}: macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
-                        f"{memory} MB; keep at least {MACOS_RESERVE_MB} MB for macOS: use at most "
-                        f"{max(memory - MACOS_RESERVE_MB, 0)}")
+        problem("wired limit", f"macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
+                f"{memory} MB", f"at least {MACOS_RESERVE_MB} MB for macOS",
+                f"keep at least {MACOS_RESERVE_MB} MB for macOS: use at most {max(memory - MACOS_RESERVE_MB, 0)}")
     pool = pool or host_vars.get("mlx_fleet_ip_pool")
     address = facts.get("management_address")
     if pool and address and ipaddress.ip_address(address) in ipaddress.ip_network(str(pool)):
-        problems.append(overlap_message(host, address, str(pool)))
+        problems.append(overlap_problem(host, address, str(pool)))
     return problems
 
 
