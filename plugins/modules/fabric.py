@@ -83,7 +83,7 @@ addresses:
   type: dict
 ip_pool:
   description: The pool the /30s come from - C(mlx_fleet_ip_pool), or with none set the range chosen (and
-    kept in C(fabric-addresses.json)).
+    kept in C(cluster.json)).
   returned: always
   type: str
 ip_pool_note:
@@ -96,7 +96,7 @@ network:
   returned: always
   type: dict
 changes:
-  description: With no cable plan, what changed since the cables of the address ledger (the last converge), one
+  description: With no cable plan, what changed since the cables of the cluster model (the last converge), one
     line each (a cable moved, two cables swapped on one Mac, a cable unplugged, a new cable).
   returned: always
   type: list

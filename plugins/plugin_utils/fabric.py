@@ -184,7 +184,7 @@ class Publication:
 class Written:
     paths: list[Path]
     skipped: list[str]  # one line per file left alone, and why
-    changed: bool  # a hostfile or the address ledger changed (the picture is a report of what was read)
+    changed: bool  # a hostfile or the cluster model changed (the picture is a report of what was read)
 
 
 def write_outputs(directory: str | Path, fabric: Fabric | Publication, *, hostfiles: bool = True) -> Written:

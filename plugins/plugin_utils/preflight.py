@@ -71,7 +71,7 @@ def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: b
 def cluster_pool(host_vars: dict, output_dir: Path | None, macos: dict[str, dict]) -> tuple[str, str | None]:
     """Where each cable's /30 comes from, and a line for the summary when the range was chosen now:
     mlx_fleet_ip_pool when the inventory sets it, else choose_pool's pick from what the controller and
-    the Macs (macos: host -> mlx_fleet_macos) use and what the address ledger in output_dir recorded.
+    the Macs (macos: host -> mlx_fleet_macos) use and what the cluster model in output_dir recorded.
     host_vars: the cluster's variables (mlx_fleet_ip_pool, mlx_fleet_management_network)."""
     if host_vars.get("mlx_fleet_ip_pool") is not None:
         return str(host_vars["mlx_fleet_ip_pool"]), None
@@ -100,7 +100,7 @@ def network_problems(host: str, facts: dict, thunderbolt: dict[str, dict], bridg
 
     thunderbolt: every Mac's mlx_fleet_thunderbolt, read in the same call as facts (this Mac's
     mlx_fleet_macos); bridge: what the fabric will do to the Thunderbolt Bridge; pool: cluster_pool's;
-    output_dir: where the address ledger keeps each cable's /30, so the line names the address the
+    output_dir: where the cluster model keeps each cable's /30, so the line names the address the
     fabric will give.
     """
     problems = []
