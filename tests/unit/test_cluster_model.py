@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import write_outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import Publication, write_outputs
 from test_fabric import Cluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cluster"
@@ -82,3 +82,13 @@ def test_a_newer_or_damaged_model_is_one_line(tmp_path):
     (tmp_path / "cluster.json").write_text(json.dumps({"version": 1, "pool": None, "links": [link]}))
     with pytest.raises(ValueError, match="cluster.json: not a cluster.json .*remove it"):
         cluster_model.read_model(tmp_path)
+
+
+def test_the_publication_carries_the_judged_fabric_to_the_step_that_writes_it(tmp_path):
+    """fabric_publish writes what the fabric judged before the network step, not a second judgment."""
+    fabric = Cluster.of("mini-m4-pro", 3, "ring").fabric()
+    carried = json.loads(json.dumps(Publication.of(fabric).to_dict()))  # as a registered result carries it
+    write_outputs(tmp_path / "judged", fabric)
+    write_outputs(tmp_path / "carried", Publication.from_dict(carried))
+    for name in ("hostfile.json", "hostfile-ring.json", "cluster.json", "fabric.dot"):
+        assert (tmp_path / "carried" / name).read_bytes() == (tmp_path / "judged" / name).read_bytes(), name
