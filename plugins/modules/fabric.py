@@ -25,7 +25,7 @@ description:
     C(mlx_fleet_thunderbolt) facts. Otherwise the last good hostfiles stay in place. Every file is replaced only
     when its content changes.
   - With O(write=false) before a network step, RV(publication) carries what
-    M(mlx_fleet.cluster.fabric_publish) writes once that step came through: the fabric is judged once.
+    M(mlx_fleet.cluster.fabric_publish) writes once that step came through, so the fabric is judged once.
   - Writing holds the output folder's run lock (C(run.lock)); a second run waits for it (30 s, or
     E(MLX_FLEET_LOCK_WAIT) seconds) and then fails naming the run that holds it.
   - Given O(bridge), fails before any Mac is touched when the network plan would turn off, re-address or bridge
@@ -147,8 +147,8 @@ hostfile_dir:
   type: str
   sample: /opt/mlx-fleet
 write_on:
-  description: The Macs whose hostfiles differ from RV(hostfiles): every Mac here (what each has is known after its
-    network step: M(mlx_fleet.cluster.fabric_publish) returns it then).
+  description: The Macs whose hostfiles differ from RV(hostfiles), here every Mac (what each has is known after its
+    network step, which M(mlx_fleet.cluster.fabric_publish) returns).
   returned: always
   type: list
   elements: str

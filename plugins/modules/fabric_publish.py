@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 module: fabric_publish
 short_description: Write the fabric's hostfiles, cluster model and picture once the network step came through
 description:
-  - Publishes what M(mlx_fleet.cluster.fabric) judged before the network step (its RV(mlx_fleet.cluster.fabric#module:publication)):
+  - Publishes what M(mlx_fleet.cluster.fabric) judged before the network step (its RV(mlx_fleet.cluster.fabric#module:publication)), namely
     C(hostfile.json), C(hostfile-ring.json) (when a ring exists), C(cluster.json) and the picture, as one set
     in O(output_dir). The fabric is not judged again.
   - Writes only when every host of the group is still in the play, the cables each Mac's network step read back
