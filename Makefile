@@ -32,6 +32,7 @@ test: deps venv
 	$(VENV)/bin/pytest
 
 lint: venv
+	$(VENV)/bin/ruff check .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ansible-lint --offline --profile production
 
 # Speed figures on simulated clusters (root): every script in benchmarks/ prints its own table

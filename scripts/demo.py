@@ -47,7 +47,7 @@ def main() -> int:
     sh(mlx_fleet, "audit", "-i", inventory, check=False)
 
     step("The cluster stays up for you to explore")
-    print(f"  ssh mini-2                                   # a simulated Mac")
+    print("  ssh mini-2                                   # a simulated Mac")
     print(f"  {mlx_fleet} sim status --dir {SIM_DIR}")
     print(f"  {mlx_fleet} sim unplug --dir {SIM_DIR} mini-1:2    # pull a cable")
     print(f"  {mlx_fleet} verify -i {inventory} --sizes 1KiB:1MiB   # MLX jobs over the hostfile")

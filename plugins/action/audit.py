@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
@@ -42,6 +43,10 @@ def controller_state(output_dir: Path, lock_file: str) -> dict:
         raise AnsibleActionFail(str(exc)) from None
     state["hostfiles"] = {name: sha256_file(str(output_dir / name)) if (output_dir / name).is_file() else None
                           for name in HOSTFILES}
+    try:
+        state["hostfile_envs"] = json.loads((output_dir / HOSTFILE).read_text()).get("envs", [])
+    except (OSError, ValueError, AttributeError):
+        state["hostfile_envs"] = None  # none yet, or unreadable: the hostfiles check says so
     state["lock"] = lock
     return state
 
@@ -62,7 +67,8 @@ class ActionModule(ClusterAction):
         output_dir = Path(args["output_dir"] or first["output_dir"])
         inventory = args["inventory"] or hostvars[read[0]].get("inventory_file") or "INVENTORY"
         controller = controller_state(output_dir, first["lock_file"])
-        audit = run_audit(names, observed, declared, controller, inventory=inventory)
+        audit = run_audit(names, observed, declared, controller, inventory=inventory,
+                          cli=fixes.uses_cli(task_vars))
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             report, json_path, html_path = audit_report.write(output_dir, audit, generated=generated,

@@ -15,6 +15,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments, to_configure
@@ -127,7 +128,7 @@ class ActionModule(ClusterAction):
         if write:
             inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
             stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cables"], network,
-                           thunderbolt, inventory) if args["write"] else None
+                           thunderbolt, inventory, cli=fixes.uses_cli(task_vars)) if args["write"] else None
             if stop:
                 raise AnsibleActionFail(stop, result=result)
             with staged(output_dir) as stage:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import onboarding, visit_sheet
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, onboarding, visit_sheet
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
@@ -48,7 +48,8 @@ class ActionModule(ClusterAction):
         inventory = args["inventory"]
         afterwards = list(args["afterwards"])
         if judged.needs_recovery:
-            afterwards += [f"mlx-fleet checklist -i {inventory}", f"mlx-fleet converge -i {inventory}"]
+            cli = fixes.uses_cli(task_vars)
+            afterwards += [fixes.run_command("checklist", inventory, cli=cli), fixes.run_command("site", inventory, cli=cli)]
         sheet = visit_sheet.Sheet(
             host=new, macos=macos[new], model=MODELS.get(judged.model),
             location=hostvars[new].get("mlx_fleet_location"), advice=judged.advice,

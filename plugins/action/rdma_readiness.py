@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
@@ -61,7 +61,7 @@ class ActionModule(ClusterAction):
                     output_dir, assessment, inventory=inventory,
                     generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     addresses={n: hostvars[n]["mlx_fleet_macos"].get("management_address") for n in names},
-                    write_files=not self._task.check_mode)
+                    write_files=not self._task.check_mode, cli=fixes.uses_cli(task_vars))
         except (ValueError, LockBusy) as exc:
             raise AnsibleActionFail(str(exc)) from exc
         needs = assessment.hosts(rdma.NEEDS_RECOVERY)
@@ -74,6 +74,7 @@ class ActionModule(ClusterAction):
             enabled_not_working=assessment.hosts(rdma.ENABLED_NOT_WORKING),
             ready=assessment.hosts(rdma.READY),
             summary=assessment.summary,
+            warnings=rdma.unread_warnings(assessment.nodes),
             regressions=written.regressions,
             checklist={"html": str(written.html), "text": str(written.text)},
             ledger=str(written.ledger),

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
@@ -23,7 +23,8 @@ _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
 
 
 def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,
-            addresses: dict | None = None) -> dict:
+            addresses: dict | None = None, cli: bool = False) -> dict:
+    """What the templates show; cli: the commands are mlx-fleet's (plugin_utils.fixes)."""
     pages = []
     for host in assessment.hosts(rdma.NEEDS_RECOVERY):
         page = assessment.nodes[host].to_dict()
@@ -35,8 +36,8 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
         "output_dir": output_dir,
         "generated": generated,
         "summary": assessment.summary,
-        "command": f"mlx-fleet checklist -i {inventory}",
-        "converge": f"ansible-playbook -i {inventory} site.yml",
+        "command": fixes.run_command("checklist", inventory, cli=cli),
+        "converge": fixes.run_command("site", inventory, cli=cli),
     })
 
 
@@ -56,8 +57,9 @@ class Written:
 
 
 def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str, generated: str,
-          addresses: dict | None = None, write_files: bool = True) -> Written:
-    """Render the checklist and update the ledger in directory (atomically; nothing when not write_files).
+          addresses: dict | None = None, write_files: bool = True, cli: bool = False) -> Written:
+    """Render the checklist and update the ledger in directory (atomically; nothing when not write_files);
+    cli: its commands are mlx-fleet's.
 
     A checklist whose sheets read the same as the ones on disk, but for the time they were made,
     is left alone, so a re-run over an unchanged cluster changes nothing but the ledger's times.
@@ -70,7 +72,7 @@ def write(directory: str | Path, assessment: rdma.Assessment, *, inventory: str,
 
     def rendered(stamp: str) -> tuple[str, str]:
         return render(context(assessment, inventory=inventory, output_dir=str(directory), generated=stamp,
-                              addresses=addresses))
+                              addresses=addresses, cli=cli))
 
     old = {p: p.read_text() if p.exists() else None for p in (html_path, text_path)}
     previous = _STAMP.search(old[text_path] or "")

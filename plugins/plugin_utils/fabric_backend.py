@@ -295,7 +295,7 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 what = (f"the Thunderbolt Bridge ({bridge.get('device', 'bridge0')}) is active while the cables "
                         "form a loop")
                 fix = ("it floods frames around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service "
-                       "off (site.yml's fabric step does, with mlx_fabric_bridge: disabled)")
+                       "off (a converge's fabric step does, with mlx_fabric_bridge: disabled)")
                 found.append(Finding("bridge", "", sentence(host, what, fix), False, hosts=(host,), found=what,
                                      expected="the Thunderbolt Bridge off", fix=fix))
     return found

@@ -13,7 +13,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_problem, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_MIN_MACOS = "26.2"
 # What a wired GPU limit must leave to macOS itself.
@@ -43,10 +42,6 @@ def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: b
         problem("macos", f"macOS {facts['product_version']} ({facts['build_version']}) is older than "
                 f"mlx_fleet_min_macos {minimum}", f"macOS {minimum} or later",
                 "update it in System Settings > General > Software Update")
-    declared = host_vars.get("mlx_fleet_model")
-    if declared in MODELS and MODELS[declared].model_id != facts.get("model_identifier"):
-        problem("model", f"the inventory says {declared} ({MODELS[declared].model_id}) but the Mac is a {mac}",
-                f"{declared} ({MODELS[declared].model_id})", "fix mlx_fleet_model")
     user = facts.get("user")
     if facts.get("sudo") == "none":
         problem("sudo", f"{user} is not an administrator, so it cannot sudo", "an administrator",

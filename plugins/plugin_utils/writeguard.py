@@ -9,6 +9,7 @@ the Macs), and every address they name is on its port as read last. Otherwise th
 
 from __future__ import annotations
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import unplaced
 
 KEPT = "the last good hostfiles stay on the controller and the Macs"
@@ -20,7 +21,7 @@ def _join(items) -> str:
 
 
 def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cables: dict,
-            network: dict, facts: dict, inventory: str) -> str | None:
+            network: dict, facts: dict, inventory: str, cli: bool = False) -> str | None:
     """Why the hostfiles must not be written now (one line), or None.
 
     hosts: the cluster in inventory order; active: the hosts still in the play (Ansible's
@@ -28,7 +29,7 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
     result the network step was given (its ``cables`` and ``network``), None when the network was
     not configured in this run; cables / network: the fabric as read now; facts: {host:
     mlx_fleet_thunderbolt} as last read (after the network step when it ran), whose ports must hold every
-    address the hostfiles name; inventory: for the command that fixes it.
+    address the hostfiles name; inventory: for the command that fixes it (mlx-fleet's, with cli).
     """
     if active is not None:
         dropped = [h for h in hosts if h not in active]
@@ -47,5 +48,5 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
                for host, p in unplaced(network, facts)]
     if missing:
         return (f"hostfiles not rewritten: they would name addresses no port holds ({'; '.join(missing)}); {KEPT}: "
-                f"mlx-fleet converge -i {inventory} configures the ports")
+                f"{fixes.run_command('site', inventory, cli=cli)} configures the ports")
     return None

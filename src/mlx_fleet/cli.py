@@ -12,9 +12,12 @@ import argparse
 import signal
 import sys
 
+# The summary's lines come from the collection, as the summary callback's do.
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import _fabric_lines, _rdma_lines
 from mlx_fleet import __version__
 from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, Interrupted, UserError
-from mlx_fleet.sim.cli import add_sim_parser, run_sim
+
+SIM_HELP = "a simulated Mac cluster (macsim) to rehearse on; needs root"
 
 
 def _command(sub, name: str, summary: str, description: str, examples: str):
@@ -46,7 +49,7 @@ def _run_capture(args) -> int:
 
 # name -> (playbook, needs every Mac's facts, one-line help, description, examples)
 PLAYBOOK_COMMANDS = {
-    "converge": ("site", True, "converge every Mac (site.yml): settings, environment, fabric, hostfiles",
+    "converge": ("site", True, "converge every Mac (mlx_fleet.cluster.site): settings, environment, fabric, hostfiles",
                  "Run mlx_fleet.cluster.site: preflight, node settings, the pinned MLX environment, RDMA "
                  "readiness and the Thunderbolt fabric with its hostfiles.",
                  "  mlx-fleet converge -i inventory/mine\n  mlx-fleet converge -i inventory/mine --check --diff -K"),
@@ -63,55 +66,6 @@ PLAYBOOK_COMMANDS = {
 }
 
 
-def _fabric_lines(report) -> list[str]:
-    # The publishing step carries the fabric's result with what the network step did; without it (check of the
-    # cables, a run stopped before it), the fabric's own.
-    fabric = report.result("mlx_fleet.cluster.fabric_publish") or report.result("mlx_fleet.cluster.fabric")
-    if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
-        return []
-    lines = []
-    if fabric.get("backend"):
-        lines.append(f"backend: {fabric['backend']} ({fabric.get('reason', '')})")
-    else:
-        lines.append(f"backend: none ({fabric.get('reason', '')})")
-    if fabric.get("ip_pool_note"):  # the range chosen for the cables' addresses, when the inventory set none
-        lines.append(f"addresses: {fabric['ip_pool_note']}")
-    if fabric.get("bridges_off"):  # what the network step did (or would do), not a warning to act on
-        lines.append(f"Thunderbolt Bridge: {'would turn' if report.check else 'turned'} off on "
-                     f"{', '.join(fabric['bridges_off'])} (mlx_fabric_bridge: disabled; across the cables it breaks "
-                     "RDMA setup)")
-    # With no cable plan, the last converge's cables are the reference: what moved, said once.
-    lines += [f"since the last converge: {change}" for change in fabric.get("changes") or []]
-    # Its errors are the lines of its failure, which the summary prints first.
-    hostfile = fabric.get("hostfile")
-    if hostfile and not fabric.get("errors"):
-        from pathlib import Path
-
-        folder = Path(hostfile).parent
-        written = [str(folder / n) for n in ("hostfile.json", "hostfile-ring.json") if (folder / n).exists()]
-        # --check writes nothing: what is there is the last run's.
-        last_run = " (the last run's; --check wrote none)" if report.check else ""
-        if written:
-            on_macs = f" (on every Mac in {fabric['hostfile_dir']})" if fabric.get("hostfile_dir") else ""
-            lines.append(f"hostfiles{last_run}: {', '.join(written)}{on_macs}")
-        if (folder / "fabric.svg").exists():
-            lines.append(f"picture{last_run}: {folder / 'fabric.svg'}")
-    return lines
-
-
-def _rdma_lines(report) -> list[str]:
-    rdma = report.result("mlx_fleet.cluster.rdma_readiness")
-    if not rdma:
-        return []
-    # Each Mac enabled but not working is a warning of its own, which the summary prints after these lines.
-    below = " (each says why in a warning below)" if rdma.get("enabled_not_working") else ""
-    lines = [f"RDMA: {rdma['summary']}{below}"] if rdma.get("summary") else []
-    if rdma.get("needs_recovery"):
-        lines.append(f"to do at the rack: Recovery step for {', '.join(rdma['needs_recovery'])}; "
-                     f"checklist {rdma['checklist']['html']} (text: {rdma['checklist']['text']})")
-    return lines
-
-
 def _run_playbook_command(name: str, args) -> int:
     from mlx_fleet import runner
 
@@ -122,7 +76,9 @@ def _run_playbook_command(name: str, args) -> int:
     return runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the TOOL a run names, `sim`'s own parser (and the simulator with it) is
+    imported only when that is `sim`, so every other command starts without it."""
     from mlx_fleet.runner import add_playbook_options
 
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__,
@@ -140,11 +96,24 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.audit_cli import add_audit_parsers
 
     add_audit_parsers(sub, _command)
+    from mlx_fleet.watch_cli import add_watch_parser
+    from mlx_fleet.explain_cli import add_explain_parser
+
+    add_watch_parser(sub, _command)
+    add_explain_parser(sub, _command)
     _capture_parser(sub)
+    from mlx_fleet.os_update_cli import add_os_update_parser
+
+    add_os_update_parser(sub, _command)
     from mlx_fleet.onboard import add_onboard_parser
 
     add_onboard_parser(sub, _command)
-    add_sim_parser(sub)
+    if tool in (None, "sim"):
+        from mlx_fleet.sim.cli import add_sim_parser
+
+        add_sim_parser(sub, SIM_HELP)
+    else:  # listed in the help as it is; its arguments are parsed once `sim` is the tool
+        sub.add_parser("sim", help=SIM_HELP, add_help=False).add_argument("sim_args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -152,7 +121,13 @@ def _dispatch(args, argv: list[str] | None) -> int:
     if args.tool in PLAYBOOK_COMMANDS:
         return _run_playbook_command(args.tool, args)
     if args.tool == "sim":
-        return run_sim(args)
+        from mlx_fleet.sim.cli import run_sim
+        from mlx_fleet.sim.host import SimError
+
+        try:
+            return run_sim(args)
+        except SimError as exc:
+            raise UserError(str(exc)) from None
     if args.tool == "capture":
         return _run_capture(args)
     if args.tool == "onboard":
@@ -164,10 +139,22 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet import audit_cli
 
         return audit_cli.run_audit(args) if args.tool == "audit" else audit_cli.run_record(args)
+    if args.tool == "os-update":
+        from mlx_fleet.os_update_cli import run_os_update
+
+        return run_os_update(args)
     if args.tool == "lock":
         from mlx_fleet.lock_cli import run_lock
 
         return run_lock(args)
+    if args.tool == "watch":
+        from mlx_fleet.watch_cli import run_watch
+
+        return run_watch(args)
+    if args.tool == "explain":
+        from mlx_fleet.explain_cli import run_explain
+
+        return run_explain(args)
     if args.tool == "verify":
         from mlx_fleet.verify.cli import run_verify
 
@@ -176,12 +163,12 @@ def _dispatch(args, argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = build_parser(given[0] if given else "").parse_args(argv)
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.interrupt import raise_keyboard_interrupt
-    from mlx_fleet.sim.host import SimError
 
     # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner.py); the sim keeps its own.
     previous = {signum: signal.signal(signum, raise_keyboard_interrupt)
@@ -190,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args, argv)
     except Busy as exc:
         return _say(args.tool, exc, EXIT_BUSY)
-    except (UserError, SimError, CablePlanError, CaptureError, LockError) as exc:
+    except (UserError, CablePlanError, CaptureError, LockError) as exc:
         return _say(args.tool, exc, EXIT_BAD_INPUT)
     except Interrupted as exc:
         return _say(args.tool, exc, EXIT_INTERRUPTED)

@@ -24,6 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CONTROLLER, RunOutcome,
+                                                                             first_line)
 from mlx_fleet import interrupt
 from mlx_fleet.errors import (EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, Interrupted,
                               UserError)
@@ -38,18 +42,6 @@ RECORDED_ENV = ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOST_KEY_
 # A Mac's own sudo password (onboarding's new Mac) reaches ansible-playbook as a host variable encrypted
 # with a key made for the run, which ansible-playbook asks for on its terminal: nothing readable at rest.
 VAULT_ID = "mlx_fleet_run"
-# A role's check of its own variables: instant, and no step a person needs to follow.
-ARGUMENT_CHECK = "ansible.builtin.validate_argument_spec"
-CONTROLLER = "localhost"  # where the inventory check runs: the controller, not a Mac
-
-
-def natural_key(name: str) -> list:
-    """Sort key that puts mini-2 before mini-10."""
-    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", str(name))]
-
-
-def natural(names) -> list[str]:
-    return sorted(names, key=natural_key)
 
 
 def collections_path() -> str:
@@ -67,29 +59,14 @@ def default_output_dir(inventory: str) -> Path:
 
 
 @dataclass
-class RunReport:
-    """What a run did, from its events: the CLI's summary is built from this alone."""
+class RunReport(RunOutcome):
+    """What a run did, from its events (plugin_utils.summary.RunOutcome), and what the CLI adds to it."""
 
-    playbook: str
-    rc: int = 0
-    changed: set[str] = field(default_factory=set)
-    controller_changed: bool = False  # a step run once for the cluster rewrote the controller's files
-    failed: dict[str, list[str]] = field(default_factory=dict)
-    cluster_failed: list[str] = field(default_factory=list)  # steps run once for the whole cluster
-    unreachable: dict[str, str] = field(default_factory=dict)
-    results: dict[str, list[dict]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    input_errors: list[str] = field(default_factory=list)
+    playbook: str = ""
     in_flight: set[str] = field(default_factory=set)  # Macs with a task started and not yet done
     artifacts: Path | None = None
     seconds: float = 0.0
-    check: bool = False  # --check: "changed" means "would change", and nothing was written
     diff: bool = False  # --diff: each change's differences are printed as they come
-
-    def result(self, action: str) -> dict | None:
-        """The last result of a task with this action (e.g. mlx_fleet.cluster.fabric)."""
-        found = self.results.get(action)
-        return found[-1] if found else None
 
     @property
     def exit_status(self) -> int:
@@ -97,19 +74,9 @@ class RunReport:
             return EXIT_BAD_INPUT
         if self.unreachable:
             return EXIT_UNREACHABLE
-        if self.failed or self.cluster_failed or self.rc != 0:
+        if not self.clean:
             return EXIT_ATTENTION
         return EXIT_OK
-
-
-def _first_line(text) -> str:
-    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def _message(res: dict) -> str:
-    msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or res.get("reason") or ""
-    return str(msg).strip()
 
 
 class Progress:
@@ -228,11 +195,11 @@ class _Events:
             failed = kind == "runner_on_failed" and not data.get("ignore_errors")
             if progress:
                 progress.host_done(host, failed or kind == "runner_on_unreachable", bool(res.get(CLUSTER_STEP)))
-            self._result(kind, host, action, data.get("task", ""), res, failed)
+            self.report.record(kind, host, action, data.get("task", ""), res, failed)
             if kind == "runner_on_ok" and self.report.diff:
                 self._diff(render_diff(host, data.get("task", "") or action, res))
         elif kind == "warning":
-            self.report.warnings.append(_first_line(data.get("warning") or event.get("stdout")))
+            self.report.warnings.append(first_line(data.get("warning") or event.get("stdout")))
         return True  # keep every event in the artifacts
 
     def _diff(self, text: str) -> None:
@@ -243,37 +210,6 @@ class _Events:
         else:
             self.diff_stream.write(text)
             self.diff_stream.flush()
-
-    def _result(self, kind: str, host: str, action: str, task: str, res: dict, failed: bool) -> None:
-        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
-
-        report = self.report
-        if kind == "runner_on_unreachable":
-            report.unreachable.setdefault(host, _first_line(_message(res)) or "unreachable")
-            return
-        if kind == "runner_on_skipped":
-            return
-        if kind == "runner_on_ok" and res.get("changed"):
-            if res.get(CLUSTER_STEP) or host == CONTROLLER:
-                report.controller_changed = True  # a cluster step changes the controller's files, not its Mac
-            else:
-                report.changed.add(host)
-        if action:
-            report.results.setdefault(action, []).append(res)
-        report.warnings.extend(_first_line(w) for w in res.get("warnings", []) or [])
-        if failed:
-            # The checks mark the lines that are bad input (plugin_utils.actions.refusal); a line two
-            # Macs share (the same Mac listed twice) is said once.
-            bad = res.get(INPUT_ERRORS) or []
-            report.input_errors.extend(line for line in bad if line not in report.input_errors)
-            message = "\n".join(res[OTHER_ERRORS]) if OTHER_ERRORS in res else _message(res).strip()
-            if action == ARGUMENT_CHECK:
-                task = "the role's variables"  # not "Validating arguments against arg spec 'main' - ..."
-            if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
-                report.cluster_failed.append(f"{task}:\n{message}")
-            elif message or not bad:
-                report.failed.setdefault(host, []).append(f"{task}: {message}")
-
 
 @dataclass
 class PlaybookOptions:
@@ -289,6 +225,8 @@ class PlaybookOptions:
     become_password: str | None = None  # -K's answer when already asked (onboard asks once for its runs)
     # Per Mac, a sudo password other than -K's (onboarding's new Mac: its admin password). Memory only.
     host_become_passwords: dict[str, str] = field(default_factory=dict)
+    # Extra environment for ansible-playbook (os-update: the path of the socket its password comes from)
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
@@ -325,7 +263,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
-    envvars = run_env | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
+    envvars = run_env | options.environment | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
                    "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
                "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
     if not os.environ.get("ANSIBLE_CONFIG"):
@@ -367,7 +305,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
                     artifact_dir=str(artifacts),
                     playbook=report.playbook,
                     inventory=inventory,
-                    extravars=extravars or {},
+                    # The fixes the playbooks print name mlx-fleet's commands (plugin_utils.fixes).
+                    extravars={CLI_VAR: True, **(extravars or {})},
                     limit=options.limit,
                     verbosity=options.verbosity or None,
                     cmdline=shlex.join(cmdline) or None,
@@ -481,37 +420,16 @@ def _interrupted(report: RunReport, read_only: bool = False) -> str:
 
 
 def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None = None) -> int:
-    """The lines a person acts on: what failed and where, what changed, where the outputs are."""
-    out = []
-    for line in report.input_errors:
-        out.append(f"error: {line}")
-    for host in natural(report.unreachable):
-        out.append(f"unreachable: {host}: {report.unreachable[host]}")
-    failures = [f"{host}: {message}" for host in natural(report.failed) for message in report.failed[host]]
-    for failure in failures + report.cluster_failed:
-        first, *more = failure.splitlines()
-        out += [f"failed: {first}", *(f"  {line}" for line in more)]
-    out += extra or []
-    for warning in dict.fromkeys(w for w in report.warnings if w):
-        out.append(f"warning: {warning}")
-    if report.changed:
-        out.append(f"{'would change' if report.check else 'changed'}: {', '.join(natural(report.changed))}")
-    elif report.controller_changed:
-        out.append("no Mac would change (only the controller's files would)" if report.check
-                   else "no Mac changed (only the controller's files did)")
-    elif report.rc not in (0, 2, 4):  # interrupted, or ansible-playbook itself refused: not a finished run
-        pass
-    elif not report.check:
-        out.append("nothing changed")
-    elif report.exit_status == EXIT_OK:  # a check that stopped early cannot tell what the rest would change
-        out.append("nothing would change")
+    """The lines a person acts on: what failed and where, what changed (plugin_utils.summary), where the
+    outputs are, the exit status."""
+    out = report.lines(extra)
     out.append(f"full output: {report.artifacts}/stdout ({report.seconds:.0f} s)")
     status = report.exit_status
     out.append({EXIT_OK: "result: ok", EXIT_ATTENTION: "result: the cluster needs attention (exit 1)",
                 EXIT_BAD_INPUT: "result: fix the input above (exit 2)",
                 EXIT_UNREACHABLE: "result: some Macs are unreachable (exit 4)"}[status]
                + (" (--check: nothing was changed)" if report.check else ""))
-    print("\n".join(out), file=stream)
+    print(terminal_text(out), file=stream)
     return status
 
 

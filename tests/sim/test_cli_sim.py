@@ -25,7 +25,7 @@ def test_check_and_diff_on_a_fresh_cluster_say_what_would_change(cluster):
     # The differences, in the terminal, as ansible-playbook --diff prints them, under each Mac and step.
     for mac in cluster.nodes:
         assert f"{mac}: Keep the Mac awake, restarting after a power failure, named, with its GPU wired-memory " \
-               "limit\n--- before: pmset -g custom\n+++ after: pmset -g custom\n" in out
+               "limit, no automatic macOS installs\n--- before: pmset -g custom\n+++ after: pmset -g custom\n" in out
         assert f"{mac}: Give each cabled port its network (persistent, through networksetup)\n" \
                "--- before: Thunderbolt Bridge (before)\n+++ after: Thunderbolt Bridge (after)\n@@ -1 +1 @@\n" \
                "-enabled: yes\n+enabled: no\n" in out

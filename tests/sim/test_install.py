@@ -144,7 +144,8 @@ def test_collection_with_ansible_core_only(collection_tarball, work, cluster):
     bin_dir = _venv(work / "venv-core", "ansible-core", "-r", str(REPO / "requirements.txt"))
     assert not (work / "venv-core" / "bin" / "mlx-fleet").exists()
     collections = work / "collections"
-    env = _clean_env(ANSIBLE_COLLECTIONS_PATH=str(collections))
+    # As README.md tells a collection user: the summary callback enabled by name.
+    env = _clean_env(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_CALLBACKS_ENABLED="mlx_fleet.cluster.summary")
     _run([str(bin_dir / "ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections),
           str(collection_tarball)], cwd=work, env=env)
     output_dir = work / "out-galaxy"
@@ -152,3 +153,6 @@ def test_collection_with_ansible_core_only(collection_tarball, work, cluster):
                    "-e", f"mlx_fleet_output_dir={output_dir}", "mlx_fleet.cluster.hostfile"], cwd=work, env=env)
     assert "failed=0" in result.stdout
     assert len(json.loads((output_dir / "hostfile.json").read_text())["hosts"]) == 3
+    summary = result.stdout.rsplit("MLX FLEET SUMMARY", 1)[1].splitlines()[1:]
+    assert any(line.startswith(f"hostfiles: {output_dir / 'hostfile.json'}") for line in summary), result.stdout
+    assert any(line.startswith("backend: jaccl (") for line in summary), result.stdout

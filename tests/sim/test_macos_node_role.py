@@ -69,7 +69,7 @@ def ssh(sim, node: str, command: str, check: bool = True) -> subprocess.Complete
 def node_state(sim, node: str) -> str:
     """Everything the role could change on a node, as the node's own tools report it."""
     return ssh(sim, node, "pmset -g custom; for n in ComputerName LocalHostName HostName; do scutil --get $n 2>&1; done;"
-                         f" sysctl iogpu.wired_limit_mb; ls -l /Library/LaunchDaemons; launchctl list").stdout
+                         " sysctl iogpu.wired_limit_mb; ls -l /Library/LaunchDaemons; launchctl list").stdout
 
 
 def wired_limit(sim, node: str) -> int:

@@ -49,7 +49,7 @@ def node(sim, host: str, command: str, check: bool = True) -> str:
 
 def network_state(sim, host: str) -> str:
     """Everything the module could change, as the node's own tools report it."""
-    return node(sim, host, f"networksetup -listnetworkserviceorder; ifconfig; ls -aR /Library")
+    return node(sim, host, "networksetup -listnetworkserviceorder; ifconfig; ls -aR /Library")
 
 
 SERVER = """

@@ -198,7 +198,7 @@ def test_mesh_device_matrix_names_the_cables(monkeypatch, tmp_path):
 def test_ring_is_jaccl_ring_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n, "ring"), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl-ring"
-    assert fabric.reason.startswith(f"auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
+    assert fabric.reason.startswith("auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
     assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host and cable of the ring can carry RDMA")
 
 
@@ -522,7 +522,7 @@ def test_active_bridge_across_a_loop():
     ring = Cluster.of("mini-m4-pro", 3, "ring", bridge=True).fabric()
     assert ring.warnings == [
         f"mini-{i}: the Thunderbolt Bridge (bridge0) is active while the cables form a loop; it floods frames "
-        "around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service off (site.yml's fabric step "
+        "around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service off (a converge's fabric step "
         "does, with mlx_fabric_bridge: disabled)"
         for i in (1, 2, 3)]
     assert Cluster.of("mini-m4-pro", 3, "line", bridge=True).fabric(backend="ring").warnings == []

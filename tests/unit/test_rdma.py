@@ -3,7 +3,6 @@ the fabric's own backend choice, the ledger, and the rendered checklist (text li
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import uuid

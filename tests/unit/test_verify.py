@@ -19,6 +19,7 @@ import pytest
 from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify import compare, jobs, nodes, report
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
 from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
@@ -264,7 +265,7 @@ def test_a_wrong_address_on_an_active_port():
     found = cable_findings(cluster().cables[0], {"b": node("b", IFCONFIG_EN2, ports)}, INVENTORY)
     assert [(f.cause, f.hosts, f.cable) for f in found] == [("address", ["b"], "a:1 -- b:1")]
     assert found[0].message == ("cable a:1 -- b:1: b Thunderbolt 1 (en2) has 169.254.205.255/16 where the fabric "
-                                f"gave it 192.168.0.6/30; converge it back: ansible-playbook -i {INVENTORY} site.yml")
+                                f"gave it 192.168.0.6/30; converge it back: mlx-fleet converge -i {INVENTORY}")
     assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
 
 
@@ -312,8 +313,11 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "
                                       f"exited with code 1 in mx.distributed.init: {MLX_JACCL})")
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
-    # the same failure with the TCP twin failing too is not called RDMA
-    assert [f.cause for f in diagnose([failed], c, evidence, INVENTORY)] == ["unknown"]
+    # the same failure with the TCP twin failing too is not called RDMA; explain's knowledge base reads MLX's message
+    (unknown,) = diagnose([failed], c, evidence, INVENTORY)
+    assert unknown.cause == "unknown"
+    assert unknown.message.endswith(f"; MLX's message says {explain(MLX_JACCL).first_line} (mlx-fleet explain)")
+    assert explain(MLX_JACCL).causes
 
 
 def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():

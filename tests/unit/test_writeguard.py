@@ -71,11 +71,13 @@ def test_no_hostfile_names_an_address_its_port_does_not_hold():
     network = planned(line)  # the moved cable's /30 as the ledger has none for it
     one, two = network["mini-1"][0], network["mini-2"][0]
     assert two["hardware_port"] == "Thunderbolt 3"
-    stop = refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts, "inv.yml")
+    stop = refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts, "inv.yml", cli=True)
     assert stop.startswith("hostfiles not rewritten: they would name addresses no port holds (mini-1 Thunderbolt 1 "
                            f"({one['device']}) has no {one['address']}/30; mini-2 Thunderbolt 3 ({two['device']}) "
                            f"has no {two['address']}/30); ")
     assert stop.endswith("mlx-fleet converge -i inv.yml configures the ports")
+    assert refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts, "inv.yml").endswith(
+        "ansible-playbook -i inv.yml mlx_fleet.cluster.site configures the ports")  # the collection's form
     # Both Macs need their ports configured: the new port, and on mini-2 the old one still holds the
     # ledger's address; a Mac whose ports are as planned does not.
     assert to_configure(network, line.facts, ledger) == ["mini-1", "mini-2"]

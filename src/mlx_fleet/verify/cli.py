@@ -9,6 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report
@@ -64,6 +65,9 @@ def run_verify(args, argv: list[str] | None = None) -> int:
         settings = settings_from_inventory(args.inventory)
         options = _options(args, args.python or settings.python)
         folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
+        held = os_update.hold_reason(folder)
+        if held:
+            raise VerifyError(held)
         cluster = load_cluster(folder)
         launcher = mlx_launch()
     except (VerifyError, LaunchError) as exc:

@@ -13,12 +13,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain, fixes
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
 from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "address", "bridge", "cable", "rdma", "unknown")
-_BIND = "Couldn't bind socket"
+
+
+def converge(inventory: str) -> str:
+    """The fix command that converges the cluster back: verify is a command of the CLI."""
+    return fixes.run_command("site", inventory, cli=True)
 
 
 @dataclass
@@ -43,7 +48,7 @@ def node_findings(node: Node, python: str, inventory: str) -> list[Finding]:
         return [Finding("unreachable", f"{node.host}: cannot stage the check program ({node.error})", [node.host])]
     if node.python is None:
         return [Finding("interpreter", f"{node.host}: {python} does not run MLX ({node.python_error}); install the "
-                                       f"environment: ansible-playbook -i {inventory} site.yml", [node.host],
+                                       f"environment: {converge(inventory)}", [node.host],
                         evidence=[node.python_error])]
     return []
 
@@ -68,13 +73,13 @@ def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: s
     if end.address not in [a["address"] for a in iface["inet"]]:
         found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.address}/{end.prefix}; converge it back: "
-                                        f"ansible-playbook -i {inventory} site.yml", [end.host], link.cable,
+                                        f"{converge(inventory)}", [end.host], link.cable,
                              evidence=[f"{end.host}: {seen}"]))
     for name, bridge in interfaces.items():
         if device in bridge["members"] and "UP" in bridge["flags"]:
             found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
-                                           "Bridge, which is up; turn it off: ansible-playbook -i "
-                                           f"{inventory} site.yml (the fabric step)", [end.host], link.cable,
+                                           "Bridge, which is up; turn it off: "
+                                           f"{converge(inventory)} (the fabric step)", [end.host], link.cable,
                                  evidence=[f"{end.host}: ifconfig {name}: flags {','.join(bridge['flags'])}, "
                                            f"member {device}"]))
     return found
@@ -136,7 +141,7 @@ def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory:
     said = [rank_line(job, r) for r in job.failed_ranks() if r.error]
     off = [h for h in job.hosts if nodes.get(h) and nodes[h].parsed("rdma_ctl", "parse_rdma_ctl_status") is False]
     if off:
-        fix = f"RDMA is off on {', '.join(off)}: mlx-fleet checklist -i {inventory}"
+        fix = f"RDMA is off on {', '.join(off)}: {fixes.run_command('checklist', inventory, cli=True)}"
     else:
         fix = ("RDMA is not reported off, yet MLX cannot use it; meanwhile the TCP ring works: "
                f"mlx.launch --hostfile {cluster.folder / RING_HOSTFILE}")
@@ -164,19 +169,22 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
         causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory)]
         messages = [(r, r.error) for r in job.failed_ranks() if r.error]
         for rank, message in messages:
-            if job.backend == "ring" and _BIND in message and not any(
+            # The knowledge base `mlx-fleet explain` uses: a rank that cannot bind its own address.
+            if job.backend == "ring" and explain.causes_of(message)[:1] == ["no-ipv4"] and not any(
                     f.cause == "address" and rank.host in f.hosts for f in causes):
                 ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
                 causes.append(Finding("address", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
-                                                 f"{message}; converge it back: ansible-playbook -i {inventory} "
-                                                 "site.yml", [rank.host], rank=rank.rank, evidence=[message]))
+                                                 f"{message}; converge it back: {converge(inventory)}", [rank.host],
+                                        rank=rank.rank, evidence=[message]))
         first = messages[0] if messages else None
         if not causes and job.backend != "ring" and (job.kind, job.cable) in tcp_works:
             causes.append(_rdma_finding(job, cluster, nodes, inventory))
         elif not causes:
             where = f"cable {job.cable}" if job.cable else job.title
+            said = explain.explain("\n".join(m for _, m in messages)) if messages else None
+            reading = f"; MLX's message says {said.first_line} (mlx-fleet explain)" if said and said.causes else ""
             causes.append(Finding("unknown", f"{where}: failed with no fault visible on the Macs' ports; "
-                                             + "; ".join(failure_lines(job)[:2]), job.hosts, job.cable,
+                                             + "; ".join(failure_lines(job)[:2]) + reading, job.hosts, job.cable,
                                   first[0].rank if first else None, failure_lines(job)))
         found += causes
     return _merge_rdma(_unique(found))

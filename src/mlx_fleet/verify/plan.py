@@ -16,6 +16,7 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
     MODEL_FILE, PREFIX, ClusterModel, coerce, read_model)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
@@ -74,8 +75,31 @@ class Settings:
     python: str  # the interpreter, the same path on every Mac
 
 
-def settings_from_inventory(inventories: list[str]) -> Settings:
-    """mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the cluster's first host."""
+@dataclass(frozen=True)
+class InventoryHost:
+    """A Mac of the cluster group as ssh reaches it with the inventory's settings, and the variables asked for."""
+
+    name: str
+    address: str  # ansible_host, else the name
+    ssh_options: tuple[str, ...]  # ansible_user, ansible_port, the key and the ssh arguments, as ssh options
+    values: dict  # name -> templated value (None when unset)
+
+
+def _ssh_options(value) -> tuple[str, ...]:
+    import shlex
+
+    options: list[str] = []
+    for name, flag in (("ansible_user", "-l"), ("ansible_port", "-p"), ("ansible_ssh_private_key_file", "-i")):
+        if value(name) is not None:
+            options += [flag, str(value(name))]
+    for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        options += shlex.split(str(value(name) or ""))
+    return tuple(options)
+
+
+def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
+    """One read of the inventory: mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the
+    cluster's first host, and every host of the group with its ssh settings and the variables NAMES."""
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
@@ -90,20 +114,31 @@ def settings_from_inventory(inventories: list[str]) -> Settings:
     hosts = inventory.get_hosts(CLUSTER_GROUP)
     if not hosts:
         raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
-    variables = VariableManager(loader=loader, inventory=inventory).get_vars(host=hosts[0])
+    manager = VariableManager(loader=loader, inventory=inventory)
     default_env = (yaml.safe_load(ROLE_DEFAULTS.read_text()) or {})["mlx_env_path"]
-    templar = Templar(loader=loader, variables=variables)
-
-    def value(name: str, default: str) -> str:
-        raw = variables.get(name)
-        return default if raw is None else str(templar.template(raw))
-
+    found = []
     try:
-        output_dir = value("mlx_fleet_output_dir", f"{variables['inventory_dir']}/.mlx-fleet")
-        env_path = value("mlx_env_path", default_env)
+        for index, host in enumerate(hosts):
+            variables = manager.get_vars(host=host)
+            templar = Templar(loader=loader, variables=variables)
+
+            def value(name: str, default=None, variables=variables, templar=templar):
+                raw = variables.get(name)
+                return default if raw is None else templar.template(raw)
+
+            if index == 0:
+                output_dir = str(value("mlx_fleet_output_dir", f"{variables['inventory_dir']}/.mlx-fleet"))
+                env_path = str(value("mlx_env_path", default_env))
+            found.append(InventoryHost(host.name, str(value("ansible_host", host.name)), _ssh_options(value),
+                                       {name: value(name) for name in names}))
     except AnsibleError as exc:
         raise VerifyError(f"inventory: {exc.message}") from exc
-    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python")
+    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python"), found
+
+
+def settings_from_inventory(inventories: list[str]) -> Settings:
+    """mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the cluster's first host."""
+    return read_inventory(inventories)[0]
 
 
 # --- the hostfiles and the cables -------------------------------------------------------------------
@@ -177,7 +212,7 @@ def cables_from_addresses(addresses: dict[str, str], hosts: list[str]) -> list[C
 
 
 def load_cluster(folder: Path) -> Cluster:
-    fix = "write the hostfiles first: mlx-fleet hostfile -i INVENTORY"
+    fix = f"write the hostfiles first: {fixes.run_command('hostfile', 'INVENTORY', cli=True)}"
     hostfile = _read_json(folder / HOSTFILE, "hostfile", fix)
     ring = folder / RING_HOSTFILE
     ring_hostfile = _read_json(ring, "ring hostfile", fix) if ring.exists() else None
