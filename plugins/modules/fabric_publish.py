@@ -18,14 +18,13 @@ description:
   - Writes only when every host of the group is still in the play, the cables each Mac's network step read back
     are the ones it configured, and every address the hostfiles name is on its port; otherwise fails with one
     line and the last good hostfiles stay in place. Every file is replaced only when its content changes.
-  - Writing holds the output folder's run lock (C(run.lock)); a second run waits for it (30 s, or
-    E(MLX_FLEET_LOCK_WAIT) seconds) and then fails naming the run that holds it.
-  - Runs on the controller only (an action plugin); use it with C(run_once).
+  - It writes under the output folder's run lock, as M(mlx_fleet.cluster.fabric) does, on the controller only (an
+    action plugin, used with C(run_once)).
 version_added: "0.3.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
   output_dir:
-    description: Controller folder for the hostfiles, the cluster model and the pictures.
+    description: Where the fabric's files are published (O(mlx_fleet.cluster.fabric#module:output_dir)).
     type: path
     required: true
   fabric:
