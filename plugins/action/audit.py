@@ -13,7 +13,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, fixes, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
@@ -31,13 +31,13 @@ FACTS = ("mlx_fleet_macos", "mlx_fleet_thunderbolt", "mlx_fleet_node")
 
 
 def controller_state(output_dir: Path, lock_file: str) -> dict:
-    """What the controller keeps: hostfiles, address ledger, RDMA ledger, the lock."""
+    """What the controller keeps: hostfiles, the cluster model, RDMA ledger, the lock."""
     try:
         lock = (load_lock(lock_file)[0], None)
     except LockError as exc:
         lock = (None, str(exc))
     try:
-        state = {"addresses": read_addresses(output_dir / ADDRESSES_FILE),
+        state = {"model": read_model(output_dir),
                  "rdma_ledger": rdma.read_ledger(output_dir / rdma.LEDGER_FILE)}
     except ValueError as exc:
         raise AnsibleActionFail(str(exc)) from None

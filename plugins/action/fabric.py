@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Join every Mac's Thunderbolt facts into the fabric and write the hostfiles (logic: plugin_utils.fabric)."""
+"""Join every Mac's Thunderbolt facts into the fabric: judged once per converge; the result carries what
+mlx_fleet.cluster.fabric_publish writes once the network step came through (logic: plugin_utils.fabric)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
-    ADDRESSES_FILE, port_arguments, read_addresses, to_configure)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments, to_configure
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import cluster_pool, same_macs
@@ -30,8 +31,6 @@ ARGS = {
     "output_dir": {"type": "path", "required": True},
     "write": {"type": "bool", "default": True},
     "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},
-    "plan": {"type": "dict"},
-    "network_var": {"type": "str"},
 }
 
 
@@ -64,7 +63,10 @@ class ActionModule(ClusterAction):
         first = hostvars[names[0]]
         output_dir = Path(args["output_dir"])
         thunderbolt = {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}
-        previous = read_addresses(output_dir / ADDRESSES_FILE)
+        try:
+            previous = read_model(output_dir)
+        except ValueError as exc:  # a damaged cluster.json: said as the line to act on
+            raise AnsibleActionFail(str(exc)) from None
         macos = {n: hostvars[n].get("mlx_fleet_macos", {}) for n in names}
         twins = same_macs(macos)
         if twins:
@@ -83,19 +85,17 @@ class ActionModule(ClusterAction):
             management_ips={n: macos[n].get("management_address") for n in names},
             envs=list(first.get("mlx_fleet_envs", [])),
         )
-        # Before the network step, an active bridge it is about to turn off is no news: the build after the
-        # step reads the bridges again and says so if one stayed on. In check mode it changed nothing, so the
-        # facts still show on a bridge it would turn off: that is said as such (bridges_off), not as a warning.
-        turned_off = fab.bridges_turned_off({n: hostvars[n].get(args["network_var"]) for n in names}) \
-            if args["network_var"] else []
-        warnings = [f.message for f in built.cautions if not (f.kind == "bridge" and (
-            args["bridge"] == "disabled" or (self._task.check_mode and f.hosts[0] in turned_off)))]
+        # Before the network step, an active bridge it is about to turn off is no news: the publishing step reads
+        # the bridges the network step read back and says so if one stayed on (bridge_cautions).
+        held = [f for f in built.cautions if f.kind == "bridge" and args["bridge"] == "disabled"]
+        warnings = [f.message for f in built.cautions if f not in held]
         for warning in warnings:
             self._display.warning(warning)
         network = port_arguments(built.network)
         result.update(
             backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
-            bridges_off=turned_off,
+            bridges_off=[],  # the publishing step says which bridges the network step turned off
+            bridge_cautions=[{"host": f.hosts[0], "message": f.message} for f in held],
             cables={str(link): link.speed_gbps for link in built.links},
             findings=[dataclasses.asdict(f) for f in built.findings],
             changes=built.changes,
@@ -110,12 +110,12 @@ class ActionModule(ClusterAction):
             # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
             hostfiles={HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
                        RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
+            # What mlx_fleet.cluster.fabric_publish writes: the files of this judgment, not of a second one.
+            publication=fab.Publication.of(built).to_dict(),
             changed=False,
         )
-        # The Macs whose copies differ, by what each reported in its network step (every Mac without one).
-        reported = {n: (hostvars[n].get(args["network_var"]) or {}).get("hostfiles") if args["network_var"] else None
-                    for n in names}
-        result["write_on"] = hostfile.macs_to_write(result["hostfiles"], reported)
+        # Every Mac: what each has is known only after its network step (fabric_publish says it then).
+        result["write_on"] = hostfile.macs_to_write(result["hostfiles"], {n: None for n in names})
         if args["bridge"] is not None:
             # The network step comes next: it must not cut the connection any Mac is managed over.
             for host in (n for n in names if management_interface(macos[n]) is None):
@@ -126,12 +126,11 @@ class ActionModule(ClusterAction):
                 raise AnsibleActionFail("\n".join(lockouts), result=dict(result, lockouts=lockouts))
         notes = []
         if write:
-            if args["write"]:
-                inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
-                stop = refusal(names, task_vars.get("ansible_play_hosts"), args["plan"], result["cables"], network,
-                               thunderbolt, inventory, cli=fixes.uses_cli(task_vars))
-                if stop:
-                    raise AnsibleActionFail(stop, result=result)
+            inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
+            stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cables"], network,
+                           thunderbolt, inventory, cli=fixes.uses_cli(task_vars)) if args["write"] else None
+            if stop:
+                raise AnsibleActionFail(stop, result=result)
             with staged(output_dir) as stage:
                 written = fab.write_outputs(stage, built, hostfiles=args["write"])
             notes, result["changed"] = written.skipped, written.changed

@@ -18,7 +18,7 @@ ARGS = {
     "store": {"type": "str", "required": True},
     "cache_dir": {"type": "path", "required": True},
     "python_mirror": {"type": "str", "default": ""},
-    "state_var": {"type": "str", "default": "mlx_env_state"},
+    "states": {"type": "dict", "required": True},
 }
 
 
@@ -28,10 +28,8 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        hostvars = task_vars["hostvars"]
         facts = {}
-        for host in task_vars.get("ansible_play_hosts", []):
-            state = hostvars[host].get(args["state_var"])
+        for host, state in args["states"].items():
             if not state or state.get("failed") or state.get("skipped"):
                 continue
             facts[host] = state

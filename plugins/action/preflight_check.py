@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import mismatch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import (
-    check_node, cluster_pool, network_problems, same_macs)
+    cluster_pool, network_problems, node_problems, same_macs)
 
 HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
              "macos_node_wired_limit_mb")
@@ -46,14 +46,16 @@ class ActionModule(ClusterAction):
             pool, dummy = cluster_pool(host_vars, output_dir, read)
         except ValueError as exc:  # no private range is free here: the cluster's problem, said on its first Mac
             pool, bad_input = None, bad_input + ([str(exc)] if host == next(iter(read), host) else [])
-        problems = check_node(host, facts, host_vars, become_password=become_password, pool=pool)
+        found = node_problems(host, facts, host_vars, become_password=become_password, pool=pool)
+        problems = [p.line for p in found]
         if args["bridge"] is not None and pool is not None:
             thunderbolt = {h: hostvars[h]["mlx_fleet_thunderbolt"] for h in read if "mlx_fleet_thunderbolt" in hostvars[h]}
             if host in thunderbolt:
                 bad_input += network_problems(host, facts, thunderbolt, args["bridge"], pool, output_dir)
         problems += bad_input
         if problems:
-            raise refusal(problems, bad_input=bad_input, result={"problems": problems})
+            raise refusal(problems, bad_input=bad_input,
+                          result={"problems": problems, "findings": [p.to_dict() for p in found]})
         result.update(changed=False, msg=f"{host}: {facts['model_name']} ({facts['chip']}), macOS "
                                          f"{facts['product_version']} ({facts['build_version']}), sudo {facts['sudo']}")
         return result

@@ -17,9 +17,9 @@ description:
     version and build (one build on every Mac), model, memory and serial number, the environment (path,
     Python, every locked package at its version with its files as installed, no extra package), the node
     settings (pmset, names, the wired limit and its LaunchDaemon), the Thunderbolt addresses against the
-    address ledger, the Thunderbolt Bridge, RDMA against the RDMA ledger, and the hostfiles against the
+    cluster model, the Thunderbolt Bridge, RDMA against the RDMA ledger, and the hostfiles against the
     controller's; for the cluster, the cables against the plan (C(mlx_fleet_cables), else the cables of the
-    last converge in the address ledger) and the lock against the inventory's declaration.
+    last converge in the cluster model) and the lock against the inventory's declaration.
   - Writes C(audit.json) (format C(mlx-fleet-audit/1), docs/audit.md) and C(audit.html) (a printable Macs x
     facts table) into O(output_dir), atomically. Changes nothing on any Mac.
   - A Mac that was not read (unreachable, or its read failed) is listed in C(not_audited); the others are

@@ -18,11 +18,14 @@ description:
   - Writes the picture, C(fabric.dot) and C(fabric.svg), into O(output_dir) on every run, faults in red; a failed
     run names it. The picture reports what was read, so rewriting it is not a change.
   - With O(write), also writes C(hostfile.json), C(hostfile-ring.json) (when a ring exists) and
-    C(fabric-addresses.json), published together with the picture as one set; the hostfiles only when the
-    fabric has no errors, every host of the group is still in the play (none failed or stopped answering earlier
-    in the run), given O(plan), the cables are still the ones the network step configured, and every address of
-    the fabric is on its port by the hosts' C(mlx_fleet_thunderbolt) facts (read again by the network step). Otherwise the
-    last good hostfiles stay in place. Every file is replaced only when its content changes.
+    C(cluster.json) (the cluster model, which replaces the address ledger C(fabric-addresses.json) of earlier
+    versions, read once so every cable keeps its /30), published together with the picture as one set; the
+    hostfiles only when the fabric has no errors, every host of the group is still in the play (none failed or
+    stopped answering earlier in the run), and every address of the fabric is on its port by the hosts'
+    C(mlx_fleet_thunderbolt) facts. Otherwise the last good hostfiles stay in place. Every file is replaced only
+    when its content changes.
+  - With O(write=false) before a network step, RV(publication) carries what
+    M(mlx_fleet.cluster.fabric_publish) writes once that step came through, so the fabric is judged once.
   - Writing holds the output folder's run lock (C(run.lock)); a second run waits for it (30 s, or
     E(MLX_FLEET_LOCK_WAIT) seconds) and then fails naming the run that holds it.
   - Given O(bridge), fails before any Mac is touched when the network plan would turn off, re-address or bridge
@@ -34,11 +37,11 @@ version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
   output_dir:
-    description: Controller folder for the hostfiles, the address ledger and the pictures.
+    description: Controller folder for the hostfiles, the cluster model and the pictures.
     type: path
     required: true
   write:
-    description: Write the hostfiles and the address ledger, not only the picture (nothing is written in check
+    description: Write the hostfiles and the cluster model, not only the picture (nothing is written in check
       mode either way).
     type: bool
     default: true
@@ -49,18 +52,6 @@ options:
       - Leave it out when the network is not configured in this run.
     type: str
     choices: [disabled, enabled, unchanged]
-  plan:
-    description:
-      - The result of the O(write=false) run the network step was configured from (its RV(cables) and
-        RV(network)); the files are not written when the cables found now differ from it.
-    type: dict
-  network_var:
-    description:
-      - The name of the variable each Mac registered its M(mlx_fleet.cluster.thunderbolt_network) result in, with
-        that module's O(mlx_fleet.cluster.thunderbolt_network#module:hostfile_dir); RV(write_on) then leaves out
-        the Macs whose hostfiles are already the ones built.
-      - Without it, or for a Mac without that variable, RV(write_on) lists the Mac.
-    type: str
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
@@ -92,7 +83,7 @@ addresses:
   type: dict
 ip_pool:
   description: The pool the /30s come from - C(mlx_fleet_ip_pool), or with none set the range chosen (and
-    kept in C(fabric-addresses.json)).
+    kept in C(cluster.json)).
   returned: always
   type: str
 ip_pool_note:
@@ -105,7 +96,7 @@ network:
   returned: always
   type: dict
 changes:
-  description: With no cable plan, what changed since the cables of the address ledger (the last converge), one
+  description: With no cable plan, what changed since the cables of the cluster model (the last converge), one
     line each (a cable moved, two cables swapped on one Mac, a cable unplugged, a new cable).
   returned: always
   type: list
@@ -156,9 +147,22 @@ hostfile_dir:
   type: str
   sample: /opt/mlx-fleet
 write_on:
-  description: The Macs whose hostfiles differ from RV(hostfiles) (see O(network_var)).
+  description: The Macs whose hostfiles differ from RV(hostfiles), here every Mac (what each has is known after its
+    network step, which M(mlx_fleet.cluster.fabric_publish) returns).
   returned: always
   type: list
   elements: str
   sample: [studio-3]
+publication:
+  description: What M(mlx_fleet.cluster.fabric_publish) writes (the picture's source, the hostfiles and the
+    cluster model), so the fabric is judged once per run.
+  returned: always
+  type: dict
+bridge_cautions:
+  description: The warnings about an active Thunderbolt Bridge held back because O(bridge=disabled) turns it off
+    (each with its C(host) and C(message)); M(mlx_fleet.cluster.fabric_publish) says those still on after the
+    network step.
+  returned: always
+  type: list
+  elements: dict
 """

@@ -15,7 +15,7 @@ description:
   - Runs on the controller only (an action plugin, C(plugin_utils.envplan)); run it once per play.
   - Loads the lock file, stops when the declaration no longer matches it ("run mlx-fleet lock"),
     turns each node's platform report (the result of M(mlx_fleet.cluster.mlx_env_facts) registered
-    as O(state_var)) into wheel tags and marker values, picks each locked package's wheel for it,
+    as O(states)) into wheel tags and marker values, picks each locked package's wheel for it,
     and judges whether the node already is the locked environment (versions compared as PEP 440
     versions, a working MLX, the same fingerprint).
   - Downloads what any node lacks once into O(cache_dir), verifies every sha256 against the lock
@@ -54,10 +54,10 @@ options:
     description: The controller's download cache.
     type: path
     required: true
-  state_var:
-    description: The variable each host registered the M(mlx_fleet.cluster.mlx_env_facts) result in.
-    type: str
-    default: mlx_env_state
+  states:
+    description: Per host, its M(mlx_fleet.cluster.mlx_env_facts) result (null, failed or skipped for a host left out).
+    type: dict
+    required: true
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.controller
 """
@@ -70,6 +70,8 @@ EXAMPLES = r"""
                   platforms: [macos-arm64]}
     store: /opt/mlx-fleet/store
     cache_dir: ~/.cache/mlx-fleet/env
+    states: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars)
+      | map(attribute='env_facts', default=None))) }}"
   run_once: true
   register: plan
 """

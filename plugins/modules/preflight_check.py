@@ -21,7 +21,7 @@ description:
     fabric will make from every Mac's C(mlx_fleet_thunderbolt) facts must not turn off, re-address or
     bridge the interface this Mac's management connection arrives on (C(management_interface)) - and
     the address pool against the cables found (too small is bad input). With no C(mlx_fleet_ip_pool),
-    the pool is a private range neither the controller nor any Mac uses (kept in C(fabric-addresses.json)).
+    the pool is a private range neither the controller nor any Mac uses (kept in C(cluster.json)).
   - Runs on the controller only (an action plugin); connects to no host.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
@@ -34,7 +34,7 @@ options:
     choices: [disabled, enabled, unchanged]
   output_dir:
     description:
-      - The controller folder of the fabric's address ledger (C(fabric-addresses.json)), so a refusal names
+      - The controller folder of the cluster model (C(cluster.json)), so a refusal names
         the address the fabric would give.
     type: path
 extends_documentation_fragment:

@@ -9,6 +9,9 @@ from ansible.plugins.action import ActionBase
 # The key of a failed result that lists its lines which are bad input: nothing was changed and the
 # inventory (or how it reaches a Mac) is what to fix. The CLI reads it to exit 2 rather than 1.
 INPUT_ERRORS = "input_errors"
+# The key of a refusal's other lines (not bad input): the CLI shows them as the failure, by this data, never by
+# comparing the message's lines with the marked ones.
+OTHER_ERRORS = "other_errors"
 # The key of a result of a step run once for the whole cluster (run_once): what it changed is the
 # controller's files (hostfiles, checklist, downloads), not the Mac Ansible ran it under.
 CLUSTER_STEP = "cluster_step"
@@ -16,8 +19,10 @@ CLUSTER_STEP = "cluster_step"
 
 def refusal(lines: list[str], *, bad_input: list[str] | None = None, result: dict | None = None) -> AnsibleActionFail:
     """A check's failure, one line per problem; `bad_input`: the lines that are bad input (all when None)."""
-    marked = lines if bad_input is None else [line for line in lines if line in bad_input]
-    return AnsibleActionFail("\n".join(lines), result={**(result or {}), INPUT_ERRORS: marked})
+    marked = [i for i, line in enumerate(lines) if bad_input is None or line in bad_input]
+    return AnsibleActionFail("\n".join(lines), result={
+        **(result or {}), INPUT_ERRORS: [lines[i] for i in marked],
+        OTHER_ERRORS: [line for i, line in enumerate(lines) if i not in marked]})
 
 
 class ClusterAction(ActionBase):

@@ -2,14 +2,13 @@
 
 Input: per Mac what node_state read (``mlx_fleet_macos``, ``mlx_fleet_thunderbolt``, ``mlx_fleet_node``)
 and what the inventory declares for it (``mlx_fleet_declared``, plugin_utils.declared), plus what the
-controller keeps (the hostfiles, the address ledger, the RDMA ledger, the lock). Output: one Check per
+controller keeps (the hostfiles, the cluster model, the RDMA ledger, the lock). Output: one Check per
 fact compared, with the Macs it concerns, what was expected, what was found, and the fix. Pure Python:
 the audit action plugin reads the files and writes the report; the CLI prints it.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -20,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, check_declaration
@@ -301,22 +300,8 @@ def _wired_limit(host, wired, want, checks):
 # --- the fabric -----------------------------------------------------------------------------------
 
 
-def _ledger_addresses(addresses: dict[str, str]) -> dict[tuple[str, int], str]:
-    """(host, port) -> its address/prefix, from the address ledger (fabric-addresses.json)."""
-    out = {}
-    for text, network in addresses.items():
-        try:
-            cable = parse_cable(text)
-        except CablePlanError:
-            continue
-        net = ipaddress.ip_network(network)
-        for end, offset in ((cable.key[0], 1), (cable.key[1], 2)):
-            out[(end.host, end.number)] = f"{net.network_address + offset}/{net.prefixlen}"
-    return out
-
-
 def _fabric(macs, observed, declared, controller, checks):
-    expected_addresses = _ledger_addresses(controller.get("addresses") or {})
+    expected_addresses = controller["model"].port_addresses() if controller.get("model") else {}
     for host in macs:
         tb, node = observed[host]["mlx_fleet_thunderbolt"], observed[host]["mlx_fleet_node"]
         for port in tb["ports"]:
@@ -351,9 +336,9 @@ def _rdma(macs, observed, declared, ledger, checks):
             continue  # never seen ready and not required: nothing declared to compare with
         why = f"last seen ready {ledger['nodes'][host]['last_seen_ready']}" if seen \
             else f"mlx_fleet_backend {first['backend']}"
-        fix = FIX_RECOVERY if node.status == rdma.NEEDS_RECOVERY else node.message.split("; ")[-1]
-        checks.append(Check("RDMA", "RDMA", [host], f"ready ({why})",
-                            (node.regression or node.message).split(": ", 1)[1], node.status == rdma.READY, fix))
+        fix = FIX_RECOVERY if node.status == rdma.NEEDS_RECOVERY else node.fix
+        checks.append(Check("RDMA", "RDMA", [host], f"ready ({why})", node.regression_text or node.text(),
+                            node.status == rdma.READY, fix))
 
 
 def _hostfiles(macs, observed, controller, checks):
@@ -372,42 +357,42 @@ def _hostfiles(macs, observed, controller, checks):
 
 
 def _cables(macs, observed, declared, controller, checks):
-    """The cables against the plan (mlx_fleet_cables), else against the address ledger's cables."""
+    """The cables against the plan (mlx_fleet_cables), else against the last converge's cables (the model)."""
     first = declared[macs[0]]
-    plan = first.get("cables")
-    if plan is None and controller.get("addresses"):
-        plan = sorted(controller["addresses"])
-    if plan is None or len(macs) < 2:
+    model = controller.get("model")
+    if first.get("cables") is not None:
+        plan = [c if isinstance(c, Cable) else parse_cable(c) for c in first["cables"]]  # the inventory's
+    elif model and model.links:
+        plan = [link.cable for link in model.links]
+    else:
+        return
+    if len(macs) < 2:
         return
     audited = set(macs)
-    plan = [c for c in plan if {p.host for p in parse_cable(str(c)).key} <= audited]
+    plan = [c for c in plan if {p.host for p in c.key} <= audited]
     built = fab.build_fabric({h: observed[h]["mlx_fleet_thunderbolt"] for h in macs},
                              {h: observed[h]["mlx_fleet_macos"] for h in macs},
                              models={h: declared[h]["model"] for h in macs if declared[h].get("model")},
-                             cables=plan, backend=first["backend"], ip_pool=first["ip_pool"],
-                             previous=controller.get("addresses") or {})
+                             cables=plan, backend=first["backend"], ip_pool=first["ip_pool"], previous=model)
     flagged = {}
     for finding in built.findings:
         flagged.setdefault(finding.cable, []).append(finding)
     source = "mlx_fleet_cables" if first.get("cables") is not None else "as at the last converge"
     speeds = {str(link): link.speed_gbps for link in built.links}
-    planned = {str(parse_cable(str(c))) for c in plan}
-    for cable in sorted(planned | set(flagged)):
-        hosts = sorted({p.host for p in parse_cable(cable).key}, key=macs.index)
-        texts = [_cable_texts(f) for f in flagged.get(cable, [])]
-        found = "; ".join(t[0] for t in texts) or f"cabled, {speeds.get(cable, 0):g} Gb/s"
+    planned = {str(Cable(*c.key)): c for c in plan}
+    hosts_of = {f.cable: {host for host, dummy in f.ports} for fs in flagged.values() for f in fs}
+    for cable in sorted(planned.keys() | flagged.keys()):
+        hosts = sorted({p.host for p in planned[cable].key} if cable in planned else hosts_of[cable], key=macs.index)
+        found = "; ".join(_cable_found(f) for f in flagged.get(cable, [])) or f"cabled, {speeds.get(cable, 0):g} Gb/s"
         checks.append(Check("cables", f"cable {cable}", hosts,
                             f"cabled ({source})" if cable in planned else f"not cabled ({source})", found,
-                            not any(f.fault for f in flagged.get(cable, [])), "; ".join(t[1] for t in texts)))
+                            not any(f.fault for f in flagged.get(cable, [])),
+                            "; ".join(f.fix or f.found for f in flagged.get(cable, []))))
 
 
-def _cable_texts(finding) -> tuple[str, str]:
-    """(what was found, the fix) from a fabric finding's message ("missing cable X: connect A to B", ...)."""
-    dummy, dummy, rest = finding.message.partition(": ")
-    what, dummy, fix = rest.partition("; ")
-    if finding.kind == "missing":
-        return "missing", rest
-    return f"{finding.kind}: {what}", fix or what
+def _cable_found(finding) -> str:
+    """What was found about a cable, from a fabric finding's data."""
+    return finding.found if finding.kind == "missing" else f"{finding.kind}: {finding.found}"
 
 
 def _field(macs, observed, controller, checks):
@@ -462,7 +447,7 @@ def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict
     """Compare every Mac that was read (observed[host] has mlx_fleet_node) with the declared state.
 
     controller: {"hostfiles": {name: sha256 or None}, "hostfile_envs": hostfile.json's envs (None without one),
-    "addresses": the address ledger's cables,
+    "model": the last converge's cluster model (or None),
     "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read)}. cli: the fixes
     name the mlx-fleet commands (the run came from the CLI) rather than the collection's playbooks.
     """

@@ -69,7 +69,8 @@ def parse_cable(text: str) -> Cable:
 
 
 def parse_cables(entries, port_counts: dict[str, int] | None = None) -> list[Cable]:
-    """Parse cable strings and check them against the hosts and their port counts.
+    """Parse cable strings (mlx_fleet_cables; a Cable passes as it is) and check them against the hosts and
+    their port counts.
 
     ``port_counts`` maps each known host to its number of Thunderbolt ports; when
     given, a cable naming an unknown host or a port the model does not have is an
@@ -78,7 +79,7 @@ def parse_cables(entries, port_counts: dict[str, int] | None = None) -> list[Cab
     cables: list[Cable] = []
     used: dict[Port, Cable] = {}
     for entry in entries or []:
-        cable = parse_cable(entry)
+        cable = entry if isinstance(entry, Cable) else parse_cable(entry)
         for end in (cable.a, cable.b):
             if port_counts is not None:
                 if end.host not in port_counts:

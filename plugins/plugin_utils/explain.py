@@ -41,7 +41,7 @@ MEANING = {
 EVIDENCE = {
     "bridge": ["ssh HOST networksetup -listnetworkserviceorder   # '(*) Thunderbolt Bridge' is off",
                "ssh HOST ifconfig bridge0   # no 'member:' lines and status: inactive when off"],
-    "no-ipv4": ["ssh HOST ifconfig   # each cabled enX has its inet from OUTPUT_DIR/fabric-addresses.json",
+    "no-ipv4": ["ssh HOST ifconfig   # each cabled enX has its inet from OUTPUT_DIR/cluster.json",
                 "ssh HOST ibv_devinfo -v   # each port's GID table holds ::ffff:<its IPv4>"],
     "rdma-off": ["ssh HOST rdma_ctl status   # enabled", "ssh HOST ibv_devices   # lists rdma_enX"],
     "no-rdma-hardware": ["ssh HOST sw_vers   # 26.2 or later",

@@ -9,14 +9,17 @@ port addresses (fabric_addresses); the hostfiles mlx.launch reads (hostfile), eq
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
-    fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile, rdma)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, PortConfig
+    cluster_model, fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile, rdma)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
+    LEGACY_FILE, MODEL_FILE, ClusterModel, HostModel, PortModel)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding, Link, discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
@@ -34,13 +37,14 @@ class Fabric:
     errors: list[str]
     cautions: list[Finding]  # what is wrong yet leaves a hostfile possible
     ip_pool: str
-    addresses: dict[str, str]  # cable "a:1 -- b:2" -> its /30, what fabric-addresses.json keeps
+    addresses: dict[str, str]  # cable "a:1 -- b:2" -> its /30 (the result's map; the model keeps the links)
     network: dict[str, list[PortConfig]]  # per host, by port number
     hostfile: dict | None  # None when there are errors
     ring_hostfile: dict | None  # None when there are errors or no ring
     dot: str
-    # With no cable plan: what moved, was unplugged or is new since the address ledger's cables, one line each.
+    # With no cable plan: what moved, was unplugged or is new since the last converge's cables, one line each.
     changes: list[str]
+    model: ClusterModel  # what cluster.json keeps
 
     @property
     def ok(self) -> bool:
@@ -52,17 +56,20 @@ class Fabric:
 
 
 def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables: list | None = None,
-                 backend: str = "auto", ip_pool: str = DEFAULT_IP_POOL, previous: dict[str, str] | None = None,
+                 backend: str = "auto", ip_pool: str = DEFAULT_IP_POOL,
+                 previous: ClusterModel | dict[str, str] | None = None,
                  management_ips: dict | None = None, envs: list[str] | None = None) -> Fabric:
     """Judge the fabric from ``{host: mlx_fleet_thunderbolt}`` in inventory order.
 
     macos: host -> mlx_fleet_macos, for the RDMA judgement (plugin_utils.rdma) the backend follows;
     models: host -> mlx_fleet_model key (undeclared ones identified from macos); cables: mlx_fleet_cables (None: no plan); previous:
-    the cables map of fabric-addresses.json; management_ips: host -> the en0/en1 address
+    the last converge's model (cluster_model.read_model; an old ledger's cables map is read as one);
+    management_ips: host -> the en0/en1 address
     jaccl hostfiles list (as mlx.distributed_config does); envs: NAME=value strings.
     """
     hosts = list(facts)
     models = resolve_keys(hosts, models or {}, macos)
+    previous = cluster_model.coerce(previous)
     pool = str(ipaddress.IPv4Network(ip_pool))  # inventory_check has vetted it; garbage raises ValueError
     links, seen = discover(hosts, facts)
 
@@ -70,13 +77,15 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     findings: list[Finding] = []
     plan_errors: list[Finding] = []
     changes: list[str] = []
-    if cables is None and previous:
-        changes = fabric_plan.changes_since(_ledger_cables(previous, hosts), links)
+    if cables is None and previous and previous.links:
+        # The last converge's cables between the hosts (a Mac no longer in the inventory took its cables along).
+        changes = fabric_plan.changes_since(
+            [link.cable for link in previous.links if {link.a.host, link.b.host} <= set(hosts)], links)
     if cables is not None:
         try:
             plan = fabric_plan.read_plan(cables, hosts, facts, models)
         except CablePlanError as exc:
-            plan_errors.append(Finding("plan", "", str(exc), True))
+            plan_errors.append(Finding("plan", "", str(exc), True, found=str(exc)))
         else:
             findings = fabric_plan.compare(plan, links, models)
 
@@ -91,7 +100,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     try:
         addresses, network = _addressed(hosts, links, pool, previous)
     except ValueError as exc:
-        address_errors.append(Finding("addresses", "", str(exc), True))
+        address_errors.append(Finding("addresses", "", str(exc), True, found=str(exc)))
         addresses, network = {}, {}
 
     everything = seen + plan_errors + findings + choice.findings + cautions + address_errors
@@ -102,39 +111,38 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
                                         management_ips or {}, envs or [])
         if choice.ring:
             ring_hostfile = hostfile.render("ring", hosts, choice.pairs, choice.ring, addresses, {}, envs or [])
+    model = ClusterModel(
+        pool, [cluster_model.link(link.cable, addresses[str(link)], devices=(link.a.device, link.b.device),
+                                  speed_gbps=link.speed_gbps) for link in links if str(link) in addresses],
+        [_host(host, facts[host], models.get(host)) for host in hosts], choice.backend, choice.reason,
+        [dataclasses.asdict(f) for f in everything])
     return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
                   network, hostfile_data, ring_hostfile,
-                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), changes)
+                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), changes, model)
 
 
-def _ledger_cables(previous: dict[str, str], hosts: list[str]) -> list[Cable]:
-    """The address ledger's cables between the hosts (a Mac no longer in the inventory took its cables along)."""
-    cables = []
-    for text in previous:
-        try:
-            cable = parse_cable(text)
-        except CablePlanError:
-            continue  # the ledger is ours; a damaged entry is simply not a reference
-        if {cable.a.host, cable.b.host} <= set(hosts):
-            cables.append(cable)
-    return cables
+def _host(name: str, thunderbolt: dict, model: str | None) -> HostModel:
+    return HostModel(name, model, tuple(
+        PortModel(p["receptacle"], p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
+        for p in thunderbolt.get("ports", [])))
 
 
 def _addressed(hosts: list[str], links: list[Link], pool: str,
-               previous: dict[str, str] | None) -> tuple[dict[str, str], dict[str, list[PortConfig]]]:
+               previous: ClusterModel | None) -> tuple[dict[str, str], dict[str, list[PortConfig]]]:
     """Each cable's /30 (kept from `previous` where it can be) and each host's port configs."""
-    addresses = fabric_addresses.assign_addresses([str(link) for link in links], pool, previous)
+    kept = {str(cable): network for cable, network in previous.addresses().items()} if previous else {}
+    addresses = fabric_addresses.assign_addresses([str(link) for link in links], pool, kept)
     return addresses, fabric_addresses.port_configs(hosts, links, addresses)
 
 
 def planned_network(facts: dict, *, ip_pool: str = DEFAULT_IP_POOL,
-                    previous: dict[str, str] | None = None) -> dict[str, list[PortConfig]]:
+                    previous: ClusterModel | dict[str, str] | None = None) -> dict[str, list[PortConfig]]:
     """Per host, the ports the network step will address, as build_fabric plans them from the same
     facts (``{host: mlx_fleet_thunderbolt}``), without judging the rest: what the preflight needs to
     refuse a plan that would cut a Mac off before anything changes. ValueError when the pool runs out."""
     hosts = list(facts)
     links, dummy = discover(hosts, facts)
-    return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), previous)[1]
+    return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), cluster_model.coerce(previous))[1]
 
 
 def bridges_turned_off(network_results: dict[str, dict | None]) -> list[str]:
@@ -149,15 +157,40 @@ def bridges_turned_off(network_results: dict[str, dict | None]) -> list[str]:
 
 
 @dataclass
+class Publication:
+    """What write_outputs writes, as the fabric's result carries it to the step that publishes it
+    (mlx_fleet.cluster.fabric_publish): the same attributes as a Fabric's."""
+
+    dot: str
+    errors: list[str]
+    hostfile: dict | None
+    ring_hostfile: dict | None
+    model: ClusterModel
+
+    @classmethod
+    def of(cls, fabric: Fabric) -> Publication:
+        return cls(fabric.dot, fabric.errors, fabric.hostfile, fabric.ring_hostfile, fabric.model)
+
+    def to_dict(self) -> dict:
+        return {"dot": self.dot, "errors": self.errors, "hostfile": self.hostfile, "ring_hostfile": self.ring_hostfile,
+                "model": self.model.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Publication:
+        return cls(data["dot"], list(data["errors"]), data["hostfile"], data["ring_hostfile"],
+                   cluster_model.from_dict(data["model"]))
+
+
+@dataclass
 class Written:
     paths: list[Path]
     skipped: list[str]  # one line per file left alone, and why
-    changed: bool  # a hostfile or the address ledger changed (the picture is a report of what was read)
+    changed: bool  # a hostfile or the cluster model changed (the picture is a report of what was read)
 
 
-def write_outputs(directory: str | Path, fabric: Fabric, *, hostfiles: bool = True) -> Written:
+def write_outputs(directory: str | Path, fabric: Fabric | Publication, *, hostfiles: bool = True) -> Written:
     """The picture always (a broken fabric is when it is needed most); hostfile.json,
-    hostfile-ring.json and fabric-addresses.json only when hostfiles and the fabric has no errors,
+    hostfile-ring.json and cluster.json only when hostfiles and the fabric has no errors,
     so a failed run leaves the last good ones in place."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -165,15 +198,18 @@ def write_outputs(directory: str | Path, fabric: Fabric, *, hostfiles: bool = Tr
     if not hostfiles:
         return Written(written, skipped, False)
     if fabric.errors:
-        skipped.append(f"{HOSTFILE}, {RING_HOSTFILE}, {ADDRESSES_FILE}: left as they were "
+        skipped.append(f"{HOSTFILE}, {RING_HOSTFILE}, {MODEL_FILE}: left as they were "
                        f"({len(fabric.errors)} error{'s' if len(fabric.errors) != 1 else ''})")
         return Written(written, skipped, False)
     # Check both hostfiles before replacing either, so the files on disk stay one set.
     hostfile.check_hostfile(fabric.hostfile)
     if fabric.ring_hostfile:
         hostfile.check_hostfile(fabric.ring_hostfile)
-    changed = atomic_write_json(directory / ADDRESSES_FILE, {"pool": fabric.ip_pool, "cables": fabric.addresses})
-    written.append(directory / ADDRESSES_FILE)
+    changed = atomic_write_json(directory / MODEL_FILE, fabric.model.to_dict())
+    written.append(directory / MODEL_FILE)
+    if (directory / LEGACY_FILE).exists():  # the old ledger, read once: the model replaces it
+        (directory / LEGACY_FILE).unlink()
+        changed = True
     if fabric.ring_hostfile:
         changed = hostfile.write(directory / RING_HOSTFILE, fabric.ring_hostfile) or changed
         written.append(directory / RING_HOSTFILE)

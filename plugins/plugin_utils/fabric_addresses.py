@@ -5,13 +5,9 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from dataclasses import dataclass
-from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import PREFIX, ClusterModel, coerce, ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-
-PREFIX = 30  # one /30 per cable: network, the two ends, broadcast
-ADDRESSES_FILE = "fabric-addresses.json"
 
 
 @dataclass(frozen=True)
@@ -47,15 +43,11 @@ def unplaced(ports: dict[str, list[dict]], facts: dict) -> list[tuple[str, dict]
             if f"{p['address']}/{p['prefix']}" not in _held(facts[host]).get(p["device"], [])]
 
 
-def to_configure(ports: dict[str, list[dict]], facts: dict, previous: dict[str, str] | None) -> list[str]:
+def to_configure(ports: dict[str, list[dict]], facts: dict, previous: ClusterModel | dict[str, str] | None) -> list[str]:
     """The hosts whose ports differ from the plan: a planned address not on its port, or a port out of
-    the plan still holding an address of the ledger's cables (a cable moved away: mlx-fleet's to clear)."""
-    ledger = []
-    for network in (previous or {}).values():
-        try:
-            ledger.append(ipaddress.ip_network(network))
-        except ValueError:
-            continue  # a damaged entry: assign_addresses drops it too
+    the plan still holding an address of the last converge's cables (a cable moved away: mlx-fleet's to clear)."""
+    model = coerce(previous)
+    ledger = [ipaddress.ip_network(link.network) for link in model.links] if model else []
     missing = {host for host, dummy in unplaced(ports, facts)}
 
     def stale(host: str) -> bool:
@@ -99,12 +91,6 @@ def assign_addresses(cables: list[str], pool: str, previous: dict[str, str] | No
         taken.items(), key=lambda item: item[1])}
 
 
-def ends(network: str) -> tuple[str, str]:
-    """The lower end's address and the other end's."""
-    net = ipaddress.ip_network(network)
-    return str(net.network_address + 1), str(net.network_address + 2)
-
-
 def port_configs(hosts: list[str], links: list[Link], addresses: dict[str, str]) -> dict[str, list[PortConfig]]:
     """Per host, by port number, what each of its cabled ports gets."""
     network: dict[str, list[PortConfig]] = {host: [] for host in hosts}
@@ -116,26 +102,3 @@ def port_configs(hosts: list[str], links: list[Link], addresses: dict[str, str])
     for configs in network.values():
         configs.sort(key=lambda c: c.port)
     return network
-
-
-def read_addresses(path: str | Path) -> dict[str, str]:
-    """The cables map of a fabric-addresses.json; empty when there is none yet."""
-    path = Path(path)
-    if not path.exists():
-        return {}
-    try:
-        cables = load_json(path.read_text())["cables"]
-        if not isinstance(cables, dict) or not all(isinstance(v, str) for v in cables.values()):
-            raise ValueError("cables is not a map of cable to network")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a fabric-addresses.json ({exc}); remove it to assign afresh") from None
-    return dict(cables)
-
-
-def read_pool(path: str | Path) -> str | None:
-    """The pool a fabric-addresses.json records (the range its cables came from); None without one."""
-    try:
-        pool = load_json(Path(path).read_text()).get("pool")
-    except (OSError, ValueError, AttributeError):
-        return None  # none yet, or damaged: read_addresses names the damage
-    return pool if isinstance(pool, str) else None

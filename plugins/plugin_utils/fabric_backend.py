@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
-    FULL_SPEED_GBPS, Finding, Link, gbps, model_of, port_name)
+    FULL_SPEED_GBPS, Finding, Link, cable_ports, gbps, model_of, port_name, sentence)
 
 HOSTFILE_BACKENDS = ("jaccl", "jaccl-ring", "ring")  # what a hostfile can name
 BACKENDS = HOSTFILE_BACKENDS + ("auto",)  # what mlx_fleet_backend can be
@@ -181,12 +181,17 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
 
     def gaps(prefix: str, missing: list[tuple[int, int]], rdma: bool) -> list[Finding]:
         picker = _PortPicker(facts, links, plan or [], models, rdma)
-        return [Finding("not cabled", "", f"{prefix}: {hosts[i]} and {hosts[j]} are not cabled; "
-                        f"{picker.connect(hosts[i], hosts[j])}", True, gap=(hosts[i], hosts[j]), note="needed")
-                for i, j in missing]
+        found = []
+        for i, j in missing:
+            what, fix = f"{hosts[i]} and {hosts[j]} are not cabled", picker.connect(hosts[i], hosts[j])
+            found.append(Finding("not cabled", "", sentence(prefix, what, fix), True, gap=(hosts[i], hosts[j]),
+                                 note="needed", found=what, expected=f"a cable between {hosts[i]} and {hosts[j]}",
+                                 fix=fix))
+        return found
 
     def rdma_errors(backend: str) -> list[Finding]:
-        return [Finding("no rdma", "", f"{backend} needs RDMA on every host: {carriers.refusals[h]}", True, hosts=(h,))
+        return [Finding("no rdma", "", sentence(f"{backend} needs RDMA on every host", carriers.refusals[h]), True,
+                        hosts=(h,), found=carriers.refusals[h], expected="RDMA on every host")
                 for h in hosts if h in carriers.refusals]
 
     def unable(used: list[Link]) -> list[str]:
@@ -195,7 +200,7 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
                 if str(link) in carriers.cables]
 
     def refused(message: str) -> Choice:
-        return Choice(None, "no backend", None, pairs, [Finding("backend", "", message, True)])
+        return Choice(None, "no backend", None, pairs, [Finding("backend", "", message, True, found=message)])
 
     if requested not in BACKENDS:
         return refused(f"mlx_fleet_backend: {requested!r} is not one of {', '.join(BACKENDS)}")
@@ -270,22 +275,27 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
         used = _ring_links(ring, hosts, links) if backend == "jaccl-ring" and ring else links
         for link in used:
             for end, model in broken_ends(link, models):
-                found.append(Finding(
-                    "rdma port", str(link), f"{end.host}: Thunderbolt {end.port} ({end.device}) is the "
-                    f"{model.model_name} port beside Ethernet, where RDMA never comes up; move the cable {link} "
-                    "to another port", False, link=str(link), note=f"no RDMA on {port_name(end.host, end.port)}"))
+                what = (f"Thunderbolt {end.port} ({end.device}) is the {model.model_name} port beside Ethernet, "
+                        "where RDMA never comes up")
+                fix = f"move the cable {link} to another port"
+                found.append(Finding("rdma port", str(link), sentence(end.host, what, fix), False, link=str(link),
+                                     note=f"no RDMA on {port_name(end.host, end.port)}", ports=((end.host, end.port),),
+                                     found=what, expected="a port where RDMA comes up", fix=fix))
             if link.speed_gbps < FULL_SPEED_GBPS:
-                found.append(Finding(
-                    "thunderbolt 4", str(link), f"{link}: {gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} "
-                    "link; JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet "
-                    "fail to run it", False, link=str(link), note="Thunderbolt 4 for JACCL"))
+                what = f"{gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link"
+                why = ("JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail "
+                       "to run it")
+                found.append(Finding("thunderbolt 4", str(link), sentence(str(link), what, why), False,
+                                     link=str(link), note="Thunderbolt 4 for JACCL", ports=cable_ports(link.cable),
+                                     found=what, expected=gbps(FULL_SPEED_GBPS), fix=why))
     if _has_loop(hosts, links):
         for host in hosts:
             bridge = facts[host].get("bridge") or {}
             if bridge.get("active"):
-                found.append(Finding(
-                    "bridge", "", f"{host}: the Thunderbolt Bridge ({bridge.get('device', 'bridge0')}) is active "
-                    "while the cables form a loop; it floods frames around the loop and breaks RDMA setup: turn "
-                    "the Thunderbolt Bridge service off (a converge's fabric step does, with mlx_fabric_bridge: "
-                    "disabled)", False, hosts=(host,)))
+                what = (f"the Thunderbolt Bridge ({bridge.get('device', 'bridge0')}) is active while the cables "
+                        "form a loop")
+                fix = ("it floods frames around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service "
+                       "off (a converge's fabric step does, with mlx_fabric_bridge: disabled)")
+                found.append(Finding("bridge", "", sentence(host, what, fix), False, hosts=(host,), found=what,
+                                     expected="the Thunderbolt Bridge off", fix=fix))
     return found

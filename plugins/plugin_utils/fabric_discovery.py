@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import sentence
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
 FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
@@ -57,6 +58,17 @@ class Finding:
     gap: tuple[str, ...] = ()  # two Macs without a direct cable: an edge with the note, dotted for a dock
     hosts: tuple[str, ...] = ()  # Macs drawn red
     note: str = ""
+    # The finding as data (the audit and the model read these, never the message): the ports it concerns
+    # ((host, Thunderbolt port) pairs), what was found, what was expected, and the fix.
+    ports: tuple[tuple[str, int], ...] = ()
+    found: str = ""
+    expected: str = ""
+    fix: str = ""
+
+
+def cable_ports(cable) -> tuple[tuple[str, int], ...]:
+    """A cable's ends as a finding's ports."""
+    return tuple((end.host, end.number) for end in cable.key)
 
 
 def gbps(speed: float) -> str:
@@ -86,16 +98,19 @@ def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
                 if not peer["direct"]:
                     dock = next((d["name"] for d in port.get("devices", []) if d.get("depth") == 1), None)
                     reached = peer_host or f"a {peer.get('name') or 'Mac'} outside the inventory"
+                    what = (f"Thunderbolt {port['receptacle']} reaches {reached} through a dock or hub "
+                            f"({dock or 'unnamed'}), not a direct cable")
+                    fix = "cable them directly: only a direct cable carries RDMA and fabric addresses"
                     found.append(Finding(
-                        "dock", "", f"{host}: Thunderbolt {port['receptacle']} reaches {reached} through a dock "
-                        f"or hub ({dock or 'unnamed'}), not a direct cable; cable them directly: only a direct "
-                        "cable carries RDMA and fabric addresses", False,
-                        gap=tuple(sorted((host, peer_host))) if peer_host else (), note=f"via {dock or 'a dock'}"))
+                        "dock", "", sentence(host, what, fix), False,
+                        gap=tuple(sorted((host, peer_host))) if peer_host else (), note=f"via {dock or 'a dock'}",
+                        ports=((host, port["receptacle"]),), found=what, expected="a direct cable", fix=fix))
                 elif peer_host is None:
-                    found.append(Finding(
-                        "outside", "", f"{host}: Thunderbolt {port['receptacle']} is cabled to a "
-                        f"{peer.get('name') or 'Mac'} ({peer.get('model')}) outside the inventory; it is not part "
-                        "of the fabric", False))
+                    what = (f"Thunderbolt {port['receptacle']} is cabled to a {peer.get('name') or 'Mac'} "
+                            f"({peer.get('model')}) outside the inventory")
+                    found.append(Finding("outside", "", sentence(host, what, "it is not part of the fabric"), False,
+                                         ports=((host, port["receptacle"]),), found=what,
+                                         expected="a Mac of the inventory"))
                 else:
                     ends = sorted([End(host, port["receptacle"], port["device"]),
                                    End(peer_host, peer_port["receptacle"], peer_port["device"])],

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
-    FULL_SPEED_GBPS, Finding, Link, gbps, model_of, port_name)
+    FULL_SPEED_GBPS, Finding, Link, cable_ports, gbps, model_of, port_name, sentence)
 
 
 def read_plan(cables: list, hosts: list[str], facts: dict, models: dict) -> list[Cable]:
@@ -92,23 +92,26 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
     findings = []
     for host, first, second, pair in found.swaps:
         # One fix for both cables; a finding per cable for the picture and the audit.
-        message = (f"wrong ports: {pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}; "
-                   f"swap the cables in {port_name(host, first)} and {second}")
-        findings += [Finding("wrong port", str(was), message, True, link=str(now), note="swapped")
-                     for was, now in pair]
+        what = f"{pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}"
+        fix = f"swap the cables in {port_name(host, first)} and {second}"
+        findings += [Finding("wrong port", str(was), sentence("wrong ports", what, fix), True, link=str(now),
+                             note="swapped", ports=cable_ports(was) + cable_ports(now), found=what,
+                             expected=str(was), fix=fix) for was, now in pair]
     for cable, wrong in found.moves:
-        findings.append(Finding("wrong port", str(cable),
-                                f"wrong port: {cable} is cabled as {wrong}; {_move(cable, wrong)}", True,
-                                link=str(wrong), note="wrong port"))
+        what, fix = f"{cable} is cabled as {wrong}", _move(cable, wrong)
+        findings.append(Finding("wrong port", str(cable), sentence("wrong port", what, fix), True, link=str(wrong),
+                                note="wrong port", ports=cable_ports(cable) + cable_ports(wrong), found=what,
+                                expected=str(cable), fix=fix))
     for cable in found.missing:
-        findings.append(Finding("missing", str(cable),
-                                f"missing cable {cable}: connect {port_name(cable.a.host, cable.a.number)} to "
-                                f"{port_name(cable.b.host, cable.b.number)}", True,
-                                gap=(cable.a.host, cable.b.host), note=f"missing {cable}"))
+        fix = f"connect {port_name(cable.a.host, cable.a.number)} to {port_name(cable.b.host, cable.b.number)}"
+        findings.append(Finding("missing", str(cable), sentence(f"missing cable {cable}", fix), True,
+                                gap=(cable.a.host, cable.b.host), note=f"missing {cable}", ports=cable_ports(cable),
+                                found="missing", expected=str(cable), fix=fix))
     for cable in found.extra:
-        findings.append(Finding("extra", str(cable),
-                                f"extra cable {cable}: not in the cable plan (mlx_fleet_cables); "
-                                "unplug it or add it to the plan", True, link=str(cable), note="extra"))
+        what, fix = "not in the cable plan (mlx_fleet_cables)", "unplug it or add it to the plan"
+        findings.append(Finding("extra", str(cable), sentence(f"extra cable {cable}", what, fix), True,
+                                link=str(cable), note="extra", ports=cable_ports(cable), found=what,
+                                expected="no cable", fix=fix))
     for link in links:
         if link.speed_gbps >= FULL_SPEED_GBPS:
             continue
@@ -116,10 +119,11 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
         slow_end = next(((host, m) for host, m in ends if m and m.tb_generation < 5), None)
         if slow_end:
             # A Thunderbolt 4 Mac: as fast as it gets; the JACCL warning says what it costs.
-            message = (f"slow cable {link}: {gbps(link.speed_gbps)} because {slow_end[0]} "
-                       f"({slow_end[1].key}) is Thunderbolt 4")
+            what, fix = f"{gbps(link.speed_gbps)} because {slow_end[0]} ({slow_end[1].key}) is Thunderbolt 4", ""
         else:
-            message = (f"slow cable {link}: {gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}; "
-                       "replace it with a Thunderbolt 5 cable")
-        findings.append(Finding("slow", str(link), message, not slow_end, link=str(link), note="slow"))
+            what = f"{gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}"
+            fix = "replace it with a Thunderbolt 5 cable"
+        findings.append(Finding("slow", str(link), sentence(f"slow cable {link}", what, fix), not slow_end,
+                                link=str(link), note="slow", ports=cable_ports(link.cable), found=what,
+                                expected=gbps(FULL_SPEED_GBPS) if not slow_end else gbps(link.speed_gbps), fix=fix))
     return findings

@@ -1,4 +1,4 @@
-"""The controller's files (hostfiles, address ledger, pictures, checklist, RDMA ledger), written atomically."""
+"""The controller's files (hostfiles, cluster model, pictures, checklist, RDMA ledger), written atomically."""
 
 from __future__ import annotations
 

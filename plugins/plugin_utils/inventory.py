@@ -15,6 +15,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_IP_POOL = "192.168.0.0/16"
@@ -313,7 +314,7 @@ def choose_pool(recorded: str | None, controller_networks, mac_addresses, manage
                 ) -> tuple[str, str | None]:
     """The pool when the inventory sets no mlx_fleet_ip_pool, and a line for the summary when it is chosen now.
 
-    recorded: the pool the address ledger kept (fabric-addresses.json), kept while it overlaps no network
+    recorded: the pool the cluster model kept (cluster.json), kept while it overlaps no network
     the controller (controller_networks) or the Macs (their management addresses, the declared
     mlx_fleet_management_network) use, so addresses never move because the controller did; else the
     first of SUGGESTED_POOLS clear of them all. ValueError when none is.
@@ -336,9 +337,13 @@ def choose_pool(recorded: str | None, controller_networks, mac_addresses, manage
                          "controller or the Macs use; set mlx_fleet_ip_pool to a private range none of them uses")
     instead = f" instead of {kept}, which overlaps a network in use now" if kept else ""
     return chosen, (f"mlx_fleet_ip_pool is not set: the cables' addresses come from {chosen}, a private range neither "
-                    f"this controller nor any Mac uses{instead}; fabric-addresses.json keeps it for the next runs")
+                    f"this controller nor any Mac uses{instead}; cluster.json keeps it for the next runs")
+
+
+def overlap_problem(host: str, address: str, pool: str) -> Problem:
+    return Problem("pool", (host,), f"management address {address} is inside mlx_fleet_ip_pool {pool}",
+                   "a pool the Macs do not use", "pick a pool the Macs do not already use")
 
 
 def overlap_message(host: str, address: str, pool: str) -> str:
-    return (f"{host}: management address {address} is inside mlx_fleet_ip_pool {pool}; "
-            "pick a pool the Macs do not already use")
+    return overlap_problem(host, address, pool).line

@@ -1,11 +1,11 @@
 """The controller's output folder, published a whole set at a time.
 
-The hostfiles, the address ledger, the RDMA ledger, the checklist and the pictures of a folder
+The hostfiles, the cluster model, the RDMA ledger, the checklist and the pictures of a folder
 live in a generation, ``.generations/<number>/``; ``.current`` links to the published one, and each
 file's name in the folder (``hostfile.json``) links through ``.current``. A writer stages a new
 generation (a copy of the current files, with its own written over them) and publishes it by
 replacing ``.current`` with one rename: a reader sees the files of one generation, never a
-hostfile from one write beside an address ledger from another, and a writer that fails or is
+hostfile from one write beside a cluster model from another, and a writer that fails or is
 killed half-way publishes nothing. Writers hold the run lock (plugin_utils.runlock).
 """
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
-    ADDRESSES_FILE, port_arguments, read_addresses, read_pool)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_message, version_tuple
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model, read_pool
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_problem, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 
 DEFAULT_MIN_MACOS = "26.2"
@@ -19,44 +20,57 @@ MACOS_RESERVE_MB = 8192
 
 
 def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool, pool: str | None = None) -> list[str]:
-    """One line per problem: the host, what is wrong, and the exact fix. pool: the cables' address pool
-    (cluster_pool); an explicit mlx_fleet_ip_pool in host_vars when not given."""
+    """One line per problem (node_problems, rendered)."""
+    return [p.line for p in node_problems(host, facts, host_vars, become_password=become_password, pool=pool)]
+
+
+def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: bool,
+                  pool: str | None = None) -> list[Problem]:
+    """What keeps this Mac out of the cluster, as data: what was found, what was expected, the exact fix.
+    pool: the cables' address pool (cluster_pool); an explicit mlx_fleet_ip_pool in host_vars when not given."""
     problems = []
+    mac = f"{facts.get('model_name')} ({facts.get('model_identifier')})"
+
+    def problem(kind: str, found: str, expected: str, fix: str) -> None:
+        problems.append(Problem(kind, (host,), found, expected, fix))
+
     if not facts.get("apple_silicon"):
-        problems.append(f"{host}: {facts.get('model_name')} ({facts.get('model_identifier')}) is not Apple Silicon; "
-                        "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
+        problem("apple silicon", f"{mac} is not Apple Silicon", "an M-series Mac",
+                "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
     minimum = str(host_vars.get("mlx_fleet_min_macos", DEFAULT_MIN_MACOS))
     if version_tuple(facts["product_version"]) < version_tuple(minimum):
-        problems.append(f"{host}: macOS {facts['product_version']} ({facts['build_version']}) is older than "
-                        f"mlx_fleet_min_macos {minimum}; update it in System Settings > General > Software Update")
+        problem("macos", f"macOS {facts['product_version']} ({facts['build_version']}) is older than "
+                f"mlx_fleet_min_macos {minimum}", f"macOS {minimum} or later",
+                "update it in System Settings > General > Software Update")
     user = facts.get("user")
     if facts.get("sudo") == "none":
-        problems.append(f"{host}: {user} is not an administrator, so it cannot sudo; connect as an admin account "
-                        "(ansible_user) or tick 'Allow this user to administer this computer' in Users & Groups")
+        problem("sudo", f"{user} is not an administrator, so it cannot sudo", "an administrator",
+                "connect as an admin account (ansible_user) or tick 'Allow this user to administer this computer' "
+                "in Users & Groups")
     elif facts.get("sudo") == "password" and not become_password:
-        problems.append(f"{host}: sudo asks {user} for a password; run with --ask-become-pass (-K) "
-                        "or set ansible_become_password in a vault")
+        problem("sudo", f"sudo asks {user} for a password", "the sudo password given",
+                "run with --ask-become-pass (-K) or set ansible_become_password in a vault")
     limit = int(host_vars.get("macos_node_wired_limit_mb") or 0)
     memory = facts.get("memory_mb")
     if limit > 0 and memory and memory - limit < MACOS_RESERVE_MB:
-        problems.append(f"{host}: macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
-                        f"{memory} MB; keep at least {MACOS_RESERVE_MB} MB for macOS: use at most "
-                        f"{max(memory - MACOS_RESERVE_MB, 0)}")
+        problem("wired limit", f"macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
+                f"{memory} MB", f"at least {MACOS_RESERVE_MB} MB for macOS",
+                f"keep at least {MACOS_RESERVE_MB} MB for macOS: use at most {max(memory - MACOS_RESERVE_MB, 0)}")
     pool = pool or host_vars.get("mlx_fleet_ip_pool")
     address = facts.get("management_address")
     if pool and address and ipaddress.ip_address(address) in ipaddress.ip_network(str(pool)):
-        problems.append(overlap_message(host, address, str(pool)))
+        problems.append(overlap_problem(host, address, str(pool)))
     return problems
 
 
 def cluster_pool(host_vars: dict, output_dir: Path | None, macos: dict[str, dict]) -> tuple[str, str | None]:
     """Where each cable's /30 comes from, and a line for the summary when the range was chosen now:
     mlx_fleet_ip_pool when the inventory sets it, else choose_pool's pick from what the controller and
-    the Macs (macos: host -> mlx_fleet_macos) use and what the address ledger in output_dir recorded.
+    the Macs (macos: host -> mlx_fleet_macos) use and what the cluster model in output_dir recorded.
     host_vars: the cluster's variables (mlx_fleet_ip_pool, mlx_fleet_management_network)."""
     if host_vars.get("mlx_fleet_ip_pool") is not None:
         return str(host_vars["mlx_fleet_ip_pool"]), None
-    return choose_pool(read_pool(output_dir / ADDRESSES_FILE) if output_dir else None, controller_networks(),
+    return choose_pool(read_pool(output_dir) if output_dir else None, controller_networks(),
                        [facts.get("management_address") for facts in macos.values()],
                        host_vars.get("mlx_fleet_management_network"))
 
@@ -81,12 +95,12 @@ def network_problems(host: str, facts: dict, thunderbolt: dict[str, dict], bridg
 
     thunderbolt: every Mac's mlx_fleet_thunderbolt, read in the same call as facts (this Mac's
     mlx_fleet_macos); bridge: what the fabric will do to the Thunderbolt Bridge; pool: cluster_pool's;
-    output_dir: where the address ledger keeps each cable's /30, so the line names the address the
+    output_dir: where the cluster model keeps each cable's /30, so the line names the address the
     fabric will give.
     """
     problems = []
     try:
-        previous = read_addresses(output_dir / ADDRESSES_FILE) if output_dir else {}
+        previous = read_model(output_dir) if output_dir else None
         network = planned_network(thunderbolt, ip_pool=pool, previous=previous)
     except ValueError as exc:  # a pool too small for the cables, or a damaged ledger; the bridge is still judged
         problems += [str(exc)] if host == next(iter(thunderbolt)) else []

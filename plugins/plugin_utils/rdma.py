@@ -35,6 +35,7 @@ STATUS_WORDS = {READY: "ready", NEEDS_RECOVERY: "off: Recovery step to do", NOT_
 RDMA_MIN_MACOS = "26.2"  # the first macOS with RDMA over Thunderbolt (rdma_ctl)
 ACTIVE = "PORT_ACTIVE"
 LEDGER_FILE = "rdma-ledger.json"
+NOT_WORKING = "enabled but not working"
 LEDGER_FORMAT = "mlx-fleet-rdma-ledger/1"
 LEDGER_FIELDS = ("last_seen_ready", "product_version", "build_version")  # what a regression message quotes
 
@@ -67,9 +68,14 @@ class PortState:
 
 @dataclass
 class Readiness:
+    """One Mac's RDMA readiness as data: its status, the state in words, what was found and the fix;
+    message is the line rendered from them."""
+
     host: str
     status: str  # one of STATUSES
-    message: str  # one line
+    state: str  # the status in words: "ready", "needs the Recovery step", ...
+    found: str  # what was found
+    fix: str  # what to do ("" when ready)
     model: str | None  # plugin_utils.models key, when known
     model_name: str
     model_identifier: str
@@ -80,13 +86,25 @@ class Readiness:
     location: str | None = None
     reason: str | None = None  # not_capable: "thunderbolt 4" | "macos" | "no rdma_ctl"
     ports: list[PortState] = field(default_factory=list)
-    regression: str | None = None  # set from the ledger: RDMA switched off since last seen ready
+    regression_text: str | None = None  # set from the ledger: RDMA switched off since last seen ready
     rdma_status: str | None = None  # rdma_ctl status as read: enabled, disabled, unknown; None: no rdma_ctl
     rdma_devices: list[str] = field(default_factory=list)  # what ibv_devices lists
     unread: list[dict] = field(default_factory=list)  # outputs no real Mac has shown: {command, output}
 
+    def text(self) -> str:
+        """The line without the host: the state, what was found and the fix."""
+        return f"{self.state}: {self.found}" + (f"; {self.fix}" if self.fix else "")
+
+    @property
+    def message(self) -> str:  # one line
+        return f"{self.host}: {self.text()}"
+
+    @property
+    def regression(self) -> str | None:
+        return f"{self.host}: {self.regression_text}" if self.regression_text else None
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "message": self.message, "regression": self.regression}
 
 
 # --- one Mac --------------------------------------------------------------------------------------
@@ -134,30 +152,31 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
     ring = "use the ring backend for it (a Recovery visit cannot help)"
     if tb4:
         text = (f"{what} has Thunderbolt 4 ports, and RDMA over Thunderbolt needs Thunderbolt 5"
-                + (f" (and {macos_text} is older than {RDMA_MIN_MACOS})" if old else "") + f"; {ring}")
-        reason = "thunderbolt 4"
+                + (f" (and {macos_text} is older than {RDMA_MIN_MACOS})" if old else ""))
+        fix, reason = ring, "thunderbolt 4"
     elif old:
-        text, reason = f"{old_text}; update macOS, until then {ring}", "macos"
+        text, fix, reason = old_text, f"update macOS, until then {ring}", "macos"
     elif thunderbolt.get("rdma_enabled") is None:
-        text, reason = f"{macos_text} has no rdma_ctl; {ring}", "no rdma_ctl"
+        text, fix, reason = f"{macos_text} has no rdma_ctl", ring, "no rdma_ctl"
     else:
-        text = reason = None
+        text = fix = reason = None
     if reason:
-        return Readiness(status=NOT_CAPABLE, reason=reason, **info, message=f"{host}: not capable of RDMA: {text}")
+        return Readiness(status=NOT_CAPABLE, state="not capable of RDMA", found=text, fix=fix, reason=reason, **info)
 
     # rdma_ctl's wording unknown: rdma_enabled is what MLX trusts, whether ibv_devices lists rdma_* devices.
     said = ("ibv_devices lists no rdma_* device (the RDMA tools printed a wording no real Mac has shown)"
             if thunderbolt.get("rdma_status") == "unknown" else "rdma_ctl status says disabled")
     if not thunderbolt.get("rdma_enabled"):
-        return Readiness(status=NEEDS_RECOVERY, **info, message=(
-            f"{host}: needs the Recovery step: {said} on this {what}, {macos_text}; "
-            "a person at the Mac enables RDMA in macOS Recovery (see the checklist)"))
+        return Readiness(status=NEEDS_RECOVERY, state="needs the Recovery step",
+                         found=f"{said} on this {what}, {macos_text}",
+                         fix="a person at the Mac enables RDMA in macOS Recovery (see the checklist)", **info)
 
     devices = thunderbolt.get("rdma_devices") or []
     if not devices:
-        return Readiness(status=ENABLED_NOT_WORKING, **info, message=(
-            f"{host}: enabled but not working: rdma_ctl status says enabled but ibv_devices lists no RDMA "
-            "device; restart the Mac (RDMA comes up at boot), and if it stays empty do the Recovery step again"))
+        return Readiness(status=ENABLED_NOT_WORKING, state=NOT_WORKING,
+                         found="rdma_ctl status says enabled but ibv_devices lists no RDMA device",
+                         fix="restart the Mac (RDMA comes up at boot), and if it stays empty do the Recovery step "
+                             "again", **info)
 
     by_receptacle = {p["receptacle"]: p for p in thunderbolt.get("ports", [])}
     peer_status = peer_status or {}
@@ -183,31 +202,33 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
         to = f", cabled to {p.peer}" if p.peer else ""
         return f"{p.name} ({p.rdma_device or p.device}{to})"
 
-    problems = []
+    problems = []  # (what was found, its fix)
     down = [p for p in ports if p.outcome == "down"]
     if down:
         ends = [host] + sorted({p.peer for p in down if p.peer})
         peers = _join(sorted({p.peer for p in down if p.peer})) or "the Mac at the other end"
-        problems.append(
+        problems.append((
             f"{_join([named(p) for p in down])} {'is' if len(down) == 1 else 'are'} "
             f"{_join(sorted({p.rdma_state or 'not active' for p in down}))}; likely causes: the cable, the "
-            f"Thunderbolt Bridge still active, RDMA not enabled on {peers}; restarting both ends "
-            f"({_join(ends) if len(ends) > 1 else host + ' and its peer'}) is the known remedy")
+            f"Thunderbolt Bridge still active, RDMA not enabled on {peers}",
+            f"restarting both ends ({_join(ends) if len(ends) > 1 else host + ' and its peer'}) is the known remedy"))
     for p in (p for p in ports if p.outcome == "broken port"):
-        problems.append(f"{named(p)} is {p.rdma_state or 'not active'}: it is the {info['model_name']} port "
-                        "beside Ethernet, where RDMA never comes up; move the cable to another port")
+        problems.append((f"{named(p)} is {p.rdma_state or 'not active'}: it is the {info['model_name']} port "
+                         "beside Ethernet, where RDMA never comes up", "move the cable to another port"))
     missing = [p for p in ports if p.outcome == "no device"]
     if missing:
-        problems.append(f"{_join([named(p) for p in missing])} {'has' if len(missing) == 1 else 'have'} no RDMA "
-                        "device although RDMA is enabled; restart the Mac")
+        problems.append((f"{_join([named(p) for p in missing])} {'has' if len(missing) == 1 else 'have'} no RDMA "
+                         "device although RDMA is enabled", "restart the Mac"))
     if problems:
-        return Readiness(status=ENABLED_NOT_WORKING, ports=ports, **info,
-                         message=f"{host}: enabled but not working: " + "; ".join(problems))
+        # Each problem's fix stays beside it in the line; the last one's is the fix (the others' are in found).
+        *first, (last_found, last_fix) = problems
+        return Readiness(status=ENABLED_NOT_WORKING, state=NOT_WORKING, ports=ports, **info,
+                         found="; ".join([f"{what}; {fix}" for what, fix in first] + [last_found]), fix=last_fix)
 
     active = [p for p in ports if p.outcome == "active"]
     waiting = [p for p in ports if p.outcome == "waiting"]
     incapable = [p for p in ports if p.outcome == "peer not capable"]
-    parts = [f"{host}: ready: RDMA enabled, {_plural(len(devices), 'device')}"]
+    parts = [f"RDMA enabled, {_plural(len(devices), 'device')}"]
     if active:
         parts.append(f"{_join([p.name for p in active])} {ACTIVE}")
     elif not ports:
@@ -218,7 +239,7 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
                      " enabled")
     if incapable:
         parts.append(f"{_join([named(p) for p in incapable])} cannot carry RDMA (the peer cannot do RDMA)")
-    return Readiness(status=READY, ports=ports, **info, message="; ".join(parts))
+    return Readiness(status=READY, state="ready", found="; ".join(parts), fix="", ports=ports, **info)
 
 
 def unread_warnings(nodes: dict[str, Readiness]) -> list[str]:
@@ -310,7 +331,7 @@ def carriers(nodes: dict[str, Readiness], links: list[Link], *,
     for host, node in nodes.items():
         if node.status == NOT_CAPABLE:
             hosts[host] = _CANNOT.get(node.reason or "", "cannot do RDMA")
-            refusals[host] = (f"{host} {hosts[host]}: " + node.message.split(": ", 2)[-1]
+            refusals[host] = (f"{host} {hosts[host]}: {node.found}; {node.fix}"
                               + "; set mlx_fleet_backend: ring, or auto (it picks ring for such a Mac)")
         elif node.status == NEEDS_RECOVERY and host not in enabled:
             hosts[host] = "has RDMA off (the Recovery step is still to do)"
@@ -409,13 +430,13 @@ def note_regressions(assessment: Assessment, ledger: dict) -> list[str]:
         was = f"macOS {seen['product_version']} ({seen['build_version']})"
         now = f"macOS {node.product_version} ({node.build_version})"
         if seen.get("build_version") != node.build_version:
-            node.regression = (f"{host}: RDMA is off again after a macOS update: last seen ready on {was} at "
-                               f"{seen['last_seen_ready']}, now {now} with RDMA disabled; the update switched it "
-                               "off: do the Recovery step again")
+            node.regression_text = (f"RDMA is off again after a macOS update: last seen ready on {was} at "
+                                    f"{seen['last_seen_ready']}, now {now} with RDMA disabled; the update switched "
+                                    "it off: do the Recovery step again")
         else:
-            node.regression = (f"{host}: RDMA is off again: last seen ready at {seen['last_seen_ready']} on the "
-                               f"same {now}; someone disabled it in Recovery or the NVRAM was reset: do the "
-                               "Recovery step again")
+            node.regression_text = (f"RDMA is off again: last seen ready at {seen['last_seen_ready']} on the "
+                                    f"same {now}; someone disabled it in Recovery or the NVRAM was reset: do the "
+                                    "Recovery step again")
         lines.append(node.regression)
     return lines
 

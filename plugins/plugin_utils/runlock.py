@@ -1,6 +1,6 @@
 """One run at a time per output folder.
 
-Two runs on the same cluster would read the same address ledger, assign addresses and write
+Two runs on the same cluster would read the same cluster model, assign addresses and write
 hostfiles over each other. The lock is an ``fcntl.flock`` on ``run.lock`` in the output folder:
 the CLI holds it for its whole run, and the action plugins that write outputs hold it while they
 read the previous outputs and write the new ones. The kernel drops it when its holder exits, so

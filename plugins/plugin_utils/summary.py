@@ -62,7 +62,7 @@ class RunOutcome:
     def record(self, kind: str, host: str, action: str, task: str, res: dict, failed: bool) -> None:
         """One task result; kind as ansible-runner names it (runner_on_ok, _failed, _unreachable, _skipped)."""
         # Here, not at the top: the CLI's every command loads this module, and actions loads ansible's plugins.
-        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS
+        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
 
         if kind == "runner_on_unreachable":
             self.unreachable.setdefault(host, first_line(message(res)) or "unreachable")
@@ -82,7 +82,7 @@ class RunOutcome:
             # Macs share (the same Mac listed twice) is said once.
             bad = res.get(INPUT_ERRORS) or []
             self.input_errors.extend(line for line in bad if line not in self.input_errors)
-            text = "\n".join(line for line in message(res).splitlines() if line not in bad).strip()
+            text = "\n".join(res[OTHER_ERRORS]) if OTHER_ERRORS in res else message(res).strip()
             if action == ARGUMENT_CHECK:
                 task = "the role's variables"  # not "Validating arguments against arg spec 'main' - ..."
             if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
@@ -123,7 +123,9 @@ class RunOutcome:
 
 
 def _fabric_lines(report) -> list[str]:
-    fabric = report.result("mlx_fleet.cluster.fabric")
+    # The publishing step carries the fabric's result with what the network step did; without it (the cables
+    # checked alone, a run stopped before it), the fabric's own.
+    fabric = report.result("mlx_fleet.cluster.fabric_publish") or report.result("mlx_fleet.cluster.fabric")
     if not fabric or fabric.get("skipped") or "reason" not in fabric:  # skipped, or failed before judging
         return []
     lines = []

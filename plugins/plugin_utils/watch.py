@@ -5,7 +5,7 @@ Input per Mac: the outputs of the probe's reads (PROBE_READS, the bounded ``ibv_
 environment's fingerprint file), parsed with the collection's parsers (module_utils.macos_parsers
 and node_facts, the same code the modules run); a format they do not know is a warning quoting it,
 never a failure of the Mac. The baseline is the output folder's records: the address ledger
-(fabric-addresses.json: every cable and its /30), the RDMA ledger (the Macs seen ready) and the
+(the cluster model, cluster.json: every cable and its /30), the RDMA ledger (the Macs seen ready) and the
 fabric's bridge setting. Pure Python: the CLI (mlx_fleet.watch_cli) reaches the Macs and writes the files.
 """
 
@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_che
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (FIX_CONVERGE, FIX_ENV, FIX_NODE,
                                                                            FIX_RECOVERY)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import ACTIVE
@@ -63,7 +63,7 @@ class Baseline:
     """What the last converge recorded (the output folder) and the inventory declares."""
 
     hosts: list[str]
-    cables: dict[str, str] = field(default_factory=dict)  # cable -> its /30 (fabric-addresses.json)
+    cables: dict[str, str] = field(default_factory=dict)  # cable -> its /30 (cluster_model.last_links)
     rdma_ready: list[str] = field(default_factory=list)  # Macs the RDMA ledger saw ready
     models: dict[str, str] = field(default_factory=dict)  # host -> mlx_fleet_model
     bridge: str = "disabled"  # mlx_fabric_bridge

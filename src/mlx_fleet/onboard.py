@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
@@ -231,9 +231,10 @@ def _new_host_file(folder: Path, name: str, host_vars: dict) -> Path:
     return path
 
 
-def _cable_key(text: str):
+def _cable_key(text: str) -> str:
+    """An advised cable as the fabric names it (lower end first), to compare with its results as they are."""
     try:
-        return parse_cable(text).key
+        return str(Cable(*parse_cable(text).key))
     except CablePlanError:
         return text
 
@@ -251,12 +252,12 @@ def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path
         report = runner.run_playbook("cables", inventories, runner.PlaybookOptions(), extravars=extravars,
                                      output_dir=output_dir, progress=False)
         fabric = report.result("mlx_fleet.cluster.fabric") or {}
-        found = {_cable_key(c) for c in fabric.get("cables", {})}
+        found = set(fabric.get("cables", {}))  # the fabric names each cable lower end first
         seen = [c for key, c in wanted.items() if key in found]
         elapsed = time.monotonic() - started
         for finding in fabric.get("findings", []):
             if finding["kind"] in ("wrong port", "extra") and finding["message"] not in said and (
-                    _cable_key(finding["cable"]) in wanted or finding["kind"] == "extra"):
+                    finding["cable"] in wanted or finding["kind"] == "extra"):
                 said.add(finding["message"])
                 stream.write(("\r\033[K" if live else "") + finding["message"] + "\n")
         for host, message in report.unreachable.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import fingerprint_path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, read_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import last_links
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
 from mlx_fleet import watch_service
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, UserError
@@ -108,7 +108,7 @@ class Watch:
     def read_records(self) -> None:
         """The last converge's records, read again each round: a converge while watching moves the baseline."""
         try:
-            self.baseline.cables = read_addresses(self.records / ADDRESSES_FILE)
+            self.baseline.cables = {str(link.cable): link.network for link in last_links(self.records)}
             self.baseline.rdma_ready = list(read_ledger(self.records / LEDGER_FILE)["nodes"])
             self.baseline.hostfile_envs = _hostfile_envs(self.records / HOSTFILE)
         except ValueError as exc:

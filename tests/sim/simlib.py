@@ -100,3 +100,8 @@ def node_python() -> tuple[str, str]:
     shutil.copyfile(REPO / "examples" / "all_sum.py", script)
     script.chmod(0o644)
     return str(python), str(script)
+
+
+def cable_networks(folder: Path) -> dict[str, str]:
+    """Each cable's /30 ("a:1 -- b:2" -> network) by the cluster model the last converge wrote in folder."""
+    return {link["cable"]: link["network"] for link in json.loads((folder / "cluster.json").read_text())["links"]}

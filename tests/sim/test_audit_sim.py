@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import BIN, MLX_FLEET, REPO, Sim
+from simlib import BIN, MLX_FLEET, REPO, Sim, cable_networks
 from test_site_sim import STATE
 
 pytestmark = pytest.mark.sim
@@ -240,7 +240,7 @@ def bridge_on(c, undo=False):
 
 
 def address_changed(c, undo=False):
-    network = ipaddress.ip_network(c.ledger("fabric-addresses.json")["cables"][f"mini-1:1 -- {MAC}:1"])
+    network = ipaddress.ip_network(cable_networks(c.out)[f"mini-1:1 -- {MAC}:1"])
     mine = str(network.network_address + 2)  # mini-2 is the cable's upper end
     c.exec(MAC, "ifconfig", c.sim.device(MAC, 1), "inet", mine if undo else "192.168.250.1",
            "netmask", "255.255.255.252")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import BIN, MLX_FLEET, Sim, node_python
+from simlib import BIN, MLX_FLEET, Sim, cable_networks, node_python
 from test_audit_sim import ENV_CACHE
 from test_safety_e2e_sim import listing
 
@@ -123,7 +123,7 @@ def test_a_pool_too_small_for_the_cables_is_bad_input_before_any_mac_changes(mak
     assert lines(result, "error: ", "failed: ") == [
         "error: mlx_fleet_ip_pool 10.0.0.0/30 holds 1 /30 networks for 3 cables; use a larger pool"], result.stdout
     assert listing(sim) == before, "a Mac changed before the pool was refused"
-    assert not (sim.dir / ".mlx-fleet" / "fabric-addresses.json").exists()
+    assert not (sim.dir / ".mlx-fleet" / "cluster.json").exists()
 
 
 class Controller:
@@ -180,8 +180,8 @@ def test_no_pool_set_converges_from_a_192_168_controller_and_keeps_the_range_whe
     assert first.returncode == 0, first.stdout + first.stderr
     assert lines(first, "addresses: ") == [
         "addresses: mlx_fleet_ip_pool is not set: the cables' addresses come from 10.99.0.0/16, a private range "
-        "neither this controller nor any Mac uses; fabric-addresses.json keeps it for the next runs"], first.stdout
-    ledger = json.loads((out / "fabric-addresses.json").read_text())
+        "neither this controller nor any Mac uses; cluster.json keeps it for the next runs"], first.stdout
+    ledger = {"pool": json.loads((out / "cluster.json").read_text())["pool"], "cables": cable_networks(out)}
     assert ledger["pool"] == "10.99.0.0/16" and len(ledger["cables"]) == 3
     assert all(ipaddress.ip_network(n).subnet_of(ipaddress.ip_network("10.99.0.0/16")) for n in ledger["cables"].values())
     published_addresses_are_on_their_macs(sim, out)
@@ -191,5 +191,5 @@ def test_no_pool_set_converges_from_a_192_168_controller_and_keeps_the_range_whe
     second = converge(sim.dir / "inventory.yml")
     assert second.returncode == 0, second.stdout + second.stderr
     assert lines(second, "addresses: ") == [], second.stdout
-    assert json.loads((out / "fabric-addresses.json").read_text()) == ledger
+    assert {"pool": json.loads((out / "cluster.json").read_text())["pool"], "cables": cable_networks(out)} == ledger
     published_addresses_are_on_their_macs(sim, out)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import BIN, Sim, node_python
+from simlib import BIN, Sim, cable_networks, node_python
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
@@ -155,7 +155,7 @@ def planned():
 )
 def test_wiring_fault_stops_and_keeps_the_last_hostfile(planned, rewire, lines):
     sim, inventory, out = planned
-    before = {name: (out / name).read_bytes() for name in ("hostfile.json", "fabric-addresses.json")}
+    before = {name: (out / name).read_bytes() for name in ("hostfile.json", "cluster.json")}
     try:
         for action, *args in rewire:
             sim.cli(action, *args)
@@ -185,14 +185,14 @@ def test_a_fourth_node_keeps_the_ring_addresses(make_sim, tmp_path):
     out = tmp_path / "out"
     three = inventory_with(sim, tmp_path / "three.yml", hosts=["mini-1", "mini-2", "mini-3"])
     assert hostfile_cmd(three, out).returncode == 0
-    first = json.loads((out / "fabric-addresses.json").read_text())["cables"]
+    first = cable_networks(out)
 
     sim.cli("unplug", "mini-3:2")
     sim.cli("plug", "mini-3:2", "mini-4:1")
     sim.cli("plug", "mini-4:2", "mini-1:2")
     result = hostfile_cmd(sim.dir / "inventory.yml", out)
     assert result.returncode == 0, result.stdout
-    second = json.loads((out / "fabric-addresses.json").read_text())["cables"]
+    second = cable_networks(out)
     for cable in ("mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1"):
         assert second[cable] == first[cable]
     assert "mini-1:2 -- mini-3:2" not in second and len(second) == 4

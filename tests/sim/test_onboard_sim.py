@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simlib import BIN, MLX_FLEET, Sim, mlx_fleet
+from simlib import BIN, MLX_FLEET, Sim, cable_networks, mlx_fleet
 
 from mlx_fleet.sim.cluster import environment_vars
 
@@ -114,7 +114,7 @@ def _job_events(run: Path) -> list[dict]:
 def test_a_fourth_studio_joins_the_mesh(cluster):
     sim, inventory, fingerprint = cluster
     out = inventory.parent / ".mlx-fleet"
-    old_addresses = json.loads((out / "fabric-addresses.json").read_text())["cables"]
+    old_addresses = cable_networks(out)
     old_ports = {n: sim.ssh(n, OLD_PORTS).stdout for n in OLD}
     argv = _onboard(sim, inventory) + ["--host-key-fingerprint", fingerprint, "--password-file",
              str(sim.dir / "nodes" / "studio-4" / "admin-password"), "--passwordless-sudo",
@@ -166,7 +166,7 @@ def test_a_fourth_studio_joins_the_mesh(cluster):
 
     hostfile = json.loads((out / "hostfile.json").read_text())
     assert [h["ssh"] for h in hostfile["hosts"]] == [*OLD, "studio-4"]
-    addresses = json.loads((out / "fabric-addresses.json").read_text())["cables"]
+    addresses = cable_networks(out)
     assert {c: addresses[c] for c in old_addresses} == old_addresses and len(addresses) == 6
 
     # The old Macs: only their new port configured (and the hostfiles pushed); the old ports as they were.

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 import yaml
 
-from simlib import BIN, MLX_FLEET, REPO, Sim, node_python
+from simlib import BIN, MLX_FLEET, REPO, Sim, cable_networks, node_python
 
 pytestmark = pytest.mark.sim
 
@@ -95,8 +95,7 @@ def audit_is_clean(sim: Sim) -> None:
 
 
 def test_a_cable_moved_to_a_free_port_needs_one_converge(cluster):
-    ledger = cluster.dir / ".mlx-fleet" / "fabric-addresses.json"
-    old = ipaddress.ip_network(json.loads(ledger.read_text())["cables"]["mini-1:1 -- mini-2:1"])
+    old = ipaddress.ip_network(cable_networks(cluster.dir / ".mlx-fleet")["mini-1:1 -- mini-2:1"])
     move(cluster, "mini-1:1 -- mini-2:3")
     result = mlx_fleet(cluster, "converge")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -19,7 +19,7 @@ from test_preflight_sim import logins
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
-HOSTFILES = ("hostfile.json", "hostfile-ring.json", "fabric-addresses.json")
+HOSTFILES = ("hostfile.json", "hostfile-ring.json", "cluster.json")
 
 
 def run(argv: list[str], env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

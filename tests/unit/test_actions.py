@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import INPUT_ERRORS, ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import INPUT_ERRORS, OTHER_ERRORS, ClusterAction, refusal
 
 FACT = "mlx_fleet_thunderbolt"
 
@@ -37,5 +37,6 @@ def test_a_mac_in_the_play_but_never_read_needs_its_facts_read_first():
 def test_a_refusal_marks_its_bad_input_lines():
     lines = ["mini-1: macOS 26.1 is too old", "mini-1 and mini-2: the same Mac"]
     assert refusal(lines, bad_input=lines[1:], result={"problems": lines}).result_contribution == {
-        "problems": lines, INPUT_ERRORS: lines[1:], "failed": True, "msg": "\n".join(lines)}
+        "problems": lines, INPUT_ERRORS: lines[1:], OTHER_ERRORS: lines[:1], "failed": True, "msg": "\n".join(lines)}
     assert refusal(lines).result_contribution[INPUT_ERRORS] == lines
+    assert refusal(lines).result_contribution[OTHER_ERRORS] == []

@@ -88,7 +88,7 @@ def converged():
     ledger = {"format": rdma.LEDGER_FORMAT, "nodes": {
         h: {"last_seen_ready": "2026-11-29T17:51:16Z", "product_version": "26.2", "build_version": "25C56",
             "serial_number": f"SERIAL000{i}"} for i, h in enumerate(hosts)}}
-    controller = {"hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING}, "addresses": fabric.addresses,
+    controller = {"hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING}, "model": fabric.model,
                   "rdma_ledger": ledger, "lock": (LOCK, None)}
     return hosts, observed, declared, controller
 
@@ -208,12 +208,12 @@ DRIFTS = {
 @pytest.mark.parametrize("drift", DRIFTS, ids=lambda f: f.__name__)
 def test_each_drift_alone_gives_its_lines(drift):
     state = converged()
-    base = dict(converged()[3]["addresses"])
+    base = converged()[3]["model"]
     drift(state)
     got = lines(state)
     assert got[1:] == DRIFTS[drift], got
     assert got[0].startswith(f"drift: {(len(DRIFTS[drift]) + 1) // 2} of 109 facts")
-    assert state[3]["addresses"] == base  # the ledger is read, never changed
+    assert state[3]["model"] == base  # the model is read, never changed
 
 
 def test_all_drifts_together():
@@ -250,7 +250,7 @@ def test_never_converged_cluster_is_all_drift_and_no_failure():
         n["hostfiles"] = {"hostfile.json": None, "hostfile-ring.json": None}
         n["automatic_macos_updates"] = None  # never set: System Settings' choice
         observed[host]["mlx_fleet_thunderbolt"]["bridge"].update(active=True, service_enabled=True)
-    controller.update(hostfiles={"hostfile.json": None, "hostfile-ring.json": None}, addresses={},
+    controller.update(hostfiles={"hostfile.json": None, "hostfile-ring.json": None}, model=None,
                       rdma_ledger={"format": rdma.LEDGER_FORMAT, "nodes": {}})
     got = lines(state)
     # per Mac: macOS, model, memory, environment, 4 pmset, 2 names, 2 wired limit, 3 addresses, bridge, automatic
@@ -319,7 +319,7 @@ def test_cluster_checks_name_no_mac():
 
 def test_cables_against_a_declared_plan():
     state = converged()
-    plan = sorted(state[3]["addresses"])
+    plan = sorted(str(link.cable) for link in state[3]["model"].links)
     for d in state[2].values():
         d["cables"] = plan
     assert audit(state).findings == []

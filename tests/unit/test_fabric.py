@@ -17,6 +17,7 @@ from mlx._distributed_utils import config as mlx_config
 from mlx._distributed_utils.common import Host
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, fabric_picture, files, hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, write_outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 from mlx_fleet.sim.layout import generated_cables
 
@@ -598,13 +599,13 @@ def test_previous_outside_the_pool_is_dropped_and_a_full_pool_is_an_error():
 def test_write_outputs(tmp_path):
     fabric = Cluster.of("mini-m4-pro", 3).fabric(envs=["MLX_LOG=1"])
     written = write_outputs(tmp_path, fabric)
-    assert sorted(p.name for p in written.paths) == ["fabric-addresses.json", "fabric.dot", "fabric.svg",
+    assert sorted(p.name for p in written.paths) == ["cluster.json", "fabric.dot", "fabric.svg",
                                                      "hostfile-ring.json", "hostfile.json"]
     assert written.skipped == []
     assert json.loads((tmp_path / "hostfile.json").read_text()) == fabric.hostfile
     assert fabric.hostfile["envs"] == ["MLX_LOG=1"]
     assert json.loads((tmp_path / "hostfile-ring.json").read_text())["backend"] == "ring"
-    assert fabric_addresses.read_addresses(tmp_path / "fabric-addresses.json") == fabric.addresses
+    assert {str(c): n for c, n in read_model(tmp_path).addresses().items()} == fabric.addresses
     assert (tmp_path / "fabric.svg").read_text().lstrip().startswith("<?xml")
     assert oct((tmp_path / "hostfile.json").stat().st_mode & 0o777) == "0o644"
     assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in written.paths)  # no temporary left
@@ -641,10 +642,10 @@ def test_a_failed_run_leaves_the_last_good_hostfile(tmp_path):
     plan = ring_plan(cluster)
     write_outputs(tmp_path, cluster.fabric(cables=plan))
     good = {name: (tmp_path / name).read_text()
-            for name in ("hostfile.json", "hostfile-ring.json", "fabric-addresses.json")}
+            for name in ("hostfile.json", "hostfile-ring.json", "cluster.json")}
     broken = cluster.unplug("mini-1:1").unplug("mini-2:1").fabric(cables=plan)
     written = write_outputs(tmp_path, broken)
-    assert written.skipped == ["hostfile.json, hostfile-ring.json, fabric-addresses.json: left as they were "
+    assert written.skipped == ["hostfile.json, hostfile-ring.json, cluster.json: left as they were "
                                "(2 errors)"]
     assert {name: (tmp_path / name).read_text() for name in good} == good
     assert "color=red" in (tmp_path / "fabric.dot").read_text()

@@ -192,7 +192,7 @@ def test_with_no_pool_set_a_range_nothing_here_uses_is_chosen_and_then_kept():
     pool, note = choose_pool(None, home, ["10.0.1.11"])
     assert pool == "10.99.0.0/16"
     assert note == ("mlx_fleet_ip_pool is not set: the cables' addresses come from 10.99.0.0/16, a private range "
-                    "neither this controller nor any Mac uses; fabric-addresses.json keeps it for the next runs")
+                    "neither this controller nor any Mac uses; cluster.json keeps it for the next runs")
     # Recorded in the ledger, it stays when the controller moves (here: off 192.168.1.0/24), said no more.
     assert choose_pool(pool, [("en0", IPv4Interface("10.0.1.5/24"))], ["10.0.1.11"]) == ("10.99.0.0/16", None)
     # Not on a range now in use: a Mac's address, the declared management network, the controller's.

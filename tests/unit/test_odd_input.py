@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, hostfile, lock, rdma, run_record, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, fabric_addresses, hostfile, lock, rdma, run_record, runlock
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
@@ -250,7 +250,7 @@ def test_verify_cluster_loader_raises_only_verify_error(hostfile_text, addresses
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / plan.HOSTFILE).write_text(hostfile_text)
-        (folder / plan.ADDRESSES_FILE).write_text(addresses_text)
+        (folder / cluster_model.LEGACY_FILE).write_text(addresses_text)  # an old ledger: read once
         try:
             cluster = plan.load_cluster(folder)
         except plan.VerifyError as exc:
@@ -286,9 +286,10 @@ def read_written(name: str, text: str, reader, error=ValueError):
 @given(odd([json.dumps(ADDRESSES, indent=2)]))
 def test_address_ledger_raises_only_value_error(text):
     counted("ledgers")
-    previous = read_written(fabric_addresses.ADDRESSES_FILE, text, fabric_addresses.read_addresses)
+    previous = read_written(cluster_model.LEGACY_FILE, text, lambda path: cluster_model.read_model(path.parent))
     if previous is not _MISSING:
-        fabric_addresses.assign_addresses(["m1:1 -- m2:1", "m1:3 -- m2:3"], "192.168.0.0/16", previous)
+        fabric_addresses.assign_addresses(["m1:1 -- m2:1", "m1:3 -- m2:3"], "192.168.0.0/16",
+                                          {str(c): n for c, n in previous.addresses().items()})
 
 
 @settings(max_examples=500, **SETTINGS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from types import SimpleNamespace
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
 from mlx_fleet import cli, runner
 
 callback = importlib.import_module("ansible_collections.mlx_fleet.cluster.plugins.callback.summary")
@@ -20,7 +20,7 @@ RESULTS = [
     ("ok", "mini-2", "mlx_fleet.cluster.macos_node", "Keep the Mac awake", {"changed": False}),
     ("failed", "mini-3", "mlx_fleet.cluster.macos_facts", "Read the Mac", {"msg": "Timed out\nafter 120 s"}),
     ("failed", "localhost", "mlx_fleet.cluster.inventory_check", "Validate hosts",
-     {"msg": "bad model x\nsecond", INPUT_ERRORS: ["bad model x"]}),
+     {"msg": "bad model x\nsecond", INPUT_ERRORS: ["bad model x"], OTHER_ERRORS: ["second"]}),
     ("unreachable", "mini-4", "mlx_fleet.cluster.macos_facts", "Read the Mac", {"msg": "ssh: no route\nmore"}),
     ("ok", "mini-1", "mlx_fleet.cluster.rdma_readiness", "Judge every Mac", RDMA),
     ("ok", "mini-1", "mlx_fleet.cluster.fabric", "Build the fabric", FABRIC),

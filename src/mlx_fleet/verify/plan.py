@@ -3,25 +3,24 @@
 The inventory gives the folder the hostfiles are in (``mlx_fleet_output_dir``, by default
 ``.mlx-fleet`` beside the inventory) and the interpreter every Mac runs (``mlx_env_path``);
 ``hostfile.json`` gives the ranks and the backend, ``hostfile-ring.json`` the TCP fallback and
-``fabric-addresses.json`` every cable with both ends' ports and addresses.
+the cluster model (``cluster.json``, plugin_utils.cluster_model) every cable with both ends' ports and addresses.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
+    MODEL_FILE, PREFIX, ClusterModel, coerce, read_model)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import check_hostfile
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import ROLE_DEFAULTS
 
 CLUSTER_GROUP = "mlx_cluster"
@@ -159,7 +158,7 @@ class CableEnd:
 
 @dataclass(frozen=True)
 class CableLink:
-    cable: str  # "a:1 -- b:2", lower end first, as fabric-addresses.json writes it
+    cable: str  # "a:1 -- b:2", lower end first (for the report)
     a: CableEnd
     b: CableEnd
 
@@ -199,21 +198,17 @@ def _read_json(path: Path, what: str, fix: str):
         raise VerifyError(f"{path}: cannot read the {what} ({exc}); {fix}") from None
 
 
+def cables_from_model(model: ClusterModel | None, hosts: list[str]) -> list[CableLink]:
+    """Every cable of the cluster model between two hosts of the hostfile, with both ends."""
+    return [CableLink(str(link.cable), CableEnd(link.a.host, link.a.port, link.a.address, PREFIX),
+                      CableEnd(link.b.host, link.b.port, link.b.address, PREFIX))
+            for link in sorted((model.links if model else []), key=lambda item: str(item.cable))
+            if link.a.host in hosts and link.b.host in hosts]
+
+
 def cables_from_addresses(addresses: dict[str, str], hosts: list[str]) -> list[CableLink]:
-    """Every cable of fabric-addresses.json between two hosts of the hostfile, with both ends."""
-    links = []
-    for text, network in sorted(addresses.items()):
-        try:
-            cable = parse_cable(text)
-            net = ipaddress.IPv4Network(network)
-        except (CablePlanError, ValueError) as exc:
-            raise VerifyError(f"fabric-addresses.json: cable {text!r}: {exc}") from None
-        if cable.a.host not in hosts or cable.b.host not in hosts:
-            continue
-        first, second = ends(network)  # the lower end takes the first address
-        links.append(CableLink(text, CableEnd(cable.a.host, cable.a.number, first, net.prefixlen),
-                               CableEnd(cable.b.host, cable.b.number, second, net.prefixlen)))
-    return links
+    """The same from an old address ledger's cables map (cable text -> /30)."""
+    return cables_from_model(coerce(addresses), hosts)
 
 
 def load_cluster(folder: Path) -> Cluster:
@@ -222,16 +217,19 @@ def load_cluster(folder: Path) -> Cluster:
     ring = folder / RING_HOSTFILE
     ring_hostfile = _read_json(ring, "ring hostfile", fix) if ring.exists() else None
     for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
-        if data is not None:
+        if data is not None or path == folder / HOSTFILE:  # a hostfile.json of "null" is no hostfile either
             try:
                 check_hostfile(data)
             except ValueError as exc:
                 raise VerifyError(f"{path}: {exc}; {fix}") from None
-    addresses = _read_json(folder / ADDRESSES_FILE, "cable address list", fix)
-    if not isinstance(addresses, dict) or not isinstance(addresses.get("cables"), dict):
-        raise VerifyError(f"{folder / ADDRESSES_FILE}: not a fabric-addresses.json; {fix}")
+    try:
+        model = read_model(folder)
+    except ValueError as exc:
+        raise VerifyError(f"{exc}; {fix}") from None
+    if model is None:
+        raise VerifyError(f"{folder / MODEL_FILE}: no cluster model; {fix}")
     hosts = [h["ssh"] for h in hostfile["hosts"]]
-    return Cluster(folder, hostfile, ring_hostfile, cables_from_addresses(addresses["cables"], hosts))
+    return Cluster(folder, hostfile, ring_hostfile, cables_from_model(model, hosts))
 
 
 def _entry(hostfile: dict, host: str) -> dict:
