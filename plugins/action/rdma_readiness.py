@@ -74,7 +74,6 @@ class ActionModule(ClusterAction):
             enabled_not_working=assessment.hosts(rdma.ENABLED_NOT_WORKING),
             ready=assessment.hosts(rdma.READY),
             summary=assessment.summary,
-            warnings=rdma.unread_warnings(assessment.nodes),
             regressions=written.regressions,
             checklist={"html": str(written.html), "text": str(written.text)},
             ledger=str(written.ledger),
@@ -82,7 +81,8 @@ class ActionModule(ClusterAction):
         for line in written.regressions:
             self._display.warning(line)
         # In the result's warnings, so the CLI's summary lists them too (after its RDMA line).
-        result["warnings"] = [assessment.nodes[host].message for host in assessment.hosts(rdma.ENABLED_NOT_WORKING)]
+        result["warnings"] = rdma.unread_warnings(assessment.nodes) + [
+            assessment.nodes[host].message for host in assessment.hosts(rdma.ENABLED_NOT_WORKING)]
         lines = [r.message for r in assessment.nodes.values()]
         if needs:
             lines.append(f"checklist for {', '.join(needs)}: {written.html} (text: {written.text})")
