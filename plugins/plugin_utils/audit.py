@@ -397,6 +397,7 @@ def _cable_found(finding) -> str:
 
 def _field(macs, observed, controller, checks):
     """What users' reports show goes wrong between runs (plugin_utils.field_checks)."""
+    in_fabric = controller["model"].port_addresses() if controller.get("model") else {}
     envs = controller.get("hostfile_envs")
     if envs is not None:
         wrong = field_checks.fast_synch(envs)
@@ -416,7 +417,9 @@ def _field(macs, observed, controller, checks):
                             route or f"through {node['default_route'] or 'no interface (none)'}", not route,
                             field_checks.service_order_fix(node["services"])))
         for port in tb["ports"] if tb.get("rdma_enabled") else []:
-            if port.get("rdma_gids") is not None and port.get("connected") and port.get("rdma_device"):
+            # Only the ports the fabric gave an address: a cable to a Mac outside the cluster carries no job.
+            if (port.get("rdma_gids") is not None and port.get("connected") and port.get("rdma_device")
+                    and (host, port["receptacle"]) in in_fabric):
                 gid = field_checks.rdma_gid(port, port.get("addresses") or [])
                 checks.append(Check("RDMA", f"{port['rdma_device']} IPv4-mapped GID", [host],
                                     "::ffff:<the port's IPv4> in ibv_devinfo -v", gid or "present", not gid,

@@ -481,3 +481,19 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid():
                         f"{port['addresses'][0].split('/')[0]} in ibv_devinfo -v (it lists fe80::1): JACCL's queue "
                         "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
     assert found[2].startswith("  fix: give the port its IPv4 address back: mlx-fleet converge -i inv/hosts.yml")
+
+
+def test_a_port_cabled_to_a_mac_outside_the_cluster_needs_no_ipv4_mapped_gid():
+    # mini-2's port to a Mac the inventory does not list: connected, RDMA on, no address from the fabric,
+    # so no GID either; no job runs over it, so there is nothing to say.
+    state = with_network()
+    for host in state[0]:
+        for port in state[1][host]["mlx_fleet_thunderbolt"]["ports"]:
+            port["addresses"] = node(state, host)["addresses"][port["device"]]
+            port["rdma_gids"] = ["fe80::1"] + [f"::ffff:{a.split('/')[0]}" for a in port["addresses"]]
+    free = next(p for p in state[1]["mini-2"]["mlx_fleet_thunderbolt"]["ports"]
+                if not p["connected"] and p.get("rdma_device"))
+    free.update(connected=True, addresses=[], rdma_gids=["fe80::2"])
+    node(state, "mini-2")["addresses"][free["device"]] = []
+    found = lines(state)
+    assert not [line for line in found if "IPv4-mapped GID" in line], found
