@@ -422,9 +422,10 @@ def hold_line(output_dir: str | Path, inventory: str = "INVENTORY", starting: bo
     if held is None:
         return None
     target, names, done = held
-    return (f"held: os-update in progress ({len(done)} of {len(names)} Macs on {target['build']}, macOS "
-            f"{target['version']}; Macs on different builds cannot run a job together); run mlx-fleet os-update "
-            f"-i {inventory} to finish")
+    # Written on the Macs once at the start (`starting`), so no count there that would go stale.
+    count = "every Mac going" if starting else f"{len(done)} of {len(names)} Macs"
+    return (f"held: os-update in progress ({count} on {target['build']}, macOS {target['version']}; Macs on "
+            f"different builds cannot run a job together); run mlx-fleet os-update -i {inventory} to finish")
 
 
 def sync_held(output_dir: str | Path, inventory: str | None = None) -> str | None:

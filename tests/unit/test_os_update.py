@@ -116,7 +116,8 @@ def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_ev
     held = tmp_path / ou.HELD_FILE
     assert not held.exists() and ou.hold_line(tmp_path) is None  # planned, nothing installed yet
     # os-update marks the Macs before its first install (starting); the record holds from the install on.
-    assert ou.hold_line(tmp_path, "inv/hosts.yml", starting=True).startswith("held: os-update in progress (0 of 4 ")
+    assert ou.hold_line(tmp_path, "inv/hosts.yml", starting=True).startswith(
+        "held: os-update in progress (every Mac going on 25F84, macOS 26.5.2; ")
     ou.mark(record, "m2", ou.STARTED, installed=True)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
     ou.mark(record, "m2", ou.DONE)
