@@ -140,7 +140,9 @@ class ActionModule(ActionBase):
         kept = {k: before.get(k) for k in ("version", "build", "rdma_enabled", "addresses", "mlx_imports")}
         if before["build"] != target["build"]:
             # What the audit already found before the update is not the update's doing (kept for a resume).
-            kept["audit_drift"] = [f["fact"] for f in self._audit(task_vars, output_dir, inventory)]
+            if "audit_drift" not in before:
+                before["audit_drift"] = [f["fact"] for f in self._audit(task_vars, output_dir, inventory)]
+            kept["audit_drift"] = before["audit_drift"]
             password = os_update.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
             if not password:
                 raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
