@@ -56,5 +56,6 @@ line:
   description: The hold in one line (empty when not held).
   returned: success
   type: str
-  sample: "held: os-update in progress (1 of 4 Macs on 25F84, macOS 26.5.2; ...); run mlx-fleet os-update -i inv to finish"
+  sample: "held: os-update in progress (1 of 4 Macs on 25F84, macOS 26.5.2; ...); run mlx-fleet os-update -i inv
+    to finish"
 """

@@ -84,7 +84,8 @@ def run_os_update(args) -> int:
             out += [f"  to do: {step}" for step in problem["steps"]]
     if not any(res.get("problem") for res in report.results.get(UPDATE_ACTION, [])):  # failed elsewhere: say why
         out += [f"failed: {line.splitlines()[0]}" for line in report.cluster_failed]
-        out += [f"failed: {host}: {msg.splitlines()[0]}" for host in sorted(report.failed) for msg in report.failed[host]]
+        out += [f"failed: {host}: {msg.splitlines()[0]}" for host in sorted(report.failed)
+                for msg in report.failed[host]]
     for host, why in sorted(report.unreachable.items()):
         out.append(f"unreachable: {host}: {why}")
     stopped = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") != os_update.DONE]
