@@ -18,9 +18,12 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
+NODE_STATE = "mlx_fleet.cluster.node_state"
 PASSWORD_VAR = "mlx_fleet_os_update_password"
 
 
@@ -37,6 +40,29 @@ class ActionModule(ActionBase):
         if res.get("failed"):
             raise AnsibleActionFail(res.get("msg", "os_update_facts failed"))
         return res["ansible_facts"]["mlx_fleet_os_update"]
+
+    def _audit(self, task_vars, output_dir, inventory):
+        """This Mac's audit (plugin_utils.audit on its own node_state read, as mlx-fleet audit reads it): the
+        findings about this Mac alone, [{topic, fact, expected, found, fix}]."""
+        task = self._task.copy()
+        task.args = {}
+        reader = self._shared_loader_obj.action_loader.get(
+            NODE_STATE, task=task, connection=self._connection, play_context=self._play_context, loader=self._loader,
+            templar=self._templar, shared_loader_obj=self._shared_loader_obj)
+        res = reader.run(task_vars=task_vars)
+        if res.get("unreachable"):
+            raise AnsibleConnectionFailure(res.get("msg", "unreachable"))
+        if res.get("failed"):
+            raise AnsibleActionFail(res.get("msg", "node_state failed"))
+        name, facts = task_vars["inventory_hostname"], res["ansible_facts"]
+        declared = facts["mlx_fleet_declared"]
+        try:
+            controller = controller_state(output_dir, declared["lock_file"])
+        except AnsibleActionFail as exc:
+            raise AnsibleActionFail(f"the audit cannot read the controller's files: {exc}") from None
+        audited = run_audit([name], {name: {k: facts[k] for k in AUDIT_FACTS}}, {name: declared}, controller,
+                            inventory=inventory)
+        return os_update.own_findings(name, audited.findings)
 
     def _ssh_argv(self):
         """ssh to this Mac as Ansible reaches it (its user, port and common arguments)."""
@@ -89,6 +115,8 @@ class ActionModule(ActionBase):
         record_path = output_dir / os_update.RECORD_FILE
         record = os_update.read_record(record_path) or os_update.new_record(plan, None)
         timeout = int(args.get("timeout") or os_update.DEFAULT_TIMEOUT)
+        inventory = args.get("inventory") or "INVENTORY"
+        record["inventory"] = inventory  # for the hold line beside the hostfiles
         result.update(changed=False, host=name)
 
         def stop(problem):
@@ -98,7 +126,7 @@ class ActionModule(ActionBase):
             if problem["visit"]:
                 sheet = os_update.write_visit_sheet(output_dir, name, os_update.visit_sheet_text(
                     name, problem, location=task_vars.get("mlx_fleet_location"), target=target,
-                    inventory=args.get("inventory") or "INVENTORY"))
+                    inventory=inventory))
                 lines.append(f"visit sheet: {sheet}")
             result.update(failed=True, msg="\n".join(lines), problem=problem)
             return result
@@ -106,10 +134,15 @@ class ActionModule(ActionBase):
         before = self._read(task_vars, checks=True)
         previous = record["macs"].get(name, {})
         if "before" in previous:  # resumed: what the Mac had before its update started
-            before = dict(before, **{k: previous["before"][k] for k in ("rdma_enabled", "addresses", "mlx_imports")
+            before = dict(before, **{k: previous["before"][k] for k in ("rdma_enabled", "addresses", "mlx_imports",
+                                                                       "audit_drift")
                                      if k in previous["before"]})
         kept = {k: before.get(k) for k in ("version", "build", "rdma_enabled", "addresses", "mlx_imports")}
         if before["build"] != target["build"]:
+            # What the audit already found before the update is not the update's doing (kept for a resume).
+            if "audit_drift" not in before:
+                before["audit_drift"] = [f["fact"] for f in self._audit(task_vars, output_dir, inventory)]
+            kept["audit_drift"] = before["audit_drift"]
             password = os_update.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
             if not password:
                 raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
@@ -129,6 +162,9 @@ class ActionModule(ActionBase):
                 return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
         after = self._read(task_vars, checks=True)
         problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"))
+        if not problems:
+            problems = os_update.audit_problems(self._audit(task_vars, output_dir, inventory),
+                                                before.get("audit_drift") or [])
         if problems:
             return stop(problems[0])
         os_update.mark(record, name, os_update.DONE, before=previous.get("before", kept),

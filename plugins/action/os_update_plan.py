@@ -34,7 +34,8 @@ class ActionModule(ClusterAction):
             plan = os_update.plan(names, macs, wanted=args["to"] or None, canary=args["canary"] or None,
                                   record=previous)
         except os_update.Refused as exc:
-            raise refusal(exc.lines, bad_input=[], result={CLUSTER_STEP: True}) from None
+            raise refusal(exc.lines, bad_input=exc.lines if exc.bad_input else [],
+                          result={CLUSTER_STEP: True}) from None
         if not args["check"] and plan["order"]:
             Path(args["output_dir"]).mkdir(parents=True, exist_ok=True)
             os_update.write_record(path, os_update.new_record(plan, previous))

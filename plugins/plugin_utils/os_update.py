@@ -24,9 +24,10 @@ DEFAULT_TIMEOUT = 40 * 60  # seconds a Mac may take to prepare, restart and come
 class Refused(ValueError):
     """The plan cannot go ahead; each line names a Mac and why."""
 
-    def __init__(self, lines: list[str]):
+    def __init__(self, lines: list[str], bad_input: bool = False):
         super().__init__("\n".join(lines))
         self.lines = lines
+        self.bad_input = bad_input  # the input is wrong (exit 2), not the cluster's state (exit 1)
 
 
 def macos_offers(mac: dict) -> list[dict]:
@@ -56,7 +57,7 @@ def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -
     if wanted:
         matches = [t for t in known.values() if wanted in (t["build"], t["version"])]
         if not matches:
-            raise Refused([f"no Mac is on or offered macOS {wanted}: " + offered_line(names, macs)])
+            raise Refused([f"no Mac is on or offered macOS {wanted}: " + offered_line(names, macs)], bad_input=True)
         target = max(matches, key=lambda t: version_tuple(t["version"]))
         labels = reach(target["build"])
         if labels is None:
@@ -167,7 +168,9 @@ def mark(record: dict, name: str, status: str, **fields) -> dict:
 
 
 def write_record(path: str | Path, record: dict) -> None:
+    """The record, and beside it the controller's hold marker (HELD_FILE) as the record now says."""
     atomic_write_json(path, record)
+    sync_held(Path(path).parent)
 
 
 def now() -> str:
@@ -199,6 +202,22 @@ def check_after(name: str, before: dict, after: dict, build: str, rdma_expected:
         problems.append({"reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
                          "visit": False, "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
     return problems
+
+
+def own_findings(name: str, findings) -> list[dict]:
+    """The audit's findings (plugin_utils.audit.Check) about this Mac alone: not the cluster's (the lock, the
+    controller's hostfile), which one Mac's update neither causes nor fixes."""
+    return [{k: getattr(f, k) for k in ("topic", "fact", "expected", "found", "fix")} for f in findings
+            if f.macs == [name]]
+
+
+def audit_problems(findings: list[dict], drift_before: list[str]) -> list[dict]:
+    """The Mac's audit after its update: each finding the audit did not already have before it, as a problem.
+    Drift that was there before is the audit's to report, not a reason to stop halfway (the builds split)."""
+    return [{"reason": f"the audit after the update: {f['fact']}: expected {f['expected']}; found {f['found']}",
+             "visit": False, "steps": [f"Fix: {f['fix']}" if f["fix"] else "Run mlx-fleet audit for the details",
+                                       "Then run mlx-fleet os-update again (it resumes here)"]}
+            for f in findings if f["fact"] not in drift_before]
 
 
 WAIT_PROBLEMS = {
@@ -361,23 +380,71 @@ def fetch_secret(environ) -> str | None:
             chunks.append(chunk)
 
 
-def hold_reason(output_dir: str | Path) -> str | None:
-    """One line when an update is unfinished (the Macs' builds may differ, and JACCL needs one build): the
-    cluster is held until `mlx-fleet os-update` finishes it. None otherwise."""
-    try:
-        record = read_record(Path(output_dir) / RECORD_FILE)
-    except Refused as exc:
-        return str(exc)
+def _unfinished(output_dir: str | Path, starting: bool = False):
+    """(target, the Macs, those done) of an update whose Macs' builds may differ; None when nothing is held.
+    `starting`: the update is about to install, so it holds already (and an unfinished record too)."""
+    record = read_record(Path(output_dir) / RECORD_FILE)
     if not record or record.get("finished_at"):
         return None
     names = list(record.get("plan", {}).get("current", {}))
     done = [n for n in names if record["macs"].get(n, {}).get("status") == DONE]
-    if not done and not any(m.get("installed") for m in record["macs"].values()):
+    if not starting and not done and not any(m.get("installed") for m in record["macs"].values()):
         return None  # no Mac's build changed yet (refused before any install): nothing to hold
-    target = record["target"]
+    return record["target"], names, done
+
+
+def hold_reason(output_dir: str | Path) -> str | None:
+    """One line when an update is unfinished (the Macs' builds may differ, and JACCL needs one build): the
+    cluster is held until `mlx-fleet os-update` finishes it. None otherwise."""
+    try:
+        held = _unfinished(output_dir)
+    except Refused as exc:
+        return str(exc)
+    if held is None:
+        return None
+    target, names, done = held
     return (f"the cluster is held: the macOS update to {target['version']} ({target['build']}) is unfinished "
             f"(done: {', '.join(done) or 'none'}; to do: {', '.join(n for n in names if n not in done)}), and "
             "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
+
+
+# The hold beside the hostfiles, on the controller and on every Mac: mlx.launch reads only hostfile.json (a
+# list of hosts that must stay valid JSON), so the hold is a sibling file a person (or a job script) sees.
+HELD_FILE = "hostfile.held"
+
+
+def hold_line(output_dir: str | Path, inventory: str = "INVENTORY", starting: bool = False) -> str | None:
+    """The hold in one line, as the hostfile step's summary and HELD_FILE say it; None when not held."""
+    try:
+        held = _unfinished(output_dir, starting)
+    except Refused as exc:
+        return f"held: {exc}"
+    if held is None:
+        return None
+    target, names, done = held
+    # Written on the Macs once at the start (`starting`), so no count there that would go stale.
+    count = "every Mac going" if starting else f"{len(done)} of {len(names)} Macs"
+    return (f"held: os-update in progress ({count} on {target['build']}, macOS {target['version']}; Macs on "
+            f"different builds cannot run a job together); run mlx-fleet os-update -i {inventory} to finish")
+
+
+def sync_held(output_dir: str | Path, inventory: str | None = None) -> str | None:
+    """Write or remove OUTPUT_DIR/HELD_FILE as the record says; the hold line, or None when released."""
+    line = hold_line(output_dir, inventory or _record_inventory(output_dir))
+    path = Path(output_dir) / HELD_FILE
+    if line:
+        atomic_write_text(path, line + "\n")
+    else:
+        path.unlink(missing_ok=True)
+    return line
+
+
+def _record_inventory(output_dir: str | Path) -> str:
+    try:
+        record = read_record(Path(output_dir) / RECORD_FILE) or {}
+    except Refused:
+        record = {}
+    return record.get("inventory") or "INVENTORY"
 
 
 def record_summary(output_dir: str | Path) -> dict | None:

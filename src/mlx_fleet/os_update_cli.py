@@ -7,7 +7,7 @@ import sys
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from mlx_fleet import runner
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 
 PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
 UPDATE_ACTION = "mlx_fleet.cluster.os_update"
@@ -60,8 +60,9 @@ def run_os_update(args) -> int:
         refused = [line for failure in report.cluster_failed for line in failure.splitlines()[1:]]
         if refused:
             print("\n".join(f"refused: {line}" for line in refused), file=sys.stderr)
-            print("result: nothing was changed (exit 1)", file=sys.stderr)
-            return EXIT_ATTENTION
+            status = EXIT_BAD_INPUT if report.input_errors else EXIT_ATTENTION
+            print(f"result: nothing was changed (exit {status})", file=sys.stderr)
+            return status
         return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
     plan = plan["plan"]
     out = os_update.plan_lines(plan)
@@ -81,6 +82,10 @@ def run_os_update(args) -> int:
         problem = res.get("problem")
         if problem and not problem["visit"]:  # a visit sheet holds the steps otherwise
             out += [f"  to do: {step}" for step in problem["steps"]]
+    if not any(res.get("problem") for res in report.results.get(UPDATE_ACTION, [])):  # failed elsewhere: say why
+        out += [f"failed: {line.splitlines()[0]}" for line in report.cluster_failed]
+        out += [f"failed: {host}: {msg.splitlines()[0]}" for host in sorted(report.failed)
+                for msg in report.failed[host]]
     for host, why in sorted(report.unreachable.items()):
         out.append(f"unreachable: {host}: {why}")
     stopped = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") != os_update.DONE]
@@ -100,6 +105,9 @@ def run_os_update(args) -> int:
     untouched = [n for n in stopped if n not in record["macs"]]
     if untouched:
         out.append(f"untouched: {', '.join(untouched)}")
+    held = os_update.hold_line(runner.output_dir_from(args), " -i ".join(args.inventory))
+    if held:
+        out.append(f"{held} (hostfile.held beside the hostfiles)")
     out.append(f"full output: {report.artifacts}/stdout")
     out.append("result: the update stopped; do what is said above, then run mlx-fleet os-update again (exit 1)")
     print("\n".join(out))

@@ -57,6 +57,15 @@ class ProcessWatch(threading.Thread):
             self.stop.wait(0.1)
 
 
+def held_on(sim, node: str) -> str | None:
+    path = sim.dir / "nodes" / node / "fs/opt/mlx-fleet/hostfile.held"
+    return path.read_text() if path.exists() else None
+
+
+def hostfile_on(sim, node: str) -> bytes:
+    return (sim.dir / "nodes" / node / "fs/opt/mlx-fleet/hostfile.json").read_bytes()
+
+
 def converge(sim) -> tuple[float, str]:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     started = time.monotonic()
@@ -120,6 +129,18 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
         "to do: ou-1, ou-3, ou-4)"), held.stderr
     assert builds(sim) == {"ou-1": "25C56", "ou-2": "25F84", "ou-3": "25F84", "ou-4": "25C56"}
     assert restarts(sim) == ["ou-2", "ou-3"]
+    # The hostfiles say so: hostfile.held beside them on the controller and every Mac (hostfile.json, which
+    # mlx.launch reads, stays as it was), and the hostfile step publishes none while held.
+    line = "held: os-update in progress (1 of 4 Macs on 25F84, macOS 26.5.2; "
+    assert line in out
+    assert (sim.dir / ".mlx-fleet" / "hostfile.held").read_text().startswith(line)
+    assert all((held_on(sim, n) or "").startswith("held: os-update in progress (every Mac going on 25F84")
+               for n in NAMES)  # since the update started
+    hostfiles = {n: hostfile_on(sim, n) for n in NAMES}
+    republish = mlx_fleet("hostfile", "-i", str(sim.dir / "inventory.yml"), check=False, timeout=600)
+    assert f"warning: {line}" in republish.stdout + republish.stderr, republish.stdout + republish.stderr
+    assert {n: hostfile_on(sim, n) for n in NAMES} == hostfiles
+    assert all(held_on(sim, n).startswith(line) for n in NAMES)  # as the hostfile step says it now
 
     # The person does the Recovery step; the rerun resumes at ou-3 and installs nothing twice.
     sim.cli("recovery", "ou-3", "--", "rdma_ctl", "enable")
@@ -132,6 +153,8 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     assert "result: every Mac on macOS 26.5.2 (25F84)" in resumed.stdout
     assert set(builds(sim).values()) == {"25F84"}
     assert restarts(sim) == ["ou-2", "ou-3", "ou-4", "ou-1"]  # each Mac once, rank 0 last
+    assert "held:" not in resumed.stdout and not (sim.dir / ".mlx-fleet" / "hostfile.held").exists()
+    assert [held_on(sim, n) for n in NAMES] == [None] * 4  # released
 
     again = os_update(sim, password_file)
     assert again.returncode == 0 and "order: nothing to do" in again.stdout, again.stdout + again.stderr
@@ -159,7 +182,9 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     searched = [sim.dir / ".mlx-fleet", sim.dir / "nodes", Path("/tmp"), Path("/var/tmp")]
     found = subprocess.run(["grep", "-rlsF", "--exclude=admin_password", "--", password, *map(str, searched)],
                            capture_output=True, text=True).stdout.split()
-    assert [f for f in found if f != str(password_file) and "/etc/shadow" not in f] == []
+    # (the test's own password files, this run's and those earlier runs left in pytest's folders, excepted)
+    assert [f for f in found if not (Path(f).name == password_file.name and Path(f).is_relative_to(
+        tmp_path.parent.parent)) and "/etc/shadow" not in f] == []
 
 
 def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make_sim, tmp_path):

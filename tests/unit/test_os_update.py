@@ -105,3 +105,40 @@ def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path
     assert ou.hold_reason(tmp_path).startswith("the cluster is held")
     problem = ou.install_problem("softwareupdate --install failed: failed to authorize for installation")
     assert problem["visit"] is False and "volume owner's password" in problem["steps"][0]
+
+
+def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_every_mac_is_done(tmp_path):
+    (tmp_path / "hostfile.json").write_text('{"backend": "ring", "hosts": []}')
+    macs = {n: mac() for n in NAMES}
+    record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
+    record["inventory"] = "inv/hosts.yml"
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    held = tmp_path / ou.HELD_FILE
+    assert not held.exists() and ou.hold_line(tmp_path) is None  # planned, nothing installed yet
+    # os-update marks the Macs before its first install (starting); the record holds from the install on.
+    assert ou.hold_line(tmp_path, "inv/hosts.yml", starting=True).startswith(
+        "held: os-update in progress (every Mac going on 25F84, macOS 26.5.2; ")
+    ou.mark(record, "m2", ou.STARTED, installed=True)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    ou.mark(record, "m2", ou.DONE)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert held.read_text() == ("held: os-update in progress (1 of 4 Macs on 25F84, macOS 26.5.2; Macs on different "
+                                "builds cannot run a job together); run mlx-fleet os-update -i inv/hosts.yml to "
+                                "finish\n")
+    assert ou.hold_line(tmp_path, "x") == held.read_text().strip().replace("inv/hosts.yml", "x")
+    for name in ("m3", "m4", "m1"):
+        ou.mark(record, name, ou.DONE)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert not held.exists() and ou.hold_line(tmp_path, starting=True) is None  # released
+    assert (tmp_path / "hostfile.json").read_text() == '{"backend": "ring", "hosts": []}'  # mlx.launch's, untouched
+
+
+def test_a_target_no_mac_is_offered_is_bad_input():
+    with pytest.raises(ou.Refused) as refused:
+        ou.plan(NAMES, {n: mac() for n in NAMES}, wanted="27.0", canary=None, record=None)
+    assert refused.value.bad_input and refused.value.lines[0].startswith("no Mac is on or offered macOS 27.0")
+    macs = {n: mac() for n in NAMES}
+    macs["m3"] = mac(updates=(OLDER,))
+    with pytest.raises(ou.Refused) as refused:  # offered to some Macs: the cluster's state, not the input
+        ou.plan(NAMES, macs, wanted="26.5.2", canary=None, record=None)
+    assert not refused.value.bad_input

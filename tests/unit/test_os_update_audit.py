@@ -1,0 +1,50 @@
+"""After each Mac's update, its audit: plugin_utils.audit on that one Mac's node_state read (as the os_update action
+runs it), and only what the update brought stops the run."""
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
+
+from test_audit import INVENTORY, converged, node, sleep_on
+
+
+def one_mac(state, host="mini-2"):
+    hosts, observed, declared, controller = state
+    audited = run_audit([host], {host: observed[host]}, {host: declared[host]}, controller, inventory=INVENTORY)
+    return ou.own_findings(host, audited.findings)
+
+
+def updated(state, host="mini-2"):
+    state[1][host]["mlx_fleet_macos"].update(product_version="26.5.2", build_version="25F84")
+    return state
+
+
+def test_a_mac_on_the_new_build_alone_is_clean():
+    # Its build differs from the other Macs' mid-update: that is the update, not drift (the cluster is held).
+    assert one_mac(updated(converged())) == []
+
+
+def test_drift_the_update_brought_stops_the_run_with_one_line_and_the_fix():
+    state = updated(converged())
+    sleep_on(state)
+    findings = one_mac(state)
+    assert [f["fact"] for f in findings] == ["pmset sleep"]
+    problems = ou.audit_problems(findings, drift_before=[])
+    assert [p["reason"] for p in problems] == ["the audit after the update: pmset sleep: expected 0; found 10"]
+    assert problems[0]["visit"] is False
+    assert problems[0]["steps"][0] == "Fix: ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node"
+
+
+def test_drift_already_there_before_the_update_does_not_stop_it():
+    before = converged()
+    sleep_on(before)
+    drift_before = [f["fact"] for f in one_mac(before)]
+    after = updated(before)
+    node(after)["hostfiles"]["hostfile.json"] = "0" * 64  # new after the update
+    problems = ou.audit_problems(one_mac(after), drift_before)
+    assert [p["reason"].split(":")[1].strip() for p in problems] == ["hostfile.json"]
+
+
+def test_findings_about_the_cluster_are_not_the_macs():
+    state = converged()
+    state[3]["lock"] = (None, "no lock")  # the cluster's lock: no Mac's update causes or fixes it
+    assert one_mac(updated(state)) == []
