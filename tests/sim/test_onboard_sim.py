@@ -173,13 +173,19 @@ def test_a_fourth_studio_joins_the_mesh(cluster):
     run = max((p for p in (out / "runs").iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
     events = [e for e in _job_events(run) if e["event"] == "runner_on_ok" and e["res"].get("changed")]
     on_macs = {(e["host"], e["task_action"]) for e in events if e["host"] in OLD
-               and e["task_action"] not in ("mlx_fleet.cluster.fabric", "mlx_fleet.cluster.rdma_readiness")}
+               and e["task_action"] not in ("mlx_fleet.cluster.fabric", "mlx_fleet.cluster.fabric_publish",
+                                            "mlx_fleet.cluster.rdma_readiness")}  # the controller's steps
     assert {action for _, action in on_macs} == {"mlx_fleet.cluster.thunderbolt_network", "mlx_fleet.cluster.hostfiles"}
     new_port = {peer: theirs for _, peer, theirs in steps}
     for event in events:
         if event["host"] in OLD and event["task_action"] == "mlx_fleet.cluster.thunderbolt_network":
-            services = {command[1] for command in event["res"]["commands"]}
+            # A new service goes where macOS puts it; the step then orders the Thunderbolt services last again.
+            order = [command[1:] for command in event["res"]["commands"] if command[0] == "-ordernetworkservices"]
+            services = {command[1] for command in event["res"]["commands"] if command[0] != "-ordernetworkservices"}
             assert services == {f"Thunderbolt {new_port[event['host']]}"}, event["res"]["commands"]
+            for names in order:
+                thunderbolt = [i for i, name in enumerate(names) if name.startswith("Thunderbolt")]
+                assert thunderbolt == list(range(len(names) - len(thunderbolt), len(names))), names
     assert {n: sim.ssh(n, OLD_PORTS).stdout for n in OLD} == old_ports
 
     # The drop-in as visudo checked it, root:wheel 0440; the password nowhere in what the runs kept.
