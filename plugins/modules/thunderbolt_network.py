@@ -614,7 +614,10 @@ def main():
         module.fail_json(msg=to_native(exc))
     commands, new_record, results, bridge, diffs = plan
     if params["state"] == "present" and params["services_last"]:
-        step, diff = plan_order(services, [r["service"] for r in results if r.get("created")])
+        # The order of what is left: a service this run removes (a port whose cable left) is no longer there.
+        removed = set(command[1] for command in commands if command[0] == "-removenetworkservice")
+        step, diff = plan_order([s for s in services if s["name"] not in removed],
+                                [r["service"] for r in results if r.get("created")])
         if step:
             commands.append(step)
             diffs.append(diff)
