@@ -184,7 +184,7 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
                            capture_output=True, text=True).stdout.split()
     # (pytest's own folders excepted: this test's password files, and other tests' files holding the sims' shared
     # admin password, this session's or an earlier one's; mlx-fleet writes nothing there)
-    tests_own = tmp_path.parent.parent.parent
+    tests_own = tmp_path.parent.parent  # /tmp/pytest-of-USER
     assert [f for f in found if not Path(f).is_relative_to(tests_own) and "/etc/shadow" not in f] == []
 
 
