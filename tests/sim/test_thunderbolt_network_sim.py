@@ -111,7 +111,9 @@ def test_both_ends_of_a_cable_persist_across_a_reboot_and_come_off_again(make_si
     assert dry["changed"] is True and dry["_status"] == "CHANGED"
     assert dry["commands"] == [["-setnetworkserviceenabled", "Thunderbolt Bridge", "off"],
                                ["-createnetworkservice", "Thunderbolt 1", "Thunderbolt 1"],
-                               ["-setmanual", "Thunderbolt 1", "192.168.77.1", "255.255.255.252"]]
+                               ["-setmanual", "Thunderbolt 1", "192.168.77.1", "255.255.255.252"],
+                               # the new service goes last in the order, wherever macOS put it
+                               ["-ordernetworkservices", "Ethernet", "Wi-Fi", "Thunderbolt Bridge", "Thunderbolt 1"]]
     assert "+ipv4: Manual 192.168.77.1 mask 255.255.255.252 router none" in dry["_diff_text"]
     assert "-service: absent" in dry["_diff_text"]
     assert network_state(sim, "mini-1") == before
