@@ -134,9 +134,8 @@ class ActionModule(ActionBase):
         before = self._read(task_vars, checks=True)
         previous = record["macs"].get(name, {})
         if "before" in previous:  # resumed: what the Mac had before its update started
-            before = dict(before, **{k: previous["before"][k] for k in ("rdma_enabled", "addresses", "mlx_imports",
-                                                                       "audit_drift")
-                                     if k in previous["before"]})
+            kept = ("rdma_enabled", "addresses", "mlx_imports", "audit_drift")
+            before = dict(before, **{k: previous["before"][k] for k in kept if k in previous["before"]})
         kept = {k: before.get(k) for k in ("version", "build", "rdma_enabled", "addresses", "mlx_imports")}
         if before["build"] != target["build"]:
             # What the audit already found before the update is not the update's doing (kept for a resume).

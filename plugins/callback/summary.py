@@ -19,7 +19,7 @@ description:
     the [defaults] section of ansible.cfg (the repository's ansible.cfg and the one the mlx-fleet CLI runs
     with do), or C(ANSIBLE_CALLBACKS_ENABLED=mlx_fleet.cluster.summary) in the environment (for AWX, in the
     job template's or the execution environment's settings). It prints beside whatever stdout callback is set.
-author: mlx-fleet contributors
+author: mlx-fleet contributors (!UNKNOWN)
 requirements:
   - enable in ansible.cfg (callbacks_enabled) or with ANSIBLE_CALLBACKS_ENABLED
 """

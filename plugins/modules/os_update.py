@@ -19,7 +19,7 @@ description:
     target build. It never forces a restart.
   - Then checks the build, RDMA (still enabled if it was), the Thunderbolt ports' addresses (still there) and the
     MLX environment (still imports C(mlx.core)); then the Mac's audit (C(plugin_utils.audit) on this Mac's
-    M(mlx_fleet.cluster.node_state) read, as C(mlx-fleet audit) reads it): a finding about this Mac that its
+    M(mlx_fleet.cluster.node_state) read, as C(mlx-fleet audit) reads it); a finding about this Mac that its
     audit before the update did not have stops the run like the other checks.
   - On the first problem it fails with one line saying why; where a person is needed (FileVault at the login
     window, a Mac that did not come back, RDMA off) it writes a visit sheet C(os-update-visit-NAME.txt) into

@@ -31,7 +31,7 @@ options:
     description: The inventory as the user gave it, for the line's C(mlx-fleet os-update -i INVENTORY).
     type: str
   starting:
-    description: An update is about to install (os-update's plan is made): held already, no warning.
+    description: An update is about to install (os-update's plan is made); held already, no warning.
     type: bool
     default: false
 extends_documentation_fragment:

@@ -19,8 +19,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_par
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import COMPETING_DAEMON_READS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (FIX_CONVERGE, FIX_ENV, FIX_NODE,
-                                                                           FIX_RECOVERY)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (
+    FIX_CONVERGE, FIX_ENV, FIX_NODE, FIX_RECOVERY)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
@@ -36,7 +36,6 @@ BOUNDED_READS = ("ibv_devinfo",)
 FINGERPRINT_READ = "fingerprint"  # the environment's fingerprint file (module_utils.mlx_env.fingerprint_path)
 TIMED_OUT = 124  # the bounded read's exit status when it did not finish
 REBOOT_SLACK = 5  # seconds kern.boottime may move without a reboot (clock adjustments)
-
 
 
 def _fix(template: str, inventory: str) -> str:
