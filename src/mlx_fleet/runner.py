@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CONTROLLER, RunOutcome,
                                                                              first_line)
@@ -398,13 +399,8 @@ def _record_command(data: dict, runner_config, envvars: dict, private: str) -> N
     milliseconds, in a 0600 file."""
     if data.get("status") != "running":
         return
-    path = Path(runner_config.artifact_dir) / "command"
-    text = json.dumps(command_record(runner_config.command, runner_config.cwd, envvars, private))
-    temporary = path.with_name(".command.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(temporary, path)
+    record = command_record(runner_config.command, runner_config.cwd, envvars, private)
+    atomic_write_text(Path(runner_config.artifact_dir) / "command", json.dumps(record), mode=0o600)
 
 
 def _interrupted(report: RunReport, read_only: bool = False) -> str:
