@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import (
     ADDRESSES_FILE, port_arguments, read_addresses, read_pool)
@@ -14,7 +15,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
-DEFAULT_MIN_MACOS = "26.2"
 # What a wired GPU limit must leave to macOS itself.
 MACOS_RESERVE_MB = 8192
 
@@ -26,7 +26,7 @@ def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool
     if not facts.get("apple_silicon"):
         problems.append(f"{host}: {facts.get('model_name')} ({facts.get('model_identifier')}) is not Apple Silicon; "
                         "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
-    minimum = str(host_vars.get("mlx_fleet_min_macos", DEFAULT_MIN_MACOS))
+    minimum = str(host_vars.get("mlx_fleet_min_macos", defaults.MIN_MACOS))
     if version_tuple(facts["product_version"]) < version_tuple(minimum):
         problems.append(f"{host}: macOS {facts['product_version']} ({facts['build_version']}) is older than "
                         f"mlx_fleet_min_macos {minimum}; update it in System Settings > General > Software Update")

@@ -9,6 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report
@@ -28,7 +29,7 @@ def add_verify_parser(sub, command) -> None:
     parser.add_argument("-i", "--inventory", action="append", required=True,
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--output-dir", help="where the hostfiles are (default: mlx_fleet_output_dir, else "
-                                             ".mlx-fleet in the inventory's folder)")
+                                             f"{OUTPUT_DIR_NAME} in the inventory's folder)")
     parser.add_argument("--out", help="folder for this run's report and logs (default: OUTPUT_DIR/verify/<time>)")
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("--sizes", default=DEFAULT_SIZES,

@@ -1,7 +1,7 @@
 """What `mlx-fleet verify` checks: the cluster as the hostfiles and the fabric's addresses describe it.
 
-The inventory gives the folder the hostfiles are in (``mlx_fleet_output_dir``, by default
-``.mlx-fleet`` beside the inventory) and the interpreter every Mac runs (``mlx_env_path``);
+The inventory gives the folder the hostfiles are in (``mlx_fabric_output_dir``, the role's default:
+``mlx_fleet_output_dir``, else the output folder beside the inventory) and the interpreter every Mac runs (``mlx_env_path``);
 ``hostfile.json`` gives the ranks and the backend, ``hostfile-ring.json`` the TCP fallback and
 ``fabric-addresses.json`` every cable with both ends' ports and addresses.
 """
@@ -13,17 +13,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import check_hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import ROLE_DEFAULTS
 
-CLUSTER_GROUP = "mlx_cluster"
 DEFAULT_SIZES = "1KiB:256MiB"
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.I)
@@ -76,34 +73,20 @@ class Settings:
 
 
 def settings_from_inventory(inventories: list[str]) -> Settings:
-    """mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the cluster's first host."""
-    from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
-
-    for source in inventories:
-        if not Path(source).exists():
-            raise VerifyError(f"inventory {source} does not exist")
-    loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=[str(Path(s).resolve()) for s in inventories])
-    hosts = inventory.get_hosts(CLUSTER_GROUP)
-    if not hosts:
-        raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
-    variables = VariableManager(loader=loader, inventory=inventory).get_vars(host=hosts[0])
-    default_env = (yaml.safe_load(ROLE_DEFAULTS.read_text()) or {})["mlx_env_path"]
-    templar = Templar(loader=loader, variables=variables)
-
-    def value(name: str, default: str) -> str:
-        raw = variables.get(name)
-        return default if raw is None else str(templar.template(raw))
+    """The output folder and mlx_env_path as a play running the roles sees them for the cluster's first host
+    (mlx_fabric_output_dir: mlx_fleet_output_dir, else the default beside the inventory)."""
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+        InventoryView, InventoryViewError)
 
     try:
-        output_dir = value("mlx_fleet_output_dir", f"{variables['inventory_dir']}/.mlx-fleet")
-        env_path = value("mlx_env_path", default_env)
-    except AnsibleError as exc:
-        raise VerifyError(f"inventory: {exc.message}") from exc
+        inventory = InventoryView(inventories)
+        hosts = inventory.hosts(CLUSTER_GROUP)
+        if not hosts:
+            raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
+        get = inventory.values(hosts[0])
+        output_dir, env_path = str(get("mlx_fabric_output_dir")), str(get("mlx_env_path"))
+    except InventoryViewError as exc:
+        raise VerifyError(str(exc)) from None
     return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python")
 
 
