@@ -15,10 +15,11 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import ADDRESSES_FILE, ends
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile as hostfiles
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS, pair_links
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import End, Link
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import check_hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 
 DEFAULT_SIZES = "1KiB:256MiB"
@@ -172,7 +173,7 @@ def load_cluster(folder: Path) -> Cluster:
     for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
         if data is not None:
             try:
-                check_hostfile(data)
+                hostfiles.check_hostfile(data)
             except ValueError as exc:
                 raise VerifyError(f"{path}: {exc}; {fix}") from None
     addresses = _read_json(folder / ADDRESSES_FILE, "cable address list", fix)
@@ -187,17 +188,17 @@ def _entry(hostfile: dict, host: str) -> dict:
 
 
 def link_hostfile(cluster: Cluster, link: CableLink, backend: str, devices: dict[str, str] | None = None) -> dict:
-    """A two-rank hostfile for one cable: its two ends' addresses (ring), or its two RDMA devices
-    (jaccl, devices: host -> enX of its end) with the coordinator address of the cluster hostfile."""
+    """A two-rank hostfile for one cable, rendered by the fabric's hostfile code: its two ends' addresses
+    (ring), or its two RDMA devices (jaccl, devices: host -> enX of its end) with the coordinator address of
+    the cluster hostfile."""
     a, b = link.ends()
-    if backend == "ring":
-        hosts = [{"ssh": end.host, "ips": [end.address], "rdma": []} for end in (a, b)]
-    else:
-        rdma = [f"rdma_{(devices or {})[end.host]}" for end in (a, b)]
-        hosts = [{"ssh": a.host, "ips": _entry(cluster.hostfile, a.host)["ips"], "rdma": [None, rdma[0]]},
-                 {"ssh": b.host, "ips": _entry(cluster.hostfile, b.host)["ips"], "rdma": [rdma[1], None]}]
-    return {"backend": "jaccl" if backend.startswith("jaccl") else "ring", "envs": cluster.hostfile["envs"],
-            "hosts": hosts}
+    devices = devices or {}
+    wire = Link(End(a.host, a.port, devices.get(a.host, "")), End(b.host, b.port, devices.get(b.host, "")), 0.0)
+    network = str(ipaddress.ip_interface(f"{a.address}/{a.prefix}").network)
+    management = {host: next(iter(_entry(cluster.hostfile, host)["ips"]), None) for host in (a.host, b.host)}
+    return hostfiles.render("jaccl" if backend.startswith("jaccl") else "ring", [a.host, b.host],
+                            pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): network}, management,
+                            cluster.hostfile["envs"])
 
 
 def single_host_hostfile(cluster: Cluster) -> dict:
