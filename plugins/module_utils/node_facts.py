@@ -84,6 +84,23 @@ def _rdma(module, results):
     return enabled, devices, states
 
 
+def port_addresses(interfaces, device):
+    """A port's IPv4 addresses as address/prefix (ifconfig): what the fabric's addresses are checked against."""
+    return ["{0}/{1}".format(a["address"], a["prefixlen"]) for a in interfaces.get(device, {}).get("inet", [])]
+
+
+def bridge_state(interfaces, services):
+    """The Thunderbolt Bridge (bridge0) as ifconfig and the network service order show it."""
+    bridge_if = interfaces.get("bridge0", {})
+    bridge_service = [s for s in services if s.get("device") == "bridge0"]
+    return {
+        "device": "bridge0",
+        "active": bridge_if.get("status") == "active",
+        "members": bridge_if.get("members", []),
+        "service_enabled": bool(bridge_service and bridge_service[0]["enabled"]),
+    }
+
+
 def thunderbolt(module, results):
     """mlx_fleet_thunderbolt from the THUNDERBOLT_READS results."""
     buses = parse_or_fail(module, parsers.parse_thunderbolt_json, output_of(module, results, "thunderbolt"))
@@ -97,21 +114,13 @@ def thunderbolt(module, results):
     for bus in buses:
         device = devices.get(bus["receptacle"])
         rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
-        # Its IPv4 addresses as address/prefix: what the hostfile's addresses are checked against.
-        addresses = ["{0}/{1}".format(a["address"], a["prefixlen"]) for a in interfaces.get(device, {}).get("inet", [])]
         port = dict(bus, hardware_port="Thunderbolt {0}".format(bus["receptacle"]), device=device,
-                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device), addresses=addresses)
+                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device),
+                    addresses=port_addresses(interfaces, device))
         ports.append(port)
-    bridge_if = interfaces.get("bridge0", {})
-    bridge_service = [s for s in services if s.get("device") == "bridge0"]
     return {
         "ports": ports,
-        "bridge": {
-            "device": "bridge0",
-            "active": bridge_if.get("status") == "active",
-            "members": bridge_if.get("members", []),
-            "service_enabled": bool(bridge_service and bridge_service[0]["enabled"]),
-        },
+        "bridge": bridge_state(interfaces, services),
         "rdma_enabled": rdma_enabled,
         "rdma_devices": rdma_devices,
     }

@@ -29,6 +29,8 @@ from mlx_fleet.verify.run import Options, Outcome
 HARDWARE_PORTS = load(FIXTURE_DIR / "networksetup-listallhardwareports__network-info-script__1.txt")  # TB1 = en3
 IFCONFIG_BRIDGED = load(FIXTURE_DIR / "ifconfig__bmidgley-citizen-scientist__1.txt")  # en1-en4 in an up bridge0
 IFCONFIG_EN2 = load(FIXTURE_DIR / "ifconfig-en2__apple-tn3205__1.txt")  # en2: 169.254.205.255/16, active
+# The Thunderbolt Bridge service enabled (verify reads the bridge as the audit does: service and bridge0).
+SERVICE_ORDER = load(FIXTURE_DIR / "networksetup-listnetworkserviceorder__network-info-script__1.txt")
 INVENTORY = "inv/hosts.yml"
 
 
@@ -246,7 +248,8 @@ def node(host: str, ifconfig: str, ports: str = HARDWARE_PORTS, **reads) -> Node
 def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     c = cluster()
     link = c.cables[0]  # a:1 -- b:1; Thunderbolt 1 is en3 on the captured Mac
-    found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED)}, INVENTORY)
+    bridged = {"service_order": (0, SERVICE_ORDER)}
+    found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
     assert [f.cause for f in found] == ["cable", "address", "bridge"]
     cable, address, bridge = found
     assert cable.message == ("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no link (status: inactive); plug the "
@@ -254,7 +257,7 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     assert address.message.startswith("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no IPv4 address where the "
                                       "fabric gave it 192.168.0.5/30")
     assert "member of bridge0, the Thunderbolt Bridge, which is up" in bridge.message
-    both = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED), "b": node("b", IFCONFIG_BRIDGED)}, INVENTORY)
+    both = cable_findings(link, {h: node(h, IFCONFIG_BRIDGED, **bridged) for h in "ab"}, INVENTORY)
     assert [f.cause for f in both].count("cable") == 1
     assert "no link at either end (a Thunderbolt 1 and b Thunderbolt 1" in both[0].message
 
@@ -305,8 +308,9 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     rdma_on = {"rdma_ctl": (0, "enabled\n")}
     evidence = {h: node(h, IFCONFIG_EN2, HARDWARE_PORTS.replace("Device: en3", "Device: en2"), **rdma_on)
                 for h in "ab"}
-    for h in "ab":  # the ports are fine: the addresses are the fabric's
-        evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255", link.end(h).address))
+    for h in "ab":  # the ports are fine: the addresses are the fabric's (its /30)
+        evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000",
+                                                                 f"{link.end(h).address} netmask 0xfffffffc"))
     (finding,) = diagnose([failed, works], c, evidence, INVENTORY)
     assert finding.cause == "rdma" and finding.cable == "a:1 -- b:1" and finding.rank == 0
     assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "

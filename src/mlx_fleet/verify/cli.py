@@ -64,6 +64,7 @@ def run_verify(args, argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_inventory(args.inventory)
         options = _options(args, args.python or settings.python)
+        options.bridge = settings.bridge
         folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
         cluster = load_cluster(folder)
         launcher = mlx_launch()

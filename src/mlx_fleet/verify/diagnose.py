@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
 from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables
@@ -48,8 +50,15 @@ def node_findings(node: Node, python: str, inventory: str) -> list[Finding]:
     return []
 
 
-def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: str) -> list[Finding]:
-    """What ifconfig says is wrong with one end of a cable (nothing when it cannot be read)."""
+def wanted_bridge(bridge: str | None) -> str:
+    """mlx_fabric_bridge as the inventory gives it; None: the role's default."""
+    return bridge if bridge is not None else role_files("mlx_fabric")[0]["mlx_fabric_bridge"]
+
+
+def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: str,
+                 bridge: str | None = None) -> list[Finding]:
+    """What the Mac's tools say is wrong with one end of a cable (nothing when it cannot be read): its link
+    (ifconfig's status), and the audit's judgements of its address and of the Thunderbolt Bridge."""
     if node is None or not node.reachable:
         return []
     device = node.ports.get(end.port)
@@ -58,30 +67,32 @@ def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: s
         return []
     where = f"{end.host} {end.hardware_port} ({device})"
     iface = interfaces[device]
-    has = [f"{a['address']}/{a['prefixlen']}" for a in iface["inet"]]
+    has = node.addresses(device)
     seen = f"ifconfig {device}: status: {iface['status']}, inet {', '.join(has) or 'none'}"
     found = []
     if iface["status"] == "inactive":
         found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
                              link.cable, evidence=[f"{end.host}: {seen}"]))
-    if end.address not in [a["address"] for a in iface["inet"]]:
+    if not audit.port_address_check(end.host, end.port, device, has, f"{end.address}/{end.prefix}").ok:
         found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.address}/{end.prefix}; converge it back: "
                                         f"ansible-playbook -i {inventory} site.yml", [end.host], link.cable,
                              evidence=[f"{end.host}: {seen}"]))
-    for name, bridge in interfaces.items():
-        if device in bridge["members"] and "UP" in bridge["flags"]:
-            found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
-                                           "Bridge, which is up; turn it off: ansible-playbook -i "
-                                           f"{inventory} site.yml (the fabric step)", [end.host], link.cable,
-                                 evidence=[f"{end.host}: ifconfig {name}: flags {','.join(bridge['flags'])}, "
-                                           f"member {device}"]))
+    state = node.bridge
+    judged = audit.bridge_check(end.host, state, wanted_bridge(bridge))
+    if judged is not None and not judged.ok and device in state["members"]:
+        name = state["device"]
+        found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
+                                       "Bridge, which is up; turn it off: ansible-playbook -i "
+                                       f"{inventory} site.yml (the fabric step)", [end.host], link.cable,
+                             evidence=[f"{end.host}: Thunderbolt Bridge: {judged.found} (expected {judged.expected}); "
+                                       f"ifconfig {name}: member {device}"]))
     return found
 
 
-def cable_findings(link: CableLink, nodes: dict[str, Node], inventory: str) -> list[Finding]:
-    found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory)]
+def cable_findings(link: CableLink, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
+    found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
     dark = [f for f in found if f.cause == "cable"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
         ends = " and ".join(f"{e.host} {e.hardware_port}" for e in link.ends())
@@ -153,7 +164,8 @@ def _job_cables(job: Job, cluster: Cluster) -> list[CableLink]:
     return [link for link in cluster.cables if link.a.host in job.hosts and link.b.host in job.hosts]
 
 
-def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventory: str) -> list[Finding]:
+def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventory: str,
+             bridge: str | None = None) -> list[Finding]:
     """The likely causes of the failed jobs. A failed RDMA job whose TCP twin (the same ranks or
     cable over the ring hostfile) passed, on cables that look right, is an RDMA problem."""
     tcp_works = {(j.kind, j.cable) for j in jobs if j.passed and j.backend == "ring"}
@@ -161,7 +173,7 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
     for job in jobs:
         if job.passed or job.kind == "script":
             continue
-        causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory)]
+        causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory, bridge)]
         messages = [(r, r.error) for r in job.failed_ranks() if r.error]
         for rank, message in messages:
             if job.backend == "ring" and _BIND in message and not any(

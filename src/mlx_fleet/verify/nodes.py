@@ -14,15 +14,16 @@ import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers, node_facts
 from mlx_fleet.capture import remote_command
 from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 
 CONNECT_TIMEOUT = 10
 SSH_TIMEOUT = 60
 _MARK = "@@mlx-fleet-verify-section"
-# The reads the diagnosis uses (macos_commands.READS); RDMA ones only for an RDMA backend.
-NETWORK_READS = ("hardware_ports", "ifconfig")
+# The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
+# (module_utils.node_facts); RDMA ones only for an RDMA backend.
+NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
 RDMA_READS = ("rdma_ctl", "ibv_devinfo")
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
@@ -62,6 +63,16 @@ class Node:
     @property
     def interfaces(self) -> dict | None:
         return self.parsed("ifconfig", "parse_ifconfig")
+
+    def addresses(self, device: str) -> list[str]:
+        """The port's IPv4 addresses, address/prefix, as mlx_fleet_thunderbolt lists them."""
+        return node_facts.port_addresses(self.interfaces or {}, device)
+
+    @property
+    def bridge(self) -> dict:
+        """The Thunderbolt Bridge as mlx_fleet_thunderbolt describes it (service unread: taken as disabled)."""
+        return node_facts.bridge_state(self.interfaces or {},
+                                       self.parsed("service_order", "parse_network_service_order") or [])
 
 
 def ssh_argv(host: str, command: str) -> list[str]:

@@ -71,6 +71,7 @@ def format_size(size: int) -> str:
 class Settings:
     output_dir: Path  # where the hostfiles are
     python: str  # the interpreter, the same path on every Mac
+    bridge: str  # mlx_fabric_bridge: what the fabric does with the Thunderbolt Bridge
 
 
 def settings_from_inventory(inventories: list[str]) -> Settings:
@@ -85,10 +86,11 @@ def settings_from_inventory(inventories: list[str]) -> Settings:
         if not hosts:
             raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
         get = inventory.values(hosts[0])
-        output_dir, env_path = str(get("mlx_fabric_output_dir")), str(get("mlx_env_path"))
+        output_dir, env_path, bridge = (str(get(name)) for name in ("mlx_fabric_output_dir", "mlx_env_path",
+                                                                     "mlx_fabric_bridge"))
     except InventoryViewError as exc:
         raise VerifyError(str(exc)) from None
-    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python")
+    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge)
 
 
 # --- the hostfiles and the cables -------------------------------------------------------------------
