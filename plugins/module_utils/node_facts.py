@@ -79,9 +79,21 @@ def _rdma(module, results):
     devices = [d["device"] for d in listed]
     states = {}
     if devices:
-        info = parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo"))
-        states = dict((name, dev["ports"].get(1)) for name, dev in info.items())
+        states = rdma_states(parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo")))
     return enabled, devices, states
+
+
+def rdma_states(devinfo):
+    """{RDMA device: the state of its port 1} from parsed ibv_devinfo."""
+    return dict((name, dev["ports"].get(1)) for name, dev in devinfo.items())
+
+
+def port_facts(receptacle, device, interfaces, rdma_devices, rdma_states_by_device):
+    """One Thunderbolt port of mlx_fleet_thunderbolt: its device, RDMA device and state, IPv4 addresses."""
+    rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
+    return {"receptacle": receptacle, "hardware_port": "Thunderbolt {0}".format(receptacle), "device": device,
+            "rdma_device": rdma_device, "rdma_state": rdma_states_by_device.get(rdma_device),
+            "addresses": port_addresses(interfaces, device)}
 
 
 def port_addresses(interfaces, device):
@@ -108,16 +120,11 @@ def thunderbolt(module, results):
     devices = parsers.thunderbolt_interfaces(hardware_ports)
     services = parse_or_warn(module, parsers.parse_network_service_order, output_of(module, results, "service_order"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    rdma_enabled, rdma_devices, rdma_states = _rdma(module, results)
+    rdma_enabled, rdma_devices, rdma_states_by_device = _rdma(module, results)
 
-    ports = []
-    for bus in buses:
-        device = devices.get(bus["receptacle"])
-        rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
-        port = dict(bus, hardware_port="Thunderbolt {0}".format(bus["receptacle"]), device=device,
-                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device),
-                    addresses=port_addresses(interfaces, device))
-        ports.append(port)
+    ports = [dict(bus, **port_facts(bus["receptacle"], devices.get(bus["receptacle"]), interfaces, rdma_devices,
+                                     rdma_states_by_device))
+             for bus in buses]
     return {
         "ports": ports,
         "bridge": bridge_state(interfaces, services),

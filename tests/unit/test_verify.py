@@ -19,7 +19,8 @@ import pytest
 from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify import compare, jobs, nodes, report
-from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
+from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
 from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_addresses, format_size, link_hostfile,
@@ -318,6 +319,68 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
     # the same failure with the TCP twin failing too is not called RDMA
     assert [f.cause for f in diagnose([failed], c, evidence, INVENTORY)] == ["unknown"]
+
+
+# --- verify's judgements are the audit's and the RDMA step's --------------------------------------------
+
+SW_VERS_26 = load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt").replace("14.2.1", "26.2").replace("23C71", "25C56")
+IBV_DEVICES = load(FIXTURE_DIR / "ibv_devices__apple-tn3205__3.txt")  # rdma_en2, rdma_en3, rdma_en4
+IBV_DEVINFO = load(FIXTURE_DIR / "ibv_devinfo__apple-tn3205__1.txt")  # all PORT_ACTIVE
+EN2_PORTS = HARDWARE_PORTS.replace("Device: en3", "Device: en2")  # Thunderbolt 1 is en2
+
+
+def en2(address: str, netmask: str) -> str:
+    return IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000", f"{address} netmask {netmask}")
+
+
+@pytest.mark.parametrize("ifconfig, ports, service_order, causes", [
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, SERVICE_ORDER, ["cable", "address", "bridge"]),  # no address, bridged
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, None, ["cable", "address"]),  # bridge0 inactive, service unread
+    (en2("192.168.0.5", "0xfffffffc"), EN2_PORTS, None, []),  # the fabric's address and prefix
+    (en2("192.168.0.5", "0xffff0000"), EN2_PORTS, None, ["address"]),  # the fabric's address, another prefix
+    (IFCONFIG_EN2, EN2_PORTS, None, ["address"]),  # a link-local address
+], ids=["bridged", "bridge inactive", "fabric's", "other prefix", "link-local"])
+def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfig, ports, service_order, causes):
+    reads = {"service_order": (0, service_order)} if service_order else {}
+    mac = node("a", ifconfig, ports, **reads)
+    device = mac.ports[1]
+    # The audit's own section, on the same facts as the modules shape them.
+    observed = {"a": {"mlx_fleet_thunderbolt": {"ports": [{"receptacle": 1, "device": device}], "bridge": mac.bridge},
+                      "mlx_fleet_node": {"addresses": {device: mac.addresses(device)}}}}
+    checks = []
+    audit._fabric(["a"], observed, {"a": {"bridge": "disabled"}}, {"addresses": ADDRESSES}, checks)
+    address, bridge = checks
+    assert address == audit.port_address_check("a", 1, device, mac.addresses(device), "192.168.0.5/30")
+    found = [f.cause for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]
+    assert found == causes
+    assert ("address" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
+
+
+@pytest.mark.parametrize("rdma_ctl, ibv_devices, status", [
+    ("enabled", IBV_DEVICES, rdma.READY),
+    ("disabled", "\n".join(IBV_DEVICES.splitlines()[:2]), rdma.NEEDS_RECOVERY),  # no device listed
+    ("enabled", "\n".join(IBV_DEVICES.splitlines()[:2]), rdma.ENABLED_NOT_WORKING),
+], ids=["ready", "off", "enabled without devices"])
+def test_a_macs_rdma_is_judged_as_the_rdma_step_and_the_audit_judge_it(rdma_ctl, ibv_devices, status):
+    c = cluster()
+    link = c.cables[0]
+    mac = node("a", en2("192.168.0.5", "0xfffffffc"), EN2_PORTS, sw_vers=(0, SW_VERS_26), rdma_ctl=(0, rdma_ctl + "\n"),
+               ibv_devices=(0, ibv_devices), ibv_devinfo=(0, IBV_DEVINFO))
+    failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
+                 [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
+                  rank(1, "b", code=None)], link.cable)
+    works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
+                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
+    judged = readiness(failed, c, {"a": mac})
+    # What the RDMA step and the audit call (rdma.assess), on the same facts; no cable found on them.
+    assessed = rdma.classify_cluster({"a": mac.macos}, {"a": mac.thunderbolt}, [])
+    assert judged["a"].status == assessed["a"].status == status
+    (finding,) = diagnose([failed, works], c, {"a": mac}, INVENTORY)
+    assert finding.cause == "rdma"
+    if status == rdma.NEEDS_RECOVERY:
+        assert finding.message.endswith(f"RDMA is off on a: mlx-fleet checklist -i {INVENTORY}")
+    elif status == rdma.ENABLED_NOT_WORKING:
+        assert judged["a"].message in finding.message
 
 
 def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
@@ -142,12 +142,34 @@ def _rdma_evidence(job: Job, nodes: dict[str, Node]) -> list[str]:
     return lines
 
 
+def readiness(job: Job, cluster: Cluster, nodes: dict[str, Node]) -> dict[str, rdma.Readiness]:
+    """The RDMA readiness of the job's Macs as the RDMA step and the audit judge it (rdma.classify_node), from
+    what this run read, with the job's cables; a Mac whose RDMA state was not read (or only half) is left out."""
+    cabled: dict[str, dict[int, str]] = {}
+    for link in _job_cables(job, cluster):
+        cabled.setdefault(link.a.host, {})[link.a.port] = link.b.host
+        cabled.setdefault(link.b.host, {})[link.b.port] = link.a.host
+    judged = {}
+    for host in job.hosts:
+        node = nodes.get(host)
+        facts = node.thunderbolt if node is not None and node.reachable else None
+        if facts is None or (facts["rdma_enabled"] and facts["rdma_devices"] is None):
+            continue
+        judged[host] = rdma.classify_node(host, node.macos, dict(facts, rdma_devices=facts["rdma_devices"] or []),
+                                          cabled=cabled.get(host, {}))
+    return judged
+
+
 def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory: str) -> Finding:
     where = f"cable {job.cable}" if job.cable else f"{len(job.hosts)} Macs ({', '.join(job.hosts)})"
     said = [rank_line(job, r) for r in job.failed_ranks() if r.error]
-    off = [h for h in job.hosts if nodes.get(h) and nodes[h].parsed("rdma_ctl", "parse_rdma_ctl_status") is False]
+    judged = readiness(job, cluster, nodes)
+    off = [h for h, r in judged.items() if r.status == rdma.NEEDS_RECOVERY]
+    unready = [r for r in judged.values() if r.status != rdma.READY]
     if off:
         fix = f"RDMA is off on {', '.join(off)}: mlx-fleet checklist -i {inventory}"
+    elif unready:
+        fix = "; ".join(r.message for r in unready)
     else:
         fix = ("RDMA is not reported off, yet MLX cannot use it; meanwhile the TCP ring works: "
                f"mlx.launch --hostfile {cluster.folder / RING_HOSTFILE}")

@@ -24,7 +24,7 @@ _MARK = "@@mlx-fleet-verify-section"
 # The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
 # (module_utils.node_facts); RDMA ones only for an RDMA backend.
 NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
-RDMA_READS = ("rdma_ctl", "ibv_devinfo")
+RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo")
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
 
@@ -67,6 +67,22 @@ class Node:
     def addresses(self, device: str) -> list[str]:
         """The port's IPv4 addresses, address/prefix, as mlx_fleet_thunderbolt lists them."""
         return node_facts.port_addresses(self.interfaces or {}, device)
+
+    @property
+    def thunderbolt(self) -> dict | None:
+        """mlx_fleet_thunderbolt as the modules make it (module_utils.node_facts), for the ports this run reads
+        (no port speeds: system_profiler is not read); None when rdma_ctl was not read. rdma_devices is None
+        when ibv_devices was not read."""
+        enabled = self.parsed("rdma_ctl", "parse_rdma_ctl_status")
+        if enabled is None:
+            return None
+        listed = self.parsed("ibv_devices", "parse_ibv_devices")
+        devices = [d["device"] for d in listed] if listed is not None else None
+        states = node_facts.rdma_states(self.parsed("ibv_devinfo", "parse_ibv_devinfo") or {})
+        interfaces = self.interfaces or {}
+        return {"ports": [node_facts.port_facts(receptacle, device, interfaces, devices or [], states)
+                          for receptacle, device in sorted(self.ports.items())],
+                "bridge": self.bridge, "rdma_enabled": enabled, "rdma_devices": devices}
 
     @property
     def bridge(self) -> dict:
