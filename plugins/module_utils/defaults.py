@@ -23,4 +23,3 @@ OUTPUT_DIR_NAME = ".mlx-fleet"
 HOSTFILE_DIR = "/opt/mlx-fleet"  # mlx_fabric_hostfile_dir: where every Mac gets the hostfiles
 WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"  # macos_node_wired_limit_label: the LaunchDaemon's label
 CLUSTER_GROUP = "mlx_cluster"  # the inventory group of the cluster's Macs
-

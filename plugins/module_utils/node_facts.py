@@ -123,7 +123,7 @@ def thunderbolt(module, results):
     rdma_enabled, rdma_devices, rdma_states_by_device = _rdma(module, results)
 
     ports = [dict(bus, **port_facts(bus["receptacle"], devices.get(bus["receptacle"]), interfaces, rdma_devices,
-                                     rdma_states_by_device))
+                                    rdma_states_by_device))
              for bus in buses]
     return {
         "ports": ports,
