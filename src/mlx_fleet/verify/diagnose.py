@@ -4,8 +4,11 @@ cable, RDMA.
 
 The evidence is what the jobs said (MLX's own messages, which rank failed and how) and what the
 Macs' macOS tools say now (``networksetup -listallhardwareports`` for the port's device,
-``ifconfig`` for its link status, addresses and bridge membership, ``rdma_ctl status`` and
-``ibv_devinfo`` for RDMA). Pure: nothing here talks to a Mac.
+``ifconfig`` for its link status, addresses and bridge membership, ``networksetup
+-listnetworkserviceorder`` for the bridge's service, ``rdma_ctl status``, ``ibv_devices`` and
+``ibv_devinfo`` for RDMA), made into facts as the modules make them (module_utils.node_facts) and
+judged by the product's own checks: a port's address and the bridge by the audit's
+(plugin_utils.audit), RDMA by the RDMA step's (plugin_utils.rdma). Pure: nothing here talks to a Mac.
 """
 
 from __future__ import annotations
@@ -145,10 +148,7 @@ def _rdma_evidence(job: Job, nodes: dict[str, Node]) -> list[str]:
 def readiness(job: Job, cluster: Cluster, nodes: dict[str, Node]) -> dict[str, rdma.Readiness]:
     """The RDMA readiness of the job's Macs as the RDMA step and the audit judge it (rdma.classify_node), from
     what this run read, with the job's cables; a Mac whose RDMA state was not read (or only half) is left out."""
-    cabled: dict[str, dict[int, str]] = {}
-    for link in _job_cables(job, cluster):
-        cabled.setdefault(link.a.host, {})[link.a.port] = link.b.host
-        cabled.setdefault(link.b.host, {})[link.b.port] = link.a.host
+    cabled = rdma.cables_by_host(_job_cables(job, cluster))
     judged = {}
     for host in job.hosts:
         node = nodes.get(host)
