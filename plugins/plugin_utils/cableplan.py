@@ -142,5 +142,6 @@ def _plan_from_inventory(source: Path, group: str = CLUSTER_GROUP) -> PlanFile:
         raise CablePlanError(str(exc)) from None
     if not hosts:
         raise CablePlanError(f"inventory {source}: no hosts in group {group}")
-    nodes = {name: {"model": hv["mlx_fleet_model"]} if hv.get("mlx_fleet_model") else {} for name, hv in hosts.items()}
+    nodes = {name: {"model": str(hv["mlx_fleet_model"])} if hv.get("mlx_fleet_model") else {}
+             for name, hv in hosts.items()}
     return PlanFile(nodes, [str(c) for c in next(iter(hosts.values())).get("mlx_fleet_cables") or []])

@@ -52,8 +52,8 @@ class InventoryView:
         return group in self._inventory.groups
 
     def hosts(self, group: str = CLUSTER_GROUP) -> list[str]:
-        """The group's hosts in inventory order."""
-        return [h.name for h in self._inventory.get_hosts(group)]
+        """The group's hosts in inventory order (plain strings: Ansible's are tagged, which YAML cannot write)."""
+        return [str(h.name) for h in self._inventory.get_hosts(group)]
 
     def own_vars(self, host: str) -> dict | None:
         """The variables written on the host's own entry; None when the inventory does not list it."""

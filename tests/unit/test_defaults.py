@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import inventory_view
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import load_plan_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import InventoryView, InventoryViewError
 from mlx_fleet import runner
@@ -93,6 +94,14 @@ def test_a_host_not_yet_listed_gets_the_groups_variables(tmp_path):
     assert view.hosts() == ["s1", "s2"]  # the new Mac was added in memory only for its variables
     with pytest.raises(InventoryViewError, match="has no group other"):
         view.variables("another", group="other")
+
+
+def test_the_sim_reads_an_inventory_as_ansible_does_into_plain_values():
+    """`mlx-fleet sim up --topology INVENTORY` writes what it read into its own inventory (YAML)."""
+    plan = load_plan_file(REPO / "inventory" / "example")
+    assert yaml.safe_load(yaml.safe_dump({"nodes": plan.nodes, "cables": plan.cables})) == {
+        "nodes": {f"studio-{i}": {"model": "studio-m3-ultra"} for i in (1, 2, 3)},
+        "cables": ["studio-1:2 -- studio-2:2", "studio-1:3 -- studio-3:2", "studio-2:3 -- studio-3:3"]}
 
 
 def test_an_inventory_that_is_not_there_is_one_line(tmp_path):
