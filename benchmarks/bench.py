@@ -14,6 +14,10 @@ gives medians and ratios:
   audit      `mlx-fleet audit` at 4 and 16 converged Macs, when the command exists, with the CPU time
              the whole machine spent meanwhile: the controller's share (mlx-fleet and its children)
              and the rest, the simulated Macs' own work, which a real rack does on each Mac's CPUs
+  watch      one round of `mlx-fleet watch`'s probe at 4 and 16 Macs (ring), in this process: the
+             controller's CPU for the round (its own and its ssh processes'), and the round's wait
+  verify     `mlx-fleet verify` on a converged 4-Mac ring with one cable pulled: how long until it
+             fails naming both ends
 
 With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
 every mlx-fleet figure also runs with that tree's code, interleaved, for a before/after measured
@@ -45,7 +49,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MO
 from mlx_fleet.sim.layout import generated_cables
 
 BIN = Path(sys.executable).parent
-FIGURES = ("hostfile", "site", "memory", "audit")
+FIGURES = ("hostfile", "site", "memory", "audit", "watch", "verify")
 RECAP = re.compile(r"^(\S+)\s+: (ok=.*)$", re.M)
 PLAY = re.compile(r"^PLAY \[(.*)\] \**$")
 # -vvv prints one line per command sent to a Mac; with pipelining, one per module run.
@@ -261,6 +265,49 @@ class Bench:
                         f"{own:.1f}, the simulated Macs {busy - own:.1f}")
             rows.append(row)
         return rows
+
+    def watch(self) -> list[Row]:
+        from argparse import Namespace
+
+        from mlx_fleet.watch_cli import Watch
+
+        rows = []
+        for nodes in (4, 16):
+            row, cpu = Row(f"watch, one probe round, {nodes} Macs (ring)"), []
+            with Cluster(self.root, nodes, "ring") as cluster:
+                run(cluster.mlx_fleet("hostfile"))  # the address ledger the round compares with
+                round_ = Watch(Namespace(inventory=[str(cluster.inventory)], every=60, once=True, on_change=None,
+                                         output_dir=str(cluster.dir / "out"), out=None, connect_timeout=5,
+                                         rdma_timeout=5))
+                for _ in range(self.repeat):
+                    before = resource.getrusage(resource.RUSAGE_SELF), children_cpu_seconds()
+                    started = time.monotonic()
+                    round_.one_round()
+                    row.add(OURS, time.monotonic() - started)
+                    after = resource.getrusage(resource.RUSAGE_SELF)
+                    cpu.append(after.ru_utime + after.ru_stime - before[0].ru_utime - before[0].ru_stime
+                               + children_cpu_seconds() - before[1])
+            row.note = f"controller CPU per round (median): {statistics.median(cpu):.2f} CPU-s"
+            rows.append(row)
+        return rows
+
+    def verify(self) -> list[Row]:
+        row = Row("verify, 4 converged Macs (ring), one cable pulled: until it fails")
+        with Cluster(self.root, 4, "ring") as cluster:
+            run(cluster.mlx_fleet("converge"))
+            cable = yaml.safe_load((cluster.dir / "plan.yml").read_text())["cables"][0]
+            run([str(BIN / "mlx-fleet"), "sim", "unplug", "--dir", str(cluster.dir), cable.split(" -- ")[0]])
+            for _ in range(self.repeat):
+                argv = [str(BIN / "mlx-fleet"), "verify", "-i", str(cluster.inventory), "--output-dir",
+                        str(cluster.dir / "out"), "--out", str(cluster.dir / f"verify-{cluster.runs}")]
+                cluster.runs += 1
+                started = time.monotonic()
+                done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd="/")
+                row.add(OURS, time.monotonic() - started)
+                named = done.returncode == 1 and cable in done.stdout
+                row.note = f"cable {cable} pulled; " + ("named in the summary" if named else
+                                                        f"NOT NAMED (exit {done.returncode})")
+        return [row]
 
 
 def _tree(pid: int) -> list[int]:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -42,6 +43,10 @@ def controller_state(output_dir: Path, lock_file: str) -> dict:
         raise AnsibleActionFail(str(exc)) from None
     state["hostfiles"] = {name: sha256_file(str(output_dir / name)) if (output_dir / name).is_file() else None
                           for name in HOSTFILES}
+    try:
+        state["hostfile_envs"] = json.loads((output_dir / HOSTFILE).read_text()).get("envs", [])
+    except (OSError, ValueError, AttributeError):
+        state["hostfile_envs"] = None  # none yet, or unreadable: the hostfiles check says so
     state["lock"] = lock
     return state
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import mismatch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import (
     check_node, cluster_pool, network_problems, same_macs)
 
@@ -39,6 +40,8 @@ class ActionModule(ClusterAction):
                 if "mlx_fleet_macos" in hostvars[h]}
         output_dir = args["output_dir"] and Path(args["output_dir"])
         bad_input = [line for hosts, line in same_macs(read).items() if host in hosts]
+        # A declared model that is not this Mac is an inventory mistake: bad input, like the same Mac twice.
+        bad_input += [line for line in [mismatch(host, host_vars.get("mlx_fleet_model"), facts)] if line]
         try:
             pool, dummy = cluster_pool(host_vars, output_dir, read)
         except ValueError as exc:  # no private range is free here: the cluster's problem, said on its first Mac

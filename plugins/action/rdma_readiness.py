@@ -75,6 +75,7 @@ class ActionModule(ClusterAction):
             enabled_not_working=assessment.hosts(rdma.ENABLED_NOT_WORKING),
             ready=assessment.hosts(rdma.READY),
             summary=assessment.summary,
+            warnings=rdma.unread_warnings(assessment.nodes),
             regressions=written.regressions,
             checklist={"html": str(written.html), "text": str(written.text)},
             ledger=str(written.ledger),

@@ -23,6 +23,9 @@ SYSCTL_NAMES = (
     "hw.model", "hw.memsize", "hw.ncpu", "hw.optional.arm64", "kern.osversion",
     "kern.osproductversion", "machdep.cpu.brand_string", "iogpu.wired_limit_mb",
 )
+# Where macOS keeps the Software Update settings, and the one that installs macOS updates by itself.
+SOFTWARE_UPDATE_DOMAIN = "/Library/Preferences/com.apple.SoftwareUpdate"
+AUTO_INSTALL_MACOS = "AutomaticallyInstallMacOSUpdates"
 # The wired-limit LaunchDaemon's label is macos_node_wired_limit_label's default (module_utils.defaults); a read
 # of another label passes its own argv to run_reads.
 # Seconds one read may take (system_profiler takes a second or two, the environment probe hashes files): a
@@ -33,6 +36,7 @@ TIMED_OUT = 124
 READS = {
     "sw_vers": ("sw_vers",),
     "sysctl": ("sysctl",) + SYSCTL_NAMES,
+    "boottime": ("sysctl", "kern.boottime"),
     "hardware": ("system_profiler", "SPHardwareDataType", "-json"),
     "thunderbolt": ("system_profiler", "SPThunderboltDataType", "-json"),
     "groups": ("id", "-Gn"),
@@ -48,8 +52,18 @@ READS = {
     "ibv_devices": ("ibv_devices",),
     "ibv_devinfo": ("ibv_devinfo",),
     "rdma_ctl": ("rdma_ctl", "status"),
+    "default_route": ("route", "-n", "get", "default"),
+    "filevault": ("fdesetup", "status"),
+    # exo's LaunchDaemon that resets the Thunderbolt ports to DHCP (a competing network manager).
+    "exo_networksetup": ("launchctl", "print", "system/io.exo.networksetup"),
     "wired_limit_daemon": ("launchctl", "print", "system/" + WIRED_LIMIT_LABEL),
+    # Exit status 1 with "No new software available." on stderr when nothing is pending.
+    "softwareupdate": ("softwareupdate", "--list"),
+    # Exit status 1 and "The domain/default pair of (...) does not exist" when not set.
+    "auto_install_macos": ("defaults", "read", SOFTWARE_UPDATE_DOMAIN, AUTO_INSTALL_MACOS),
 }
+# The reads above of LaunchDaemons that reconfigure the Thunderbolt ports: read name -> launchd label.
+COMPETING_DAEMON_READS = {"exo_networksetup": "io.exo.networksetup"}
 
 
 def capture_name(name):
@@ -131,3 +145,18 @@ def parse_or_warn(module, parser, text, *args):
     for warning in warnings:
         module.warn(warning)
     return parsed
+
+
+def start_detached(argv, stdin_text, log_path):
+    """Start a command in its own session with STDIN_TEXT on its standard input (a secret never goes in
+    argv), its output appended to LOG_PATH (created 0600); it outlives the module and its SSH connection.
+    Returns the Popen (poll() says whether it ended)."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=fd, stderr=fd, start_new_session=True,
+                                   close_fds=True, env=dict(os.environ, LC_ALL="C"))
+    finally:
+        os.close(fd)
+    process.stdin.write(stdin_text.encode())
+    process.stdin.close()
+    return process

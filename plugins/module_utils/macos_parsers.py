@@ -84,6 +84,21 @@ def parse_sysctl(text, warnings=None):
     return out
 
 
+_BOOTTIME = re.compile(r"^(?:kern\.boottime: )?\{ sec = (\d+), usec = (\d+) \}")
+
+
+def parse_kern_boottime(text):
+    """`sysctl kern.boottime` (or with -n) -> the time the Mac booted, in seconds since the epoch.
+
+    "kern.boottime: { sec = 1232765114, usec = 823118 } Fri Jan 23 18:45:14 2009" (the date after
+    the braces is the local time and is not read).
+    """
+    match = _BOOTTIME.match(text.strip())
+    if not match:
+        _fail("sysctl kern.boottime", "expected '{{ sec = N, usec = N }}', got {0!r}".format(text.strip()))
+    return int(match.group(1))
+
+
 def parse_sysctl_n(text, names):
     """`sysctl -n <names...>` -> {name: value}, values in the order asked; unknown names -> None.
 
@@ -525,6 +540,12 @@ def parse_ibv_devices(text, warnings=None):
     return devices
 
 
+def rdma_devices_named(text):
+    """The `rdma_*` device names anywhere in a text: what MLX itself looks for in `ibv_devices`, read from an
+    output whose wording parse_ibv_devices does not know."""
+    return sorted(set(re.findall(r"\brdma_\w+", text or "")))
+
+
 def parse_ibv_devinfo(text):
     """`ibv_devinfo` -> {device: {transport, ports: {port_number: state}}}, state like "PORT_ACTIVE".
 
@@ -560,3 +581,103 @@ def parse_rdma_ctl_status(text):
     if value not in ("enabled", "disabled"):
         _fail("rdma_ctl status", "expected 'enabled' or 'disabled', got {0!r}".format(value))
     return value == "enabled"
+
+
+# --- softwareupdate --list ----------------------------------------------------------------------
+
+# Wordings seen on real Macs (tests/fixtures/macos/softwareupdate-*): the tool's header lines (on a
+# terminal), the list's heading, and the one line of "nothing pending" (stderr, exit status 1).
+_SU_HEADERS = ("Software Update Tool", "Finding available software",
+               "Software Update found the following new or updated software:")
+SU_NOTHING = "No new software available."
+_SU_LABEL = re.compile(r"^\s*\* Label: (?P<label>.+?)\s*$")
+_SU_TITLE_KEYS = re.compile(r", (Version|Size|Recommended|Action): ")
+# A macOS build: 25F84, 20C5061b (a beta ends in a letter).
+_SU_BUILD = re.compile(r"^(?P<name>.+)-(?P<build>\d{2}[A-Z]\d{1,5}[a-z]?)$")
+
+
+def _su_size_kib(value):
+    match = re.match(r"^(\d+)(KiB|K)$", value or "")
+    return int(match.group(1)) if match else None
+
+
+def parse_softwareupdate_list(text):
+    """`softwareupdate --list` (stdout and stderr together) -> {updates, warnings}.
+
+    Each update: label, title, version, build (from a macOS label `macOS <Name> <version>-<build>`,
+    else None), size_kib, recommended, action, macos (a macOS update, not Safari or the Command Line
+    Tools). "No new software available." is an empty list. A line in no wording seen on a real Mac
+    is quoted in warnings and skipped, never a failure.
+    """
+    updates, warnings = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped in _SU_HEADERS or stripped == SU_NOTHING:
+            continue
+        label = _SU_LABEL.match(line)
+        if label:
+            name = label.group("label")
+            build = _SU_BUILD.match(name)
+            updates.append({"label": name, "title": None, "version": None,
+                            "build": build.group("build") if build and name.startswith("macOS ") else None,
+                            "size_kib": None, "recommended": None, "action": None,
+                            "macos": name.startswith("macOS ")})
+            continue
+        if stripped.startswith("Title: ") and updates and updates[-1]["title"] is None:
+            parts = _SU_TITLE_KEYS.split(stripped[len("Title: "):].rstrip().rstrip(","))
+            fields = dict(zip(parts[1::2], parts[2::2]))
+            update = updates[-1]
+            update.update(title=parts[0], version=fields.get("Version"), size_kib=_su_size_kib(fields.get("Size")),
+                          recommended=None if "Recommended" not in fields else fields["Recommended"] == "YES",
+                          action=fields.get("Action"))
+            update["macos"] = update["macos"] and parts[0].startswith("macOS ")
+            continue
+        warnings.append("softwareupdate --list: unknown line {0!r}".format(stripped))
+    return {"updates": updates, "warnings": warnings}
+
+
+# `softwareupdate --install`: "Downloading <title>" / "Downloaded: <title>" (seen on a real Mac,
+# tests/fixtures/macos/softwareupdate-install__*), then the preparation and "Restarting..." with --restart.
+_SU_STARTED = re.compile(r"^(Downloading |Downloaded: |Restarting)")
+_SU_ERRORS = ("failed to authorize", "Error", "error", "not found", "No such update")
+
+
+def parse_softwareupdate_install(text):
+    """`softwareupdate --install LABEL ...` output so far -> {started, error, last}.
+
+    started: a line says the download or the preparation began; error: the first line reporting a
+    failure (as the tool words it), else None; last: the last non-empty line.
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    started = any(_SU_STARTED.match(line) for line in lines)
+    error = next((line for line in lines if any(word in line for word in _SU_ERRORS)), None)
+    return {"started": started, "error": error, "last": lines[-1] if lines else ""}
+
+
+# --- defaults read DOMAIN KEY --------------------------------------------------------------------
+
+_DEFAULTS_MISSING = re.compile(r"The domain/default pair of \(.*\) does not exist")
+
+
+def parse_defaults_bool(text):
+    """`defaults read DOMAIN KEY` (stdout and stderr together) of a boolean -> True, False, or None when the
+    key is not set ("The domain/default pair of (...) does not exist", possibly after a log line).
+    Anything else raises ValueError quoting it."""
+    value = text.strip()
+    if value in ("0", "1"):
+        return value == "1"
+    if _DEFAULTS_MISSING.search(text):
+        return None
+    _fail("defaults read", "expected 0, 1 or 'does not exist', got {0!r}".format(value[:200]))
+
+
+_FILEVAULT = {"FileVault is On.": True, "FileVault is Off.": False}
+
+
+def parse_fdesetup_status(text):
+    """`fdesetup status` -> True when FileVault is on. The first line decides; later lines (the progress of an
+    encryption) are not read."""
+    lines = _lines(text)
+    if not lines or lines[0].strip() not in _FILEVAULT:
+        _fail("fdesetup status", "expected 'FileVault is On.' or 'FileVault is Off.', got {0!r}".format(text.strip()))
+    return _FILEVAULT[lines[0].strip()]

@@ -214,3 +214,10 @@ def wired_limit_plist(label, limit_mb):
         "ProgramArguments": ["/usr/sbin/sysctl", "-w", "{0}={1}".format(WIRED_LIMIT, limit_mb)],
         "RunAtLoad": True,
     }).decode("utf-8")
+
+
+def defaults_bool(rc, out, err):
+    """A boolean preference as `defaults read DOMAIN KEY` reports it: True, False, or None when not set."""
+    if rc not in (0, 1):
+        raise ValueError("defaults read failed (rc {0}): {1}".format(rc, (err or out).strip()))
+    return macos_parsers.parse_defaults_bool(out + err)

@@ -12,7 +12,8 @@ import os
 import pwd
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, parse_or_warn, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    READS, output_of, parse_or_fail, parse_or_warn, run_reads)
 
 __metaclass__ = type
 
@@ -68,19 +69,42 @@ def macos(module, results):
     }
 
 
-def _rdma(module, results):
-    """(rdma_enabled, devices, {device: state}); RDMA tools absent means RDMA unavailable."""
+def _read_or_unknown(results, name, parser):
+    """(parsed, None), or (None, {command, output}) for an exit status or wording no real Mac has shown."""
+    rc, out, err = results[name]
+    if rc == 0:
+        try:
+            return parser(out), None
+        except ValueError:
+            pass
+    text = (out + err).strip() if rc == 0 else "{0} (exit {1})".format((err or out).strip(), rc)
+    return None, {"command": " ".join(READS[name]), "output": text}
+
+
+def rdma_state(module, results):
+    """(rdma_status, rdma_enabled, devices, {device: state}, unread) from the reads rdma_ctl, ibv_devices and
+    ibv_devinfo (verify judges its own reads of them with it too). RDMA tools absent: status None (RDMA
+    unavailable). An output of rdma_ctl or ibv_devices no real capture shows does not fail the Mac: the status is
+    "unknown" and RDMA is judged by what MLX trusts, the rdma_* devices ibv_devices lists; unread: those outputs."""
     if results["rdma_ctl"][0] == MISSING:
-        return None, [], {}
-    enabled = parse_or_fail(module, parsers.parse_rdma_ctl_status, output_of(module, results, "rdma_ctl"))
+        return None, None, [], {}, []
+    unread = []
+    enabled, odd = _read_or_unknown(results, "rdma_ctl", parsers.parse_rdma_ctl_status)
+    status = "unknown" if odd else ("enabled" if enabled else "disabled")
+    unread += [odd] if odd else []
     if results["ibv_devices"][0] == MISSING:
-        return enabled, [], {}
-    listed = parse_or_warn(module, parsers.parse_ibv_devices, output_of(module, results, "ibv_devices"))
-    devices = [d["device"] for d in listed]
+        devices = []
+    else:
+        listed, odd = _read_or_unknown(results, "ibv_devices", parsers.parse_ibv_devices)
+        devices = [d["device"] for d in listed] if not odd else parsers.rdma_devices_named(odd["output"])
+        unread += [odd] if odd else []
+    if unread:  # either tool not understood: the state is unknown, and MLX's own test decides
+        status, enabled = "unknown", bool([d for d in devices if d.startswith("rdma_")])
+    # Said by the RDMA judgment on the controller (plugin_utils.rdma.unread_warnings), which knows the Mac's name.
     states = {}
     if devices:
         states = rdma_states(parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo")))
-    return enabled, devices, states
+    return status, enabled, devices, states, unread
 
 
 def rdma_states(devinfo):
@@ -120,7 +144,7 @@ def thunderbolt(module, results):
     devices = parsers.thunderbolt_interfaces(hardware_ports)
     services = parse_or_warn(module, parsers.parse_network_service_order, output_of(module, results, "service_order"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    rdma_enabled, rdma_devices, rdma_states_by_device = _rdma(module, results)
+    rdma_status, rdma_enabled, rdma_devices, rdma_states_by_device, rdma_unread = rdma_state(module, results)
 
     ports = [dict(bus, **port_facts(bus["receptacle"], devices.get(bus["receptacle"]), interfaces, rdma_devices,
                                     rdma_states_by_device))
@@ -129,7 +153,9 @@ def thunderbolt(module, results):
         "ports": ports,
         "bridge": bridge_state(interfaces, services),
         "rdma_enabled": rdma_enabled,
+        "rdma_status": rdma_status,
         "rdma_devices": rdma_devices,
+        "rdma_unread": rdma_unread,
     }
 
 

@@ -55,6 +55,12 @@ options:
     description: Label of the LaunchDaemon, and its file name under C(/Library/LaunchDaemons).
     type: str
     default: org.mlx-fleet.wired-limit
+  automatic_macos_updates:
+    description:
+      - Whether macOS installs its updates by itself (C(AutomaticallyInstallMacOSUpdates) in
+        C(/Library/Preferences/com.apple.SoftwareUpdate), set with C(defaults write)). C(false) on a cluster, so
+        a Mac restarts into a new build only through C(mlx-fleet os-update); not managed when omitted.
+    type: bool
 notes:
   - M(mlx_fleet.cluster.macos_power), M(mlx_fleet.cluster.macos_names) and M(mlx_fleet.cluster.macos_sysctl)
     manage one of these each, with the same logic.
@@ -94,7 +100,8 @@ changes:
   description: What differed and was (or in check mode would be) written, by setting.
   returned: always
   type: dict
-  sample: {"power": {"sleep": 0}, "names": {}, "wired_limit_mb": 55705, "launch_daemon": "created"}
+  sample: {"power": {"sleep": 0}, "names": {}, "wired_limit_mb": 55705, "launch_daemon": "created",
+           "automatic_macos_updates": false}
 """
 
 import os
@@ -107,7 +114,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings as settings_utils
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import read_text, write_atomically
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    AUTO_INSTALL_MACOS, SOFTWARE_UPDATE_DOMAIN, run_reads)
 
 LAUNCH_DAEMONS = "/Library/LaunchDaemons"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -124,6 +132,7 @@ def main():
             wired_limit_mb=dict(type="int", default=0),
             wired_limit_fraction=dict(type="float", default=0),
             wired_limit_label=dict(type="str", default=defaults.WIRED_LIMIT_LABEL),
+            automatic_macos_updates=dict(type="bool"),
         ),
         supports_check_mode=True,
     )
@@ -139,7 +148,9 @@ def main():
     plist_path = os.path.join(LAUNCH_DAEMONS, label + ".plist")
 
     # One round of reads: pmset, the names, and sysctl (the limit now, and the memory).
-    reads = run_reads(module, ["pmset", "sysctl"] + [read for dummy, dummy, read in names])
+    auto_wanted = params["automatic_macos_updates"]
+    reads = run_reads(module, ["pmset", "sysctl"] + [read for dummy, dummy, read in names]
+                      + (["auto_install_macos"] if auto_wanted is not None else []))
     try:
         settings = settings_utils.normalize_power(params["power_settings"])
         power_changes, unsupported, power_before, power_after = settings_utils.plan_power(
@@ -154,6 +165,7 @@ def main():
         # With no limit to set or give back, the Mac need not even have the setting.
         limit_now = settings_utils.sysctl_value(settings_utils.WIRED_LIMIT, *reads["sysctl"]) \
             if target or daemon else None
+        auto_now = settings_utils.defaults_bool(*reads["auto_install_macos"]) if auto_wanted is not None else None
     except ValueError as e:
         module.fail_json(msg=to_native(e))
     for name in unsupported:
@@ -167,7 +179,10 @@ def main():
         changes["wired_limit_mb"] = int(limit)
     if daemon:
         changes["launch_daemon"] = daemon
-    result = dict(changed=bool(power_changes or name_changes or limit != limit_now or daemon),
+    auto_change = auto_wanted is not None and auto_now is not auto_wanted
+    if auto_change:
+        changes["automatic_macos_updates"] = auto_wanted
+    result = dict(changed=bool(power_changes or name_changes or limit != limit_now or daemon or auto_change),
                   power=power_after, names=dict(current_names, **name_changes), wired_limit_mb=int(limit or 0),
                   changes=changes)
     if module._diff:
@@ -178,6 +193,7 @@ def main():
             (sysctl_header, "{0}: {1}\n".format(settings_utils.WIRED_LIMIT, limit_now),
              "{0}: {1}\n".format(settings_utils.WIRED_LIMIT, limit)),
             (plist_path, plist_now or "", plist or ""),
+            (AUTO_INSTALL_MACOS, "{0}\n".format(auto_now), "{0}\n".format(auto_wanted if auto_change else auto_now)),
         ]
         result["diff"] = [dict(before_header=header, after_header=header, before=before, after=after)
                           for header, before, after in diffs if before != after]
@@ -197,6 +213,10 @@ def main():
             settings_utils.write_sysctl(module, settings_utils.WIRED_LIMIT, limit)
         if daemon:
             reload_daemon(module, label, plist_path, plist)
+        if auto_change:
+            settings_utils.run_checked(module, [module.get_bin_path("defaults", required=True), "write",
+                                                SOFTWARE_UPDATE_DOMAIN, AUTO_INSTALL_MACOS, "-bool",
+                                                "true" if auto_wanted else "false"])
     except (ValueError, IOError, OSError) as e:
         module.fail_json(msg=to_native(e), **result)
     module.exit_json(**result)

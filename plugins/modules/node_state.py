@@ -106,6 +106,25 @@ ansible_facts:
         hostfiles:
           description: Per hostfile name, the sha256 of the file on the Mac, null when absent.
           type: dict
+        automatic_macos_updates:
+          description: C(AutomaticallyInstallMacOSUpdates) (C(defaults read)); null when not set, C(unknown) when
+            its output is in no known wording.
+          type: raw
+        services:
+          description: The network services in their order (C(networksetup -listnetworkserviceorder)).
+          type: list
+          elements: dict
+        default_route:
+          description: The interface of the default route (C(route -n get default)), null when there is none.
+          type: str
+        filevault:
+          description: Whether FileVault is on (C(fdesetup status)); null when it says something else.
+          type: bool
+        competing:
+          description: The launchd labels of loaded programs that reconfigure the Thunderbolt ports
+            (C(launchctl print system/io.exo.networksetup)).
+          type: list
+          elements: str
 """
 
 import os
@@ -116,10 +135,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings, node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
-    WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
+    COMPETING_DAEMON_READS, WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe, sha256_file
 
-NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon")
+NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon", "auto_install_macos", "default_route",
+              "filevault") + tuple(COMPETING_DAEMON_READS)
 NAME_READS = (("ComputerName", "computer_name"), ("LocalHostName", "local_host_name"))
 _WIRED_LIMIT_ARG = re.compile(r"^iogpu\.wired_limit_mb=(\d+)$")
 
@@ -152,12 +172,44 @@ def _daemon(module, results, label):
             matches = [_WIRED_LIMIT_ARG.match(str(arg)) for arg in plist.get("ProgramArguments") or []]
             values = [int(m.group(1)) for m in matches if m]
             daemon["value_mb"] = values[0] if values else None
-    rc, out, err = results["wired_limit_daemon"]
-    if rc != 0 and "Could not find service" not in out + err:  # not loaded: exit 113 and that line
-        module.fail_json(msg="launchctl print system/{0} failed (exit {1}): {2}".format(label, rc, (err or out).strip()))
-    job = parse_or_fail(module, parsers.parse_launchctl_print, out + err if rc else out)
+    job = _job(module, results, "wired_limit_daemon")
     daemon.update(loaded=job is not None, state=(job or {}).get("state"))
     return daemon
+
+
+def _automatic_updates(module, results):
+    try:
+        return macos_settings.defaults_bool(*results["auto_install_macos"])
+    except ValueError as exc:
+        module.warn("AutomaticallyInstallMacOSUpdates: {0}".format(exc))
+        return "unknown"
+
+
+def _job(module, results, name):
+    """A `launchctl print system/LABEL` read: the job's fields, None when launchd has it not loaded."""
+    rc, out, err = results[name]
+    if rc != 0 and "Could not find service" not in out + err:  # not loaded: exit 113 and that line
+        module.fail_json(msg="launchctl print failed (exit {0}): {1}".format(rc, (err or out).strip()))
+    return parse_or_fail(module, parsers.parse_launchctl_print, out + err if rc else out)
+
+
+def _default_route(module, results):
+    """The interface of the default route, None when there is none (route -n get prints no interface)."""
+    rc, out, err = results["default_route"]
+    try:
+        return parsers.parse_route_get(out)["interface"] if rc == 0 else None
+    except ValueError:
+        return None
+
+
+def _filevault(module, results):
+    """Whether FileVault is on; None (with a warning quoting it) when fdesetup says something else."""
+    rc, out, err = results["filevault"]
+    try:
+        return parsers.parse_fdesetup_status(out) if rc == 0 else None
+    except ValueError as exc:
+        module.warn("FileVault state unknown: {0}".format(exc))
+        return None
 
 
 def _environment(module, path, verify):
@@ -211,6 +263,12 @@ def main():
         "wired_limit": {"now_mb": macos["wired_limit_mb"], "daemon": _daemon(module, results, label)},
         "environment": _environment(module, params["env_path"], params["verify_files"]),
         "hostfiles": hostfiles,
+        "automatic_macos_updates": _automatic_updates(module, results),
+        "services": parse_or_fail(module, parsers.parse_network_service_order, output_of(module, results, "service_order")),
+        "default_route": _default_route(module, results),
+        "filevault": _filevault(module, results),
+        "competing": sorted(label for name, label in COMPETING_DAEMON_READS.items()
+                            if _job(module, results, name) is not None),
     }
     module.exit_json(changed=False, ansible_facts={"mlx_fleet_macos": macos, "mlx_fleet_thunderbolt": thunderbolt,
                                                    "mlx_fleet_node": node})

@@ -59,8 +59,8 @@ problems:
   elements: str
 input_errors:
   description:
-    - The problems that are bad input (the same Mac listed twice, a management connection the fabric
-      would cut), to fix in the inventory; C(mlx-fleet) exits 2 for them.
+    - The problems that are bad input (the same Mac listed twice, a C(mlx_fleet_model) that is not the Mac,
+      a management connection the fabric would cut), to fix in the inventory; C(mlx-fleet) exits 2 for them.
   returned: failure
   type: list
   elements: str

@@ -43,8 +43,11 @@ ansible_facts:
   contains:
     mlx_fleet_thunderbolt:
       description: Ports (receptacle, hardware_port, device, rdma_device, rdma_state, addresses (IPv4, as
-        address/prefix), domain_uuid, speed_gbps, speed_is_max, connected, peers, devices), the Thunderbolt
-        Bridge (device, active, members, service_enabled), rdma_enabled (null when the Mac has no rdma_ctl) and rdma_devices.
+        address/prefix), domain_uuid,
+        speed_gbps, speed_is_max, connected, peers, devices), the Thunderbolt Bridge (device, active,
+        members, service_enabled), rdma_enabled (null when the Mac has no rdma_ctl), rdma_status (enabled,
+        disabled, or unknown for a wording no real Mac has shown, then judged by the rdma_* devices),
+        rdma_devices and rdma_unread (the outputs not understood, each with command and output).
       type: dict
       returned: success
 """

@@ -19,12 +19,12 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, check_declaration
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, mismatch
 
 FORMAT = "mlx-fleet-audit/1"
 HOSTFILES = (HOSTFILE, RING_HOSTFILE)
@@ -147,7 +147,7 @@ def _hardware(macs, observed, declared, ledger, checks):
         model = MODELS.get(declared[host].get("model") or "")
         if model:
             checks.append(Check("model", "model", [host], f"{model.model_name} ({model.model_id}), mlx_fleet_model "
-                                f"{model.key}", found_model, macos["model_identifier"] == model.model_id,
+                                f"{model.key}", found_model, mismatch(host, model.key, macos) is None,
                                 f"check that the Mac answering as {host} is the one the inventory means, or "
                                 f"correct its mlx_fleet_model"))
         peers = by_model[macos["model_identifier"]]
@@ -257,6 +257,20 @@ def _node_settings(macs, observed, declared, checks):
             checks.append(Check("names", fact, [host], str(wanted), names.get(key) or "not set",
                                 names.get(key) == wanted, FIX_NODE))
         _wired_limit(host, node["wired_limit"], want, checks)
+
+
+def _automatic_updates(macs, observed, declared, checks):
+    """macOS installing updates by itself would restart a Mac into a new build mid-job, and split the cluster's
+    builds (which _macos compares); only `mlx-fleet os-update` should change them."""
+    for host in macs:
+        want = declared[host].get("automatic_macos_updates")
+        found = observed[host]["mlx_fleet_node"].get("automatic_macos_updates")
+        if want is None:
+            continue
+        words = {True: "on", False: "off", None: "not set"}
+        checks.append(Check("macOS", "automatic macOS installs", [host], words[bool(want)],
+                            words.get(found, str(found)), found is bool(want) if found is not None else False,
+                            FIX_NODE + " (then update macOS only with mlx-fleet os-update)"))
 
 
 def _mb(value) -> str:
@@ -409,6 +423,34 @@ def _cable_texts(finding) -> tuple[str, str]:
     return f"{finding.kind}: {what}", fix or what
 
 
+def _field(macs, observed, controller, checks):
+    """What users' reports show goes wrong between runs (plugin_utils.field_checks)."""
+    envs = controller.get("hostfile_envs")
+    if envs is not None:
+        wrong = field_checks.fast_synch(envs)
+        checks.append(Check("hostfiles", f"{field_checks.FAST_SYNCH} in the hostfile's environment", [CLUSTER],
+                            "unset", wrong or "unset", not wrong, field_checks.fast_synch_fix("{inventory}")))
+    for host in macs:
+        node, tb = observed[host]["mlx_fleet_node"], observed[host]["mlx_fleet_thunderbolt"]
+        if "services" not in node:
+            continue  # read by an older node_state
+        order = field_checks.service_order(node["services"])
+        checks.append(Check("network", "service order", [host], "the Thunderbolt services after the others",
+                            order or "the Thunderbolt services last", not order,
+                            field_checks.service_order_fix(node["services"])))
+        devices = [p["device"] for p in tb["ports"] if p.get("device")]
+        route = field_checks.default_route(node["default_route"], devices)
+        checks.append(Check("network", "default route", [host], "not through bridge0 or a Thunderbolt port",
+                            route or f"through {node['default_route'] or 'no interface (none)'}", not route,
+                            field_checks.service_order_fix(node["services"])))
+        locked = field_checks.filevault(node.get("filevault"))
+        checks.append(Check("network", "FileVault", [host], "off (a restarted Mac comes back on the network)",
+                            locked or "off", not locked, field_checks.filevault_fix(host)))
+        rival = field_checks.competing(node["competing"])
+        checks.append(Check("network", "other network managers", [host], "none loaded", rival or "none loaded",
+                            not rival, field_checks.competing_fix(node["competing"])))
+
+
 def _lock(macs, declared, lock_state, checks):
     """The lock, checked against the inventory's declaration; None when it cannot be used."""
     lock, error = lock_state
@@ -425,7 +467,8 @@ def _lock(macs, declared, lock_state, checks):
 def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict, *, inventory: str) -> Audit:
     """Compare every Mac that was read (observed[host] has mlx_fleet_node) with the declared state.
 
-    controller: {"hostfiles": {name: sha256 or None}, "addresses": the address ledger's cables,
+    controller: {"hostfiles": {name: sha256 or None}, "hostfile_envs": hostfile.json's envs (None without one),
+    "addresses": the address ledger's cables,
     "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read)}.
     """
     macs = [h for h in hosts if "mlx_fleet_node" in observed.get(h, {})]
@@ -439,10 +482,12 @@ def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict
     _hardware(macs, observed, declared, ledger, checks)
     _environment(macs, observed, declared, lock, checks)
     _node_settings(macs, observed, declared, checks)
+    _automatic_updates(macs, observed, declared, checks)
     _fabric(macs, observed, declared, controller, checks)
     _rdma(macs, observed, declared, ledger, checks)
     _hostfiles(macs, observed, controller, checks)
     _cables(macs, observed, declared, controller, checks)
+    _field(macs, observed, controller, checks)
     for check in checks:
         check.fix = check.fix.replace("{inventory}", inventory) if not check.ok else ""
     result.checks = checks

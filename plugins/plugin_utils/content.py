@@ -16,13 +16,14 @@ import jinja2
 COLLECTION_ROOT = Path(__file__).parent.parent.parent
 TEMPLATES = COLLECTION_ROOT / "docs" / "recovery"
 AUDIT_TEMPLATES = COLLECTION_ROOT / "docs" / "audit"
+WATCH_TEMPLATES = COLLECTION_ROOT / "docs" / "watch"
 ROLES = COLLECTION_ROOT / "roles"
 
 
 def template_environment() -> jinja2.Environment:
-    """Jinja2 for the printed reports (the Recovery checklist, the audit): HTML autoescaped, strict."""
+    """Jinja2 for the printed reports (the Recovery checklist, the audit, the watch's status page): HTML autoescaped, strict."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(TEMPLATES), str(AUDIT_TEMPLATES)]),
+        loader=jinja2.FileSystemLoader([str(TEMPLATES), str(AUDIT_TEMPLATES), str(WATCH_TEMPLATES)]),
         autoescape=lambda name: bool(name) and ".html" in name,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -41,3 +42,13 @@ def printable(value):
     if isinstance(value, (list, tuple)):
         return [printable(item) for item in value]
     return value
+
+
+def terminal_text(lines) -> str:
+    """Lines for the terminal, each cleaned with printable: a line break inside one (a multi-line message)
+    continues it indented, so nothing a Mac or an inventory supplied starts a line of its own."""
+    out = []
+    for line in lines:
+        first, *more = str(line).split("\n")
+        out += [printable(first), *("  " + printable(part) for part in more)]
+    return "\n".join(out)

@@ -117,4 +117,5 @@ def declared_state(host_vars: Mapping, template: Template, trust: Callable[[obje
         lock_file=get("mlx_env_lock_file"),
         declaration={key: get(f"mlx_env_{key}") for key in DECLARATION_KEYS},
         bridge=get("mlx_fabric_bridge"),
+        automatic_macos_updates=get("macos_node_automatic_macos_updates"),
     )

@@ -22,6 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import resolve_keys
 
 
 @dataclass
@@ -57,12 +58,12 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     """Judge the fabric from ``{host: mlx_fleet_thunderbolt}`` in inventory order.
 
     macos: host -> mlx_fleet_macos, for the RDMA judgement (plugin_utils.rdma) the backend follows;
-    models: host -> mlx_fleet_model key; cables: mlx_fleet_cables (None: no plan); previous:
+    models: host -> mlx_fleet_model key (undeclared ones identified from macos); cables: mlx_fleet_cables (None: no plan); previous:
     the cables map of fabric-addresses.json; management_ips: host -> the en0/en1 address
     jaccl hostfiles list (as mlx.distributed_config does); envs: NAME=value strings.
     """
     hosts = list(facts)
-    models = models or {}
+    models = resolve_keys(hosts, models or {}, macos)
     pool = str(ipaddress.IPv4Network(ip_pool))  # inventory_check has vetted it; garbage raises ValueError
     links, seen = discover(hosts, facts)
 

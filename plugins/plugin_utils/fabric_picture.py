@@ -50,19 +50,25 @@ def dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[str, 
     return "\n".join(lines) + "\n"
 
 
+def svg(dot_text: str) -> tuple[str | None, str]:
+    """The picture as SVG, or None and why not (Graphviz missing or failing)."""
+    graphviz = shutil.which("dot")
+    if graphviz is None:
+        return None, "Graphviz 'dot' is not installed"
+    result = subprocess.run([graphviz, "-Tsvg"], input=dot_text, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return None, "dot failed: " + (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[0]
+    return result.stdout, ""
+
+
 def write(directory: Path, dot_text: str) -> tuple[list[Path], list[str]]:
     """fabric.dot, and fabric.svg when Graphviz can render it: (paths written, one line per file
     skipped and why)."""
     atomic_write_text(directory / DOT_FILE, dot_text)
     written, skipped = [directory / DOT_FILE], []
-    graphviz = shutil.which("dot")
-    if graphviz is None:
-        return written, [f"{SVG_FILE}: skipped, Graphviz 'dot' is not installed"]
-    svg = subprocess.run([graphviz, "-Tsvg"], input=dot_text, capture_output=True, text=True, check=False)
-    if svg.returncode == 0:
-        atomic_write_text(directory / SVG_FILE, svg.stdout)
-        written.append(directory / SVG_FILE)
-    else:
-        why = (svg.stderr.strip().splitlines() or [f"exit status {svg.returncode}"])[0]
-        skipped.append(f"{SVG_FILE}: skipped, dot failed: {why}")
+    picture, why = svg(dot_text)
+    if picture is None:
+        return written, [f"{SVG_FILE}: skipped, {why}"]
+    atomic_write_text(directory / SVG_FILE, picture)
+    written.append(directory / SVG_FILE)
     return written, skipped

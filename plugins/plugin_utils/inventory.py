@@ -6,6 +6,7 @@ user can correct the inventory without reading a traceback.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 from collections import defaultdict
@@ -13,6 +14,7 @@ from collections import defaultdict
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
@@ -122,7 +124,10 @@ def _host_var_problems(name: str, hv: dict) -> list[str]:
         problems.append(f"{name}: mlx_fleet_model is a {_kind(model)}; give one model key, "
                         f"e.g. mlx_fleet_model: {next(iter(MODELS))}")
     elif model is not None and model not in MODELS:
-        problems.append(f"{name}: unknown model {model!r} in mlx_fleet_model; use one of {', '.join(MODELS)}")
+        close = difflib.get_close_matches(model, MODELS, n=3, cutoff=0.6)
+        problems.append(f"{name}: unknown model {model!r} in mlx_fleet_model; "
+                        + (f"did you mean {', '.join(close)}? " if close else "")
+                        + "Or leave it out: the Mac's own facts are read")
     location = hv.get("mlx_fleet_location")
     if location is not None and not (isinstance(location, str) and location.isprintable()):
         what = "has control characters" if isinstance(location, str) else f"is a {_kind(location)}"
@@ -178,7 +183,7 @@ def _version_problems(var: str, value) -> list[str]:
 def _env_problems(envs) -> list[str]:
     if envs is None:
         return []
-    fix = "write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. [\"MLX_METAL_FAST_SYNCH=1\"]"
+    fix = "write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. [\"OMP_NUM_THREADS=4\"]"
     if not isinstance(envs, list):
         return [f"mlx_fleet_envs: is a {_kind(envs)}, not a list; {fix}"]
     problems = []
@@ -189,6 +194,8 @@ def _env_problems(envs) -> list[str]:
                             f"underscores; {fix}")
         elif not value.isprintable():
             problems.append(f"mlx_fleet_envs: {name}'s value has control characters; give it on one line")
+        elif field_checks.fast_synch([entry]):  # the converge keeps it out of the hostfiles
+            problems.append(f"mlx_fleet_envs: {field_checks.fast_synch([entry])}; remove it")
     return problems
 
 

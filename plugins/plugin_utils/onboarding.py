@@ -15,7 +15,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, parse_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, model_for
 
 
 @dataclass
@@ -43,7 +43,8 @@ def model_key(declared: str | None, macos: dict) -> str | None:
     """The inventory's model, else the catalogue's model with the Mac's identifier."""
     if declared:
         return declared
-    return next((key for key, m in MODELS.items() if m.model_id == macos.get("model_identifier")), None)
+    found = model_for(None, macos)
+    return found.key if found else None
 
 
 def target_backend(requested: str, others: list[str], cables: list[Cable], thunderbolt: dict) -> str:

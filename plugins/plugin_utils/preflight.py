@@ -13,7 +13,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses
     ADDRESSES_FILE, port_arguments, read_addresses, read_pool)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_message, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 # What a wired GPU limit must leave to macOS itself.
 MACOS_RESERVE_MB = 8192
@@ -30,10 +29,6 @@ def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool
     if version_tuple(facts["product_version"]) < version_tuple(minimum):
         problems.append(f"{host}: macOS {facts['product_version']} ({facts['build_version']}) is older than "
                         f"mlx_fleet_min_macos {minimum}; update it in System Settings > General > Software Update")
-    declared = host_vars.get("mlx_fleet_model")
-    if declared in MODELS and MODELS[declared].model_id != facts.get("model_identifier"):
-        problems.append(f"{host}: the inventory says {declared} ({MODELS[declared].model_id}) but the Mac is a "
-                        f"{facts.get('model_name')} ({facts.get('model_identifier')}); fix mlx_fleet_model")
     user = facts.get("user")
     if facts.get("sudo") == "none":
         problems.append(f"{host}: {user} is not an administrator, so it cannot sudo; connect as an admin account "

@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_ba
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model, generation_from_facts, model_for
 
 READY = "ready"
 NEEDS_RECOVERY = "needs_recovery"
@@ -82,6 +82,9 @@ class Readiness:
     reason: str | None = None  # not_capable: "thunderbolt 4" | "macos" | "no rdma_ctl"
     ports: list[PortState] = field(default_factory=list)
     regression: str | None = None  # set from the ledger: RDMA switched off since last seen ready
+    rdma_status: str | None = None  # rdma_ctl status as read: enabled, disabled, unknown; None: no rdma_ctl
+    rdma_devices: list[str] = field(default_factory=list)  # what ibv_devices lists
+    unread: list[dict] = field(default_factory=list)  # outputs no real Mac has shown: {command, output}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -90,18 +93,9 @@ class Readiness:
 # --- one Mac --------------------------------------------------------------------------------------
 
 
-def _model_of(model_key: str | None, macos: dict) -> Model | None:
-    if model_key in MODELS:
-        return MODELS[model_key]
-    return next((m for m in MODELS.values() if m.model_id == macos.get("model_identifier")), None)
-
-
 def _tb_generation(model: Model | None, thunderbolt: dict) -> int | None:
-    if model:
-        return model.tb_generation
-    # An unknown model: an idle port reports its rating (80 Gb/s and up is Thunderbolt 5).
-    rated = [p.get("speed_gbps") or 0 for p in thunderbolt.get("ports", []) if p.get("speed_is_max")]
-    return (5 if max(rated) >= 80 else 4) if rated else None
+    # A model the catalogue cannot place is judged from its own ports.
+    return model.tb_generation if model else generation_from_facts(thunderbolt)
 
 
 def _cabled_ports(host: str, thunderbolt: dict, cabled: dict[int, str | None] | None) -> dict[int, str | None]:
@@ -122,13 +116,14 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
     its own first-pass status (READY, NEEDS_RECOVERY, ...), so that a port down only because the
     Mac at the other end has RDMA off is waiting for that Mac, not a fault of this one.
     """
-    found = _model_of(model, macos)
+    found = model_for(model, macos)
     info = dict(
         host=host, model=found.key if found else model,
         model_name=macos.get("model_name") or (found.model_name if found else "Mac"),
         model_identifier=macos.get("model_identifier", ""), chip=macos.get("chip", ""),
         serial_number=macos.get("serial_number", ""), product_version=str(macos.get("product_version", "")),
-        build_version=macos.get("build_version", ""), location=location,
+        build_version=macos.get("build_version", ""), location=location, rdma_status=thunderbolt.get("rdma_status"),
+        rdma_devices=list(thunderbolt.get("rdma_devices") or []), unread=list(thunderbolt.get("rdma_unread") or []),
     )
     macos_text = f"macOS {info['product_version']} ({info['build_version']})"
     what = f"{info['model_name']} ({found.key if found else info['model_identifier'] or 'model unknown'})"
@@ -151,9 +146,12 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
     if reason:
         return Readiness(status=NOT_CAPABLE, reason=reason, **info, message=f"{host}: not capable of RDMA: {text}")
 
+    # rdma_ctl's wording unknown: rdma_enabled is what MLX trusts, whether ibv_devices lists rdma_* devices.
+    said = ("ibv_devices lists no rdma_* device (the RDMA tools printed a wording no real Mac has shown)"
+            if thunderbolt.get("rdma_status") == "unknown" else "rdma_ctl status says disabled")
     if not thunderbolt.get("rdma_enabled"):
         return Readiness(status=NEEDS_RECOVERY, **info, message=(
-            f"{host}: needs the Recovery step: rdma_ctl status says disabled on this {what}, {macos_text}; "
+            f"{host}: needs the Recovery step: {said} on this {what}, {macos_text}; "
             "a person at the Mac enables RDMA in macOS Recovery (see the checklist)"))
 
     devices = thunderbolt.get("rdma_devices") or []
@@ -222,6 +220,15 @@ def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | Non
     if incapable:
         parts.append(f"{_join([named(p) for p in incapable])} cannot carry RDMA (the peer cannot do RDMA)")
     return Readiness(status=READY, ports=ports, **info, message="; ".join(parts))
+
+
+def unread_warnings(nodes: dict[str, Readiness]) -> list[str]:
+    """One line per RDMA tool output no real Mac has shown: the Mac, the command, its output quoted, and what the
+    judgment went by instead (the rdma_* devices ibv_devices lists, what MLX itself trusts)."""
+    return [f"{host}: {item['command']} printed {item['output']!r}, a wording no real Mac has shown; RDMA state "
+            f"unknown, judged by the rdma_* devices ibv_devices lists ({', '.join(node.rdma_devices) or 'none'}): "
+            f"{STATUS_WORDS[node.status]}"
+            for host, node in nodes.items() for item in node.unread]
 
 
 # --- the cluster ----------------------------------------------------------------------------------
@@ -311,8 +318,8 @@ def carriers(nodes: dict[str, Readiness], links: list[Link], *,
         elif node.status == ENABLED_NOT_WORKING and not node.ports:
             hosts[host] = "has RDMA on but no RDMA device (restart it)"
         if node.status in (NEEDS_RECOVERY, ENABLED_NOT_WORKING) and not node.ports:
-            refusals[host] = (f"{host} has no RDMA device (rdma_ctl status: "
-                              f"{'enabled' if node.status == ENABLED_NOT_WORKING else 'disabled'}); enable it from "
+            status = node.rdma_status or ("enabled" if node.status == ENABLED_NOT_WORKING else "disabled")
+            refusals[host] = (f"{host} has no RDMA device (rdma_ctl status: {status}); enable it from "
                               "macOS Recovery with 'rdma_ctl enable'")
     cables: dict[str, str] = {}
     for link in links:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit_report import summary_lines
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from mlx_fleet import record as records
 from mlx_fleet import runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, UserError
@@ -80,20 +81,20 @@ def run_audit(args) -> int:
         return status
     lines = summary_lines(audit)
     if status == EXIT_OK:
-        print(f"{lines[0]} (report: {result['json']}, {result['html']})")
+        print(terminal_text([f"{lines[0]} (report: {result['json']}, {result['html']})"]))
         return status
     lines += _not_audited(report)
     lines.append(f"report: {result['json']}, {result['html']}")
     lines.append({EXIT_ATTENTION: "result: drift (exit 1)", EXIT_BAD_INPUT: "result: fix the input above (exit 2)"}
                  .get(status, f"result: some Macs were not audited (exit {status})"))
-    print("\n".join(lines))
+    print(terminal_text(lines))
     return status
 
 
 def run_record(args) -> int:
     if args.compare:
         lines = records.diff(records.load(args.compare[0]), records.load(args.compare[1]))
-        print("\n".join(lines) if lines else "no difference")
+        print(terminal_text(lines) if lines else "no difference")
         return EXIT_ATTENTION if any(not line.startswith(records.TIME_KEY + ":") for line in lines) else EXIT_OK
     if not args.inventory:
         raise UserError("give the inventory with -i (or --diff A B to compare two records)")
@@ -113,7 +114,7 @@ def run_record(args) -> int:
     notebook = out.with_suffix(".md")
     atomic_write_text(notebook, records.markdown(record))
     for line in _not_audited(report):
-        print(line.replace("not audited", "not recorded"))
+        print(terminal_text([line.replace("not audited", "not recorded")]))
     print(f"record: {out} (Markdown: {notebook}); {len(record['macs'])} Macs")
     if record["command"]:
         print(f"command recorded, not run: {record['command']['text']} (start it yourself)")

@@ -138,7 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     from mlx_fleet.audit_cli import add_audit_parsers
 
     add_audit_parsers(sub, _command)
+    from mlx_fleet.watch_cli import add_watch_parser
+    from mlx_fleet.explain_cli import add_explain_parser
+
+    add_watch_parser(sub, _command)
+    add_explain_parser(sub, _command)
     _capture_parser(sub)
+    from mlx_fleet.os_update_cli import add_os_update_parser
+
+    add_os_update_parser(sub, _command)
     from mlx_fleet.onboard import add_onboard_parser
 
     add_onboard_parser(sub, _command)
@@ -162,10 +170,22 @@ def _dispatch(args, argv: list[str] | None) -> int:
         from mlx_fleet import audit_cli
 
         return audit_cli.run_audit(args) if args.tool == "audit" else audit_cli.run_record(args)
+    if args.tool == "os-update":
+        from mlx_fleet.os_update_cli import run_os_update
+
+        return run_os_update(args)
     if args.tool == "lock":
         from mlx_fleet.lock_cli import run_lock
 
         return run_lock(args)
+    if args.tool == "watch":
+        from mlx_fleet.watch_cli import run_watch
+
+        return run_watch(args)
+    if args.tool == "explain":
+        from mlx_fleet.explain_cli import run_explain
+
+        return run_explain(args)
     if args.tool == "verify":
         from mlx_fleet.verify.cli import run_verify
 

@@ -139,17 +139,22 @@ def check_password_file(path: str) -> None:
 
 
 def _read_password(path: str | None, target: onboard_ssh.Target) -> str:
+    return read_password(path, f"password of {target.user} on {target.name} ({target.hostname}): ", "the admin password")
+
+
+def read_password(path: str | None, prompt: str, what: str) -> str:
+    """A password from the first line of a file, else asked once without echo; never echoed or stored."""
     if path:
         try:
             lines = Path(path).read_text().splitlines()
         except OSError as exc:
             raise UserError(f"--password-file {path}: {exc.strerror}") from exc
         if not lines or not lines[0]:
-            raise UserError(f"--password-file {path} is empty: its first line is the admin password")
+            raise UserError(f"--password-file {path} is empty: its first line is {what}")
         return lines[0]
     if not sys.stdin.isatty():
-        raise UserError("no terminal to ask the admin password on: give --password-file FILE")
-    return getpass.getpass(f"password of {target.user} on {target.name} ({target.hostname}): ")
+        raise UserError(f"no terminal to ask {what} on: give --password-file FILE")
+    return getpass.getpass(prompt)
 
 
 def _trust(target: onboard_ssh.Target, given: str | None) -> tuple[str, bool]:

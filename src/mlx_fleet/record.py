@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import STATUS_WORDS
 from mlx_fleet import __version__
@@ -57,6 +58,7 @@ def build(facts: dict, *, inventory: Path, output_dir: Path, recorded_at: str, n
         "not_recorded": not_recorded,
         "cluster": facts["cluster"],
         "macs": facts["macs"],
+        "macos_update": os_update.record_summary(output_dir),
     }
 
 
@@ -80,6 +82,11 @@ def markdown(record: dict) -> str:
                  f"{hostfile['sha256'][:16] if hostfile else 'none'}; envs: {', '.join(cluster['envs']) or 'none'}")
     lines.append("- cables: " + (", ".join(f"{c['cable']} ({c['speed_gbps']:g} Gb/s)" for c in cluster["cables"])
                                  or "none"))
+    update = record.get("macos_update")
+    if update:
+        target = f"{update['target']['version']} ({update['target']['build']})"
+        lines.append(f"- last macOS update: {target}, " + (f"finished {update['finished_at']}" if update["finished_at"]
+                     else "unfinished: " + ", ".join(f"{n} {s}" for n, s in update["macs"].items())))
     if record["not_recorded"]:
         lines.append(f"- not recorded (unreachable): {', '.join(record['not_recorded'])}")
     lines += ["", "| Mac | macOS | model | serial | memory | Python | mlx | mlx-lm | packages | wired limit | RDMA |",

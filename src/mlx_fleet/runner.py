@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from mlx_fleet import interrupt
 from mlx_fleet.errors import (EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, Interrupted,
                               UserError)
@@ -290,6 +291,8 @@ class PlaybookOptions:
     become_password: str | None = None  # -K's answer when already asked (onboard asks once for its runs)
     # Per Mac, a sudo password other than -K's (onboarding's new Mac: its admin password). Memory only.
     host_become_passwords: dict[str, str] = field(default_factory=dict)
+    # Extra environment for ansible-playbook (os-update: the path of the socket its password comes from)
+    environment: dict[str, str] = field(default_factory=dict)
 
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
@@ -326,7 +329,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
     bin_dir = str(Path(sys.executable).parent)
     path = os.environ.get("PATH", "")
-    envvars = run_env | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
+    envvars = run_env | options.environment | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
                    "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
                "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
     if not os.environ.get("ANSIBLE_CONFIG"):
@@ -512,7 +515,7 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
                 EXIT_BAD_INPUT: "result: fix the input above (exit 2)",
                 EXIT_UNREACHABLE: "result: some Macs are unreachable (exit 4)"}[status]
                + (" (--check: nothing was changed)" if report.check else ""))
-    print("\n".join(out), file=stream)
+    print(terminal_text(out), file=stream)
     return status
 
 

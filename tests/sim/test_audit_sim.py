@@ -279,13 +279,55 @@ def hostfile_edited(c, undo=False):
             c.fix("mlx-fleet hostfile -i {inventory}")]
 
 
+SERVICES = ["Ethernet", "Wi-Fi", "Thunderbolt Bridge", "Thunderbolt 1", "Thunderbolt 2"]  # mini-2's, converged
+
+
+def service_order_changed(c, undo=False):
+    first = [] if undo else ["Thunderbolt 1"]
+    c.exec(MAC, "networksetup", "-ordernetworkservices", *first, *[s for s in SERVICES if s not in first])
+    return [f"service order: {MAC}: expected the Thunderbolt services after the others; found Thunderbolt 1 (1) "
+            "comes before Ethernet, Wi-Fi",
+            "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' "
+            "'Thunderbolt 2'"]
+
+
+EXO_LABEL = "io.exo.networksetup"
+EXO_PLIST = f"""<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0"><dict><key>Label</key><string>{EXO_LABEL}</string>
+<key>ProgramArguments</key><array><string>/usr/bin/true</string></array></dict></plist>
+"""
+
+
+def exo_network_manager(c, undo=False):
+    plist = c.sim.dir / "nodes" / MAC / "fs" / "Library" / "LaunchDaemons" / f"{EXO_LABEL}.plist"
+    if undo:
+        c.exec(MAC, "launchctl", "bootout", f"system/{EXO_LABEL}")
+        plist.unlink()
+    else:
+        plist.write_text(EXO_PLIST)
+        c.exec(MAC, "launchctl", "bootstrap", "system", f"/Library/LaunchDaemons/{EXO_LABEL}.plist")
+    return [f"other network managers: {MAC}: expected none loaded; found {EXO_LABEL} is loaded (exo's network setup, "
+            "which resets the Thunderbolt ports to DHCP)",
+            f"  fix: sudo launchctl bootout system/{EXO_LABEL} and remove /Library/LaunchDaemons/{EXO_LABEL}.plist (or "
+            "stop that program from managing the Thunderbolt ports)"]
+
+
+def filevault_on(c, undo=False):
+    c.sim_cli("set", MAC, f"filevault={'false' if undo else 'true'}")
+    return [f"FileVault: {MAC}: expected off (a restarted Mac comes back on the network); found FileVault is on: after "
+            "a restart the Mac waits for a password at the unlock screen, off the network, until someone types it",
+            f"  fix: on {MAC}: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep "
+            "someone near it for updates)"]
+
+
 def facts(lines: list[str]) -> int:
     """How many facts differ in the expected lines (one line each, then its fix)."""
     return sum(not line.startswith("  fix: ") for line in lines)
 
 
 DRIFTS = [mlx_by_hand, extra_package, file_modified, other_build, sleep_on, wired_limit, bridge_on, address_changed,
-          cable_moved, rdma_off_after_update, hostfile_edited]
+          cable_moved, rdma_off_after_update, hostfile_edited, service_order_changed, exo_network_manager, filevault_on]
 
 
 def test_records_differ_only_in_time_and_diff_names_a_package_change(cluster, tmp_path):

@@ -80,7 +80,9 @@ def test_captured_nodes_replay_byte_for_byte_with_the_cables_their_recordings_im
 def test_reference_captures_replay_as_their_macs(make_sim, tmp_path):
     sim = make_sim(replay=[f"mbp={mbp_capture(tmp_path / 'mbp')}", f"studio={studio_capture(tmp_path / 'studio')}"])
     up = sim.cli("status").stdout
-    assert "Mac17,7" in up and "studio-m3-ultra" in up
+    assert "macbook-pro-m5-max" in up and "studio-m3-ultra" in up
+    assert sim.inventory["all"]["children"]["mlx_cluster"]["hosts"] == {
+        "mbp": {"mlx_fleet_model": "macbook-pro-m5-max"}, "studio": {"mlx_fleet_model": "studio-m3-ultra"}}
     assert _cable_keys(sim.state()["cables"]) == _cable_keys(["mbp:1 -- studio:2"])
 
     got = _ssh_bytes("mbp", ["system_profiler", "SPThunderboltDataType", "-json"])

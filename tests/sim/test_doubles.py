@@ -688,7 +688,19 @@ def test_systemsetup_xcode_select_softwareupdate(make_node):
     n.write_node(mini(clt_installed=False))
     rc, _, err = n.run("xcode-select", "-p")
     assert rc == 2 and err.startswith("xcode-select: error: unable to get active developer directory.")
-    assert n.run("softwareupdate", "--list") == (0, "Software Update Tool\n\nFinding available software\n", "No new software available.\n")
+    # Nothing pending: the real capture's one stderr line and exit status 1.
+    none = capture(FIXTURES / "softwareupdate-list-none__elliotweiser-ansible-osx-command-line-tools-issue-65__1.txt")
+    assert n.run("softwareupdate", "--list") == (1, "", none)
+    offered = {"label": "macOS Tahoe 26.5.2-25F84", "title": "macOS Tahoe 26.5.2", "version": "26.5.2",
+               "build": "25F84", "size_kib": 2630358}
+    n.write_node(mini(software_updates=[offered]))
+    real = capture(FIXTURES / "softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt")
+    rc, listed, _ = n.run("softwareupdate", "--list")
+    assert rc == 0 and real.endswith(listed)
+    assert n.run("softwareupdate", "--install", "macOS Tahoe 26.5.2-25F84", "--agree-to-license", "--restart",
+                 uid=501)[0] == 1
+    rc, said, why = n.run("softwareupdate", "--install", "macOS Tahoe 26.5.2-25F84", "--agree-to-license", "--restart")
+    assert rc == 1 and why == "failed to authorize for installation\n"
 
 
 # --- launchctl and boot -----------------------------------------------------------------------

@@ -204,3 +204,18 @@ def test_another_account_on_the_mac_gets_none_of_its_code_run_and_keeps_its_proc
         # its folders are as it left them, and nothing of the run is left in the admin's home
         assert sim.ssh(node, "ls /tmp/mlx-fleet-verify-shared/check_program.py").returncode == 0
         assert sim.ssh(node, "ls -d .mlx-fleet-verify-*", check=False).returncode != 0
+
+
+def test_a_cable_out_fails_before_any_job_naming_both_ends(ring, tmp_path):
+    cable = f"{RING[1]}:2 -- {RING[2]}:1"
+    ring.cli("unplug", f"{RING[1]}:2")
+    try:
+        done, report = verify(ring, tmp_path, "--sizes", "1KiB")
+    finally:
+        ring.cli("plug", f"{RING[1]}:2", f"{RING[2]}:1")
+    assert done.returncode == 1, done.stdout
+    assert [(f["cause"], f["cable"]) for f in report["findings"]] == [("cable", cable)]
+    assert report["findings"][0]["message"].startswith(
+        f"cable {cable}: no link at either end ({RING[1]} Thunderbolt 2 and {RING[2]} Thunderbolt 1: status: inactive)")
+    assert report["checks"] == []  # told from the ports before any job, not after one timed out
+    assert f"cable {cable}" in done.stdout

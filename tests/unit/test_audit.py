@@ -74,6 +74,7 @@ def converged():
                     "records": {n: {"files_sha256": n * 4, "checked": 9, "modified": [], "missing": [],
                                     "modified_count": 0, "missing_count": 0} for n in ("mlx", "mlx-lm", "mlx-metal")}},
                 "hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING},
+                "automatic_macos_updates": False,
             },
         }
         declared[host] = {
@@ -82,7 +83,8 @@ def converged():
             "computer_name": host, "local_host_name": host, "wired_limit_mb": 16384,
             "wired_limit_label": "org.mlx-fleet.wired-limit", "env_path": "/opt/mlx-fleet/venv",
             "env_store": "/opt/mlx-fleet/store", "python_interpreter": "", "lock_file": "lock.json",
-            "declaration": dict(LOCK["declaration"]), "hostfile_dir": "/opt/mlx-fleet", "bridge": "disabled"}
+            "declaration": dict(LOCK["declaration"]), "hostfile_dir": "/opt/mlx-fleet", "bridge": "disabled",
+            "automatic_macos_updates": False}
     ledger = {"format": rdma.LEDGER_FORMAT, "nodes": {
         h: {"last_seen_ready": "2026-11-29T17:51:16Z", "product_version": "26.2", "build_version": "25C56",
             "serial_number": f"SERIAL000{i}"} for i, h in enumerate(hosts)}}
@@ -107,9 +109,9 @@ def test_converged_cluster_has_no_drift():
     result = audit(converged())
     assert result.findings == [] and result.not_audited == []
     # 4 Macs x (macOS, model, memory, serial, environment, Python, 3 packages, extras, 4 pmset, 2 names,
-    # 2 wired limit, 3 addresses, bridge, RDMA, 2 hostfiles) + 4 cables + the lock
-    assert len(result.checks) == 4 * 25 + 4 + 1
-    assert lines(converged()) == ["no drift: 105 facts compared on 4 Macs"]
+    # 2 wired limit, 3 addresses, bridge, RDMA, 2 hostfiles, automatic macOS installs) + 4 cables + the lock
+    assert len(result.checks) == 4 * 26 + 4 + 1
+    assert lines(converged()) == ["no drift: 109 facts compared on 4 Macs"]
 
 
 def mlx_by_hand(s):
@@ -161,6 +163,10 @@ def rdma_off_after_update(s):
         port.update(rdma_device=None, rdma_state=None)
 
 
+def automatic_updates_on(s):
+    node(s)["automatic_macos_updates"] = True
+
+
 def hostfile_edited(s):
     node(s)["hostfiles"]["hostfile.json"] = "0" * 64
 
@@ -192,6 +198,8 @@ DRIFTS = {
         "update: last seen ready on macOS 26.2 (25C56) at 2026-11-29T17:51:16Z, now macOS 26.2 (25C57) with RDMA "
         "disabled; the update switched it off: do the Recovery step again",
         "  fix: the Recovery checklist: mlx-fleet checklist -i inv/hosts.yml, then mlx-fleet converge -i inv/hosts.yml"],
+    automatic_updates_on: ["automatic macOS installs: mini-2: expected off; found on",
+                           NODE + " (then update macOS only with mlx-fleet os-update)"],
     hostfile_edited: ["hostfile.json: mini-2: expected the controller's (sha256 "
                       f"{SHA[:12]}); found sha256 000000000000", "  fix: mlx-fleet hostfile -i inv/hosts.yml"],
 }
@@ -204,7 +212,7 @@ def test_each_drift_alone_gives_its_lines(drift):
     drift(state)
     got = lines(state)
     assert got[1:] == DRIFTS[drift], got
-    assert got[0].startswith(f"drift: {(len(DRIFTS[drift]) + 1) // 2} of 105 facts")
+    assert got[0].startswith(f"drift: {(len(DRIFTS[drift]) + 1) // 2} of 109 facts")
     assert state[3]["addresses"] == base  # the ledger is read, never changed
 
 
@@ -216,7 +224,7 @@ def test_all_drifts_together():
     got = lines(state)
     expected = [line for drift, out in DRIFTS.items() if drift is not macos_build for line in out]
     assert sorted(got[1:]) == sorted(expected)
-    assert got[0] == "drift: 11 of 105 facts compared on 4 Macs differ"
+    assert got[0] == "drift: 12 of 109 facts compared on 4 Macs differ"
 
 
 def test_a_mac_that_was_not_read_is_named_and_left_out():
@@ -226,7 +234,7 @@ def test_a_mac_that_was_not_read_is_named_and_left_out():
     assert result.not_audited == ["mini-3"] and result.macs == ["mini-1", "mini-2", "mini-4"]
     assert result.findings == []
     assert not any("mini-3" in c.macs for c in result.checks)
-    assert len(result.checks) == 3 * 25 + 2 + 1  # the cables to mini-3 are not judged
+    assert len(result.checks) == 3 * 26 + 2 + 1  # the cables to mini-3 are not judged
 
 
 def test_never_converged_cluster_is_all_drift_and_no_failure():
@@ -240,13 +248,16 @@ def test_never_converged_cluster_is_all_drift_and_no_failure():
                                                     "value_mb": None, "loaded": False, "state": None}}
         n["addresses"] = {device: [] for device in n["addresses"]}
         n["hostfiles"] = {"hostfile.json": None, "hostfile-ring.json": None}
+        n["automatic_macos_updates"] = None  # never set: System Settings' choice
         observed[host]["mlx_fleet_thunderbolt"]["bridge"].update(active=True, service_enabled=True)
     controller.update(hostfiles={"hostfile.json": None, "hostfile-ring.json": None}, addresses={},
                       rdma_ledger={"format": rdma.LEDGER_FORMAT, "nodes": {}})
     got = lines(state)
-    # per Mac: macOS, model, memory, environment, 4 pmset, 2 names, 2 wired limit, 3 addresses, bridge (no
-    # ledger: no serial, RDMA or address expected; no hostfile on the controller: none on the Macs either)
-    assert got[0] == "drift: 29 of 66 facts compared on 4 Macs differ"
+    # per Mac: macOS, model, memory, environment, 4 pmset, 2 names, 2 wired limit, 3 addresses, bridge, automatic
+    # macOS installs (no ledger: no serial, RDMA or address expected; no hostfile on the controller: none on the
+    # Macs either)
+    assert got[0] == "drift: 33 of 70 facts compared on 4 Macs differ"
+    assert "automatic macOS installs: mini-1, mini-2, mini-3, mini-4: expected off; found not set" in got
     assert "environment: mini-1, mini-2, mini-3, mini-4: expected the locked environment at /opt/mlx-fleet/venv; " \
            "found none at /opt/mlx-fleet/venv" in got
     assert "hostfile.json on the controller: expected written by mlx-fleet converge; found none" in got
@@ -273,7 +284,7 @@ def test_report_json_html_and_record(tmp_path):
     report, json_path, html_path = audit_report.write(tmp_path, result, generated="2026-11-30T10:00:00Z",
                                                       inventory=INVENTORY)
     assert json.loads(json_path.read_text()) == report
-    assert report["format"] == "mlx-fleet-audit/1" and report["drift"] == 2 and report["facts_compared"] == 105
+    assert report["format"] == "mlx-fleet-audit/1" and report["drift"] == 2 and report["facts_compared"] == 109
     assert {f["fact"] for f in report["findings"]} == {"pmset sleep", "computer name"}
     html = html_path.read_text()
     assert html.count('<td class="drift">') == 2 and "&lt;b&gt;mini&lt;/b&gt;" in html and "<b>mini" not in html
@@ -405,3 +416,50 @@ def test_record_says_the_command_is_recorded_not_run(tmp_path, monkeypatch, caps
     assert json.loads((tmp_path / "r.json").read_text())["command"]["text"] == "mlx.launch --hostfile h.json train.py"
     assert cli.main(argv) == 0
     assert "not run" not in capsys.readouterr().out  # no command, nothing to say about one
+
+
+SERVICES = [{"name": n, "enabled": n != "Thunderbolt Bridge", "order": o, "hardware_port": n, "device": d}
+            for n, o, d in (("Ethernet", 1, "en0"), ("Wi-Fi", 2, "en1"), ("Thunderbolt Bridge", None, "bridge0"),
+                            ("Thunderbolt 1", 3, "en2"), ("Thunderbolt 2", 4, "en3"))]
+
+
+def with_network():
+    """converged(), read by a node_state that reports the service order, the default route and other network
+    managers, and with the controller's hostfile environment."""
+    state = converged()
+    for host in state[0]:
+        node(state, host).update(services=[dict(s) for s in SERVICES], default_route="en0", competing=[],
+                                 filevault=False)
+    state[3]["hostfile_envs"] = []
+    return state
+
+
+def test_the_network_checks_users_reports_asked_for():
+    state = with_network()
+    assert lines(state) == ["no drift: 126 facts compared on 4 Macs"]  # 109 + 4 per Mac + the hostfile's env
+    services = node(state)["services"]
+    services.insert(0, services.pop(3))  # Thunderbolt 1 first
+    node(state)["default_route"] = "bridge0"
+    node(state)["competing"] = ["io.exo.networksetup"]
+    node(state)["filevault"] = True
+    state[3]["hostfile_envs"] = ["MLX_METAL_FAST_SYNCH=1"]
+    reorder = "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' " \
+              "'Thunderbolt 2'"
+    assert lines(state)[1:] == [
+        "MLX_METAL_FAST_SYNCH in the hostfile's environment: expected unset; found MLX_METAL_FAST_SYNCH=1 in the "
+        "environment: MLX_METAL_FAST_SYNCH can wedge the GPU until a restart (ml-explore/mlx#3830); MLX's "
+        "documentation now says to leave it unset",
+        "  fix: remove MLX_METAL_FAST_SYNCH from mlx_fleet_envs, then mlx-fleet hostfile -i inv/hosts.yml",
+        "service order: mini-2: expected the Thunderbolt services after the others; found Thunderbolt 1 (3) comes "
+        "before Ethernet, Wi-Fi", reorder,
+        "default route: mini-2: expected not through bridge0 or a Thunderbolt port; found the default route goes "
+        "through bridge0: the Mac's traffic leaves over Thunderbolt instead of its network port", reorder,
+        "FileVault: mini-2: expected off (a restarted Mac comes back on the network); found FileVault is on: after a "
+        "restart the Mac waits for a password at the unlock screen, off the network, until someone types it",
+        "  fix: on mini-2: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
+        "near it for updates)",
+        "other network managers: mini-2: expected none loaded; found io.exo.networksetup is loaded (exo's network "
+        "setup, which resets the Thunderbolt ports to DHCP)",
+        "  fix: sudo launchctl bootout system/io.exo.networksetup and remove "
+        "/Library/LaunchDaemons/io.exo.networksetup.plist (or stop that program from managing the Thunderbolt ports)",
+    ]

@@ -19,8 +19,7 @@ HOSTS = {
 }
 # The controller, on a network of its own.
 CONTROLLER = [("en0", IPv4Interface("10.0.9.5/24"))]
-MODELS = "studio-m3-ultra, mini-m4-pro, mini-m4, macbook-pro-m4-max"
-ENVS_FIX = 'write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. ["MLX_METAL_FAST_SYNCH=1"]'
+ENVS_FIX = 'write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. ["OMP_NUM_THREADS=4"]'
 POOL_FIX = "use a private range the Macs and this controller do not use, e.g. 192.168.0.0/16"
 
 
@@ -34,7 +33,8 @@ CASES = {
     "duplicate-address": (HOSTS | {"s3": {"ansible_host": "10.0.1.11"}}, {},
                           "s1 and s3: the same address 10.0.1.11 twice; each Mac needs its own ansible_host"),
     "unknown-model": (HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {},
-                      f"s3: unknown model 'studio-m2' in mlx_fleet_model; use one of {MODELS}"),
+                      "s3: unknown model 'studio-m2' in mlx_fleet_model; did you mean studio-m2-max, studio-m2-ultra, "
+                      "studio-m4-max? Or leave it out: the Mac's own facts are read"),
     "unknown-backend": (HOSTS, {"mlx_fleet_backend": "mpi"},
                         "mlx_fleet_backend: unknown backend 'mpi'; use one of jaccl, jaccl-ring, ring, auto"),
     "two-part-version": (HOSTS, {"mlx_env_mlx_version": "0.32"}, None),
@@ -94,8 +94,12 @@ CASES = {
                        "mlx_fleet_min_macos: malformed version '26.2beta'; write it like 26.2 or 0.32.4 (quoted in YAML)"),
     "version-newline": (HOSTS, {"mlx_fleet_min_macos": "26.2\n"},
                         "mlx_fleet_min_macos: malformed version '26.2\\n'; write it like 26.2 or 0.32.4 (quoted in YAML)"),
-    "envs-sound": (HOSTS, {"mlx_fleet_envs": ["MLX_METAL_FAST_SYNCH=1", "OMP_NUM_THREADS=4"]}, None),
-    "envs-not-a-list": (HOSTS, {"mlx_fleet_envs": "MLX_METAL_FAST_SYNCH=1"},
+    "envs-sound": (HOSTS, {"mlx_fleet_envs": ["MLX_METAL_DEBUG=0", "OMP_NUM_THREADS=4"]}, None),
+    "envs-fast-synch": (HOSTS, {"mlx_fleet_envs": ["MLX_METAL_FAST_SYNCH=1"]},
+                        "mlx_fleet_envs: MLX_METAL_FAST_SYNCH=1 in the environment: MLX_METAL_FAST_SYNCH can wedge the "
+                        "GPU until a restart (ml-explore/mlx#3830); MLX's documentation now says to leave it unset; "
+                        "remove it"),
+    "envs-not-a-list": (HOSTS, {"mlx_fleet_envs": "OMP_NUM_THREADS=4"},
                         f"mlx_fleet_envs: is a str, not a list; {ENVS_FIX}"),
     "envs-bad-name": (HOSTS, {"mlx_fleet_envs": ["1X=2"]},
                       f"mlx_fleet_envs: '1X=2' is not NAME=VALUE with a NAME of letters, digits and underscores; {ENVS_FIX}"),

@@ -21,6 +21,7 @@ class Mac:
     def __init__(self, pmset: dict, names: dict, limit: int):
         self.pmset, self.names, self.limit = dict(pmset), dict(names), limit
         self.changes: list[list[str]] = []
+        self.auto_install: bool | None = None  # AutomaticallyInstallMacOSUpdates never set
 
     def run(self, argv: list[str]) -> tuple[int, str, str]:
         tool, args = os.path.basename(argv[0]), argv[1:]
@@ -31,6 +32,10 @@ class Mac:
             return (0, value + "\n", "") if value else (1, "", f"{args[1]}: not set\n")
         if tool == "sysctl" and args[0] != "-w":
             return 0, f"hw.memsize: {64 << 30}\niogpu.wired_limit_mb: {self.limit}\n", ""
+        if tool == "defaults" and args[0] == "read":
+            if self.auto_install is None:  # the real wording (tests/fixtures/macos/defaults-read-missing__*)
+                return 1, "", f"The domain/default pair of ({args[1]}, {args[2]}) does not exist\n"
+            return 0, f"{int(self.auto_install)}\n", ""
         self.changes.append([tool, *args])
         if tool == "pmset":
             self.pmset.update((k, int(v)) for k, v in zip(args[1::2], args[2::2]))
@@ -38,6 +43,8 @@ class Mac:
             self.names[args[1]] = args[2]
         elif tool == "sysctl":
             self.limit = int(args[1].split("=")[1])
+        elif tool == "defaults":
+            self.auto_install = args[4] == "true"
         elif args[0] == "bootout":
             return 113, "", f'Bad request.\nCould not find service "{LABEL}" in domain for system\n'
         return 0, "", ""
@@ -110,3 +117,18 @@ def test_a_limit_the_mac_cannot_take_is_one_line_and_changes_nothing(run, mac):
     assert result["failed"] and result["msg"] == (
         "wired_limit_mb=70000 is not below this Mac's memory (65536 MB); use a smaller size or a fraction")
     assert mac.changes == []
+
+
+def test_automatic_macos_installs_turned_off_once(run, mac):
+    domain = macos_commands.SOFTWARE_UPDATE_DOMAIN
+    result = run(check=True, diff=True, automatic_macos_updates=False)
+    assert result["changes"]["automatic_macos_updates"] is False and mac.auto_install is None
+    assert result["diff"][-1]["before"] == "None\n" and result["diff"][-1]["after"] == "False\n"
+    run(automatic_macos_updates=False)
+    assert mac.changes[-1] == ["defaults", "write", domain, "AutomaticallyInstallMacOSUpdates", "-bool", "false"]
+    assert mac.auto_install is False
+    mac.changes.clear()
+    assert not run(automatic_macos_updates=False)["changed"] and mac.changes == []
+    mac.auto_install = True  # someone turned it back on in System Settings
+    assert run(automatic_macos_updates=False)["changes"]["automatic_macos_updates"] is False
+    assert mac.auto_install is False

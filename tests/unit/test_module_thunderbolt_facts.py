@@ -69,13 +69,42 @@ def test_rdma_disabled_lists_no_devices():
 @pytest.mark.parametrize("override, message", [
     ({"thunderbolt": (0, "{}", "")}, "unexpected output: system_profiler SPThunderboltDataType -json: "
                                      "not SPThunderboltDataType JSON"),
-    ({"rdma_ctl": (0, "on\n", "")}, "unexpected output: rdma_ctl status: expected 'enabled' or 'disabled', got 'on'"),
     ({"service_order": (1, "", "** Error: The parameters were not valid.\n")},
      "networksetup -listnetworkserviceorder failed (exit 1): ** Error: The parameters were not valid."),
 ])
 def test_an_unexpected_output_names_the_command(override, message):
     result, _ = run(**override)
     assert result["failed"] and result["msg"] == message
+
+
+HEADER = "    device                 node GUID\n    ------              ----------------\n"
+
+
+@pytest.mark.parametrize("rdma_ctl, ibv_devices, enabled, devices, unread", [
+    # rdma_ctl's wording unknown, ibv_devices lists rdma_* devices (what MLX trusts): enabled.
+    ((0, "RDMA: on (3 ports)\n", ""), None, True, ["rdma_en2", "rdma_en3", "rdma_en4"],
+     [("rdma_ctl status", "RDMA: on (3 ports)")]),
+    # rdma_ctl's wording unknown, no device listed: off.
+    ((0, "on\n", ""), (0, HEADER, ""), False, [], [("rdma_ctl status", "on")]),
+    # rdma_ctl exits with an error nobody has recorded: unknown, not a failed Mac.
+    ((2, "", "rdma_ctl: internal error\n"), (0, HEADER, ""), False, [],
+     [("rdma_ctl status", "rdma_ctl: internal error (exit 2)")]),
+    # ibv_devices with RDMA off in a wording no capture shows; rdma_ctl still says disabled.
+    ((0, "disabled\n", ""), (0, "No IB devices found\n", ""), False, [],
+     [("ibv_devices", "No IB devices found")]),
+    # ibv_devices in another layout: its rdma_* names are still read.
+    (None, (0, "rdma_en2 0x1\nrdma_en3 0x2 extra\n", ""), True, ["rdma_en2", "rdma_en3"],
+     [("ibv_devices", "rdma_en2 0x1\nrdma_en3 0x2 extra")]),
+])
+def test_an_unknown_rdma_wording_is_status_unknown_with_a_warning_not_a_failed_mac(
+        rdma_ctl, ibv_devices, enabled, devices, unread):
+    overrides = {k: v for k, v in (("rdma_ctl", rdma_ctl), ("ibv_devices", ibv_devices)) if v}
+    result, _ = run(**overrides)
+    assert not result.get("failed"), result.get("msg")
+    tb = result["ansible_facts"]["mlx_fleet_thunderbolt"]
+    assert (tb["rdma_status"], tb["rdma_enabled"], tb["rdma_devices"]) == ("unknown", enabled, devices)
+    assert [(u["command"], u["output"]) for u in tb["rdma_unread"]] == unread
+    assert not result.get("warnings")  # said by the judgment, which knows the Mac's name (test_models)
 
 
 def test_it_takes_no_options():

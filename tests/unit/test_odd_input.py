@@ -166,7 +166,8 @@ COMMANDS = {"sw_vers", "sysctl", "sysctl -n", "system_profiler SPHardwareDataTyp
             "scutil --get", "networksetup -listnetworkserviceorder", "networksetup -listallhardwareports",
             "networksetup -getinfo", "networksetup -getadditionalroutes", "ifconfig", "SSH_CONNECTION",
             "route -n get", "launchctl print", "system_profiler SPThunderboltDataType -json", "ibv_devices",
-            "ibv_devinfo", "rdma_ctl status"}
+            "ibv_devinfo", "rdma_ctl status", "defaults read", "softwareupdate --list", "softwareupdate --install", "fdesetup status",
+            "sysctl kern.boottime"}
 
 
 @pytest.mark.parametrize("prefix", sorted(CAPTURES))

@@ -19,6 +19,10 @@ def parser_for(prefix):
         return _sysctl_n(prefix)
     if prefix.startswith("ifconfig"):
         return mp.parse_ifconfig
+    if prefix == "sysctl-kern.boottime":
+        return mp.parse_kern_boottime
+    if prefix.startswith("fdesetup-status"):
+        return mp.parse_fdesetup_status
     if prefix.startswith("sysctl"):
         return mp.parse_sysctl
     if prefix.startswith("scutil-get-"):
@@ -40,6 +44,10 @@ PARSERS = {
     "pmset-g-custom": mp.parse_pmset,
     "route-n-get": mp.parse_route_get,
     "launchctl-print": mp.parse_launchctl_print,
+    "softwareupdate-list": mp.parse_softwareupdate_list,
+    "softwareupdate-list-none": mp.parse_softwareupdate_list,
+    "softwareupdate-install": mp.parse_softwareupdate_install,
+    "defaults-read-missing": mp.parse_defaults_bool,
 }
 
 CAPTURES = sorted(FIXTURE_DIR.glob("*__*.txt"))
@@ -269,6 +277,20 @@ def test_hardware_json_four_core_groups():
                                                                              [6, 0, 12])
 
 
+def test_kern_boottime_seconds():
+    assert parse("sysctl-kern.boottime__chef-ohai-uptime__1.txt") == 1232765114
+    assert mp.parse_kern_boottime("{ sec = 1700000000, usec = 5 } Tue Nov 14 22:13:20 2023\n") == 1700000000
+    with pytest.raises(ValueError, match="kern.boottime"):
+        mp.parse_kern_boottime("kern.boottime: 1700000000")
+
+
+def test_fdesetup_status_on_and_off_and_nothing_else():
+    assert parse("fdesetup-status__macos-vm-guide__1.txt") is False
+    assert parse("fdesetup-status-on__swift-status-checker__1.txt") is True
+    with pytest.raises(ValueError, match="fdesetup status"):
+        mp.parse_fdesetup_status("FileVault is Encrypting.\n")
+
+
 def test_sysctl_n_in_order():
     assert parse("sysctl-n-hw.memsize-hw.ncpu-machdep.cpu.brand_string"
                  "__inventory-go-test-macstudio__1.txt") == {
@@ -359,3 +381,48 @@ def test_capture_reads_a_slow_commands_output_to_the_end_in_the_c_locale(monkeyp
     # Silent for over run_command's 1 s select timeout, then everything at once, as system_profiler does.
     script = 'sleep 1.2; printf "%s %s\\n" "$LC_ALL" "${PYTHONPATH:-none}"; printf "é\\n" >&2; exit 3'
     assert capture(None, ["sh", "-c", script]) == (3, "C none\n", "é\n")
+
+
+def test_softwareupdate_list_one_macos_update_on_macos_26():
+    listed = parse("softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt")
+    assert listed["warnings"] == []
+    assert listed["updates"] == [{
+        "label": "macOS Tahoe 26.5.2-25F84", "title": "macOS Tahoe 26.5.2", "version": "26.5.2", "build": "25F84",
+        "size_kib": 2630358, "recommended": True, "action": "restart", "macos": True}]
+
+
+def test_softwareupdate_list_beta_build_and_older_size_unit():
+    (update,) = parse("softwareupdate-list__wavebirddash-install-or-defer-issue-47__2.txt")["updates"]
+    assert (update["build"], update["version"], update["size_kib"], update["macos"]) == ("20C5061b", "11.1", 2746951, True)
+
+
+def test_softwareupdate_list_nothing_pending():
+    assert parse("softwareupdate-list-none__elliotweiser-ansible-osx-command-line-tools-issue-65__1.txt") == {
+        "updates": [], "warnings": []}
+
+
+def test_softwareupdate_list_other_software_is_not_a_macos_update_and_unknown_lines_warn():
+    text = ("* Label: Command Line Tools for Xcode-16.0\n"
+            "\tTitle: Command Line Tools for Xcode, Version: 16.0, Size: 751793KiB, Recommended: YES, \n"
+            "* Label: macOS Tahoe 26.5.2-25F84\n"
+            "\tTitle: macOS Tahoe 26.5.2, Version: 26.5.2, Size: 2630358KiB, Recommended: YES, Action: restart, \n"
+            "Something new from Apple\n")
+    listed = mp.parse_softwareupdate_list(text)
+    assert [(u["label"], u["macos"], u["build"]) for u in listed["updates"]] == [
+        ("Command Line Tools for Xcode-16.0", False, None), ("macOS Tahoe 26.5.2-25F84", True, "25F84")]
+    assert listed["warnings"] == ["softwareupdate --list: unknown line 'Something new from Apple'"]
+
+
+def test_softwareupdate_install_download_started():
+    assert parse("softwareupdate-install__wavebirddash-install-or-defer-issue-47__1.txt") == {
+        "started": True, "error": None, "last": "Downloaded: macOS Big Sur 11.1 Beta 2"}
+    refused = mp.parse_softwareupdate_install("Software Update Tool\n\nFinding available software\n"
+                                              "failed to authorize for installation\n")
+    assert refused["started"] is False and refused["error"] == "failed to authorize for installation"
+
+
+def test_defaults_read_of_a_boolean():
+    assert parse("defaults-read-missing__cis-macos-audit-44398335449__1.txt") is None
+    assert mp.parse_defaults_bool("0\n") is False and mp.parse_defaults_bool("1\n") is True
+    with pytest.raises(ValueError, match="defaults read"):
+        mp.parse_defaults_bool("{\n    Foo = 1;\n}\n")

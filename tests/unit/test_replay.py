@@ -26,11 +26,11 @@ def _profile(name, r, seed=0):
     return replay.apply(profile, r)
 
 
-def test_mbp_reference_gives_an_unknown_model_with_its_recorded_ports(tmp_path):
+def test_mbp_reference_gives_the_catalogue_m5_max_with_its_recorded_ports(tmp_path):
     r = replay.derive(replay.load_capture(mbp_capture(tmp_path / "mbp")))
-    assert r.model.key == "Mac17,7" and r.model.key not in MODELS
+    assert r.model.key == "macbook-pro-m5-max" and r.model.key in MODELS
     assert (r.model.model_name, r.model.model_id, r.model.tb_generation) == ("MacBook Pro", "Mac17,7", 5)
-    # No hardware ports recorded: a laptop's layout is guessed (Wi-Fi en0, Thunderbolt N = enN).
+    # No hardware ports recorded: the catalogue's laptop layout (Wi-Fi en0, Thunderbolt N = enN).
     assert r.model.hardware_ports == (("Wi-Fi", "en0"), ("Thunderbolt 1", "en1"), ("Thunderbolt 2", "en2"),
                                       ("Thunderbolt 3", "en3"))
     assert r.model.management_device == "en0"
@@ -41,7 +41,18 @@ def test_mbp_reference_gives_an_unknown_model_with_its_recorded_ports(tmp_path):
     profile = _profile("mbp", r)
     assert [(p["receptacle"], p["bus"], p["domain_uuid"]) for p in profile["thunderbolt"]] == [
         (1, 0, MBP_PORT1), (2, 1, "200E23D3-C921-44E0-95F7-55144AC251CC"), (3, 2, "AD089FC0-E653-4FFE-B00A-DFF110B2F9A1")]
-    assert profile["model_id"] == "Mac17,7" and profile["model"] == "Mac17,7"
+    assert profile["model_id"] == "Mac17,7" and profile["model"] == "macbook-pro-m5-max"
+
+
+def test_a_capture_without_a_model_identifier_writes_no_model_key_in_the_inventory(tmp_path):
+    from replay_dirs import THUNDERBOLT, reference_thunderbolt
+    from mlx_fleet.sim.cluster import inventory_host_vars
+
+    r = replay.derive(replay.load_capture(write_capture(tmp_path / "anon", {
+        "thunderbolt": (THUNDERBOLT, reference_thunderbolt())})))
+    assert r.model.model_id == "Mac" and r.model.key not in MODELS and r.model.tb_generation == 5
+    assert inventory_host_vars(r.model.key) == {}  # never mlx_fleet_model: Mac, which the preflight refuses
+    assert inventory_host_vars("studio-m4-max") == {"mlx_fleet_model": "studio-m4-max"}
 
 
 def test_studio_reference_keeps_its_recorded_hardware_ports_and_the_catalogue_model(tmp_path):
@@ -205,3 +216,30 @@ def test_capture_reports_an_unreachable_mac(tmp_path):
     ssh.chmod(0o755)
     with pytest.raises(cap.CaptureError, match="No route to host"):
         cap.capture("mac-1", tmp_path / "cap", ssh=str(ssh))
+
+
+@pytest.mark.parametrize("key", sorted(MODELS))
+def test_the_sim_builds_every_catalogue_model(key):
+    layout = build_layout(3, key, "mesh", "all")
+    model = layout.models[next(iter(layout.models))]
+    assert model.key == key and len(layout.cables) == 3
+    broken = set(model.rdma_broken_ports)
+    assert not {end.number for c in layout.cables for end in (c.a, c.b)} & broken  # the sim cables around the quirk
+    profile = make_profile("n1", model, seed=0, management_ip="10.0.0.2", management_prefix=24, router="10.0.0.1",
+                           rdma_enabled=True)
+    assert [(p["receptacle"], p["device"], p["generation"]) for p in profile["thunderbolt"]] == [
+        (n, device, model.tb_generation) for n, device in model.thunderbolt_devices]
+    assert profile["model_id"] == (model.model_id or "Mac") and profile["chip"] == model.chip
+
+
+def test_a_replayed_mac_is_offered_what_its_capture_lists(tmp_path):
+    from replay_dirs import FIXTURE_DIR, load
+
+    listed = load(FIXTURE_DIR / "softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt").encode()
+    d = write_capture(tmp_path / "mini", {"softwareupdate": (READS["softwareupdate"], listed)})
+    profile = _profile("mini", replay.derive(replay.load_capture(d)))
+    (offer,) = profile["software_updates"]
+    assert (offer["label"], offer["version"], offer["build"], offer["size_kib"]) == (
+        "macOS Tahoe 26.5.2-25F84", "26.5.2", "25F84", 2630358)
+    assert "software_updates" not in replay.derive(replay.load_capture(write_capture(tmp_path / "none", {
+        "softwareupdate": (READS["softwareupdate"], b"")}))).facts  # nothing pending: stdout empty, exit 1

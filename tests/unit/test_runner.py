@@ -91,6 +91,26 @@ def test_summary_names_what_to_act_on():
     assert lines[-1] == "result: some Macs are unreachable (exit 4)"
 
 
+def test_a_value_a_mac_reported_reaches_the_terminal_escaped():
+    # A serial number or a message with a terminal escape, as a Mac could report it: it would clear the
+    # screen or retitle the terminal; printed, it is its escape.
+    report = _report(_event("runner_on_unreachable", host="mini-3", res={"msg": "no route \x1b]0;owned\x07"}),
+                     _event("runner_on_ok", res={"warnings": ["serial C02X\x1b[2J\x1b[Hresult: ok"]}))
+    out = io.StringIO()
+    runner.print_summary(report, stream=out)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "warning: serial C02X\\x1b[2J\\x1b[Hresult: ok" in text.splitlines()
+    assert "unreachable: mini-3: no route \\x1b]0;owned\\x07" in text.splitlines()
+
+
+def test_terminal_text_keeps_a_message_s_own_lines_indented():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+
+    assert terminal_text(["failed: fabric", "serial X\nresult: ok\x1b[2J"]).splitlines() == [
+        "failed: fabric", "serial X", "  result: ok\\x1b[2J"]
+
+
 def test_a_check_run_says_what_would_change_and_that_nothing_did():
     report = _report(_event("runner_on_ok", host="mini-1", res={"changed": True}),
                      _event("runner_on_ok", host="mini-2", res={"changed": True}))

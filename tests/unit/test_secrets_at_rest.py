@@ -100,12 +100,17 @@ def test_a_password_file_others_can_read_is_refused(tmp_path, capsys):
 # and forwards nothing: the worst case, where only killing the workers' own groups stops them.
 STUBBORN = textwrap.dedent("""
     import os, signal, sys, time
+    started, told = os.pipe()
     for _ in range(2):
         if os.fork() == 0:
             os.setsid()
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            os.write(told, b"x")  # in its own session now
             time.sleep(300)
             os._exit(0)
+    got = b""
+    while len(got) < 2:  # both workers are in their own session before "ready"
+        got += os.read(started, 2 - len(got))
     print("ready", flush=True)
     signal.signal(signal.SIGINT, lambda *a: sys.exit(99))  # the playbook itself stops
     time.sleep(300)

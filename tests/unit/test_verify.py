@@ -20,6 +20,7 @@ from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify import compare, jobs, nodes, report
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
 from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
@@ -317,8 +318,11 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "
                                       f"exited with code 1 in mx.distributed.init: {MLX_JACCL})")
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
-    # the same failure with the TCP twin failing too is not called RDMA
-    assert [f.cause for f in diagnose([failed], c, evidence, INVENTORY)] == ["unknown"]
+    # the same failure with the TCP twin failing too is not called RDMA; explain's knowledge base reads MLX's message
+    (unknown,) = diagnose([failed], c, evidence, INVENTORY)
+    assert unknown.cause == "unknown"
+    assert unknown.message.endswith(f"; MLX's message says {explain(MLX_JACCL).first_line} (mlx-fleet explain)")
+    assert explain(MLX_JACCL).causes
 
 
 # --- verify's judgements are the audit's and the RDMA step's --------------------------------------------

@@ -21,7 +21,8 @@ def add_sim_parser(sub) -> None:
 
     up = with_dir(ssub.add_parser("up", help="build the cluster and write DIR/inventory.yml and DIR/ssh_config"))
     up.add_argument("--nodes", type=int, help="number of Macs (not needed with a plan file)")
-    up.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    up.add_argument("--model", help="a key of the model catalogue (plugin_utils/models.py): mini-m4-pro (default), "
+                                         "studio-m4-max, studio-m2-ultra, macbook-pro-m5-max, ...")
     up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, a cable-plan FILE, or your inventory (file or folder)")
     up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
     up.add_argument("--seed", type=int, default=0, help="serials, UUIDs and MACs derive from it (default: 0)")
@@ -33,7 +34,8 @@ def add_sim_parser(sub) -> None:
     add = with_dir(ssub.add_parser("add", help="power on a new Mac as it leaves Setup Assistant: password login only, "
                                                 "not cabled, not in the inventory"))
     add.add_argument("name")
-    add.add_argument("--model", help="mini-m4-pro (default), studio-m3-ultra, mini-m4, macbook-pro-m4-max")
+    add.add_argument("--model", help="a key of the model catalogue (plugin_utils/models.py): mini-m4-pro (default), "
+                                         "studio-m4-max, studio-m2-ultra, macbook-pro-m5-max, ...")
     add.add_argument("--macos-version", help="e.g. 26.2 (default: the sim's)")
     add.add_argument("--macos-build", help="e.g. 25C56 (default: the sim's)")
     with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
@@ -57,6 +59,16 @@ def add_sim_parser(sub) -> None:
     update.add_argument("--macos-version", help="the new version, e.g. 26.3 (default: unchanged)")
     update.add_argument("--keep-rdma", action="store_true", help="an update that leaves RDMA as it was")
     update.add_argument("--reenable-bridge", action="store_true", help="an update that turns the Thunderbolt Bridge back on")
+    offer = with_dir(ssub.add_parser("offer", help="Apple offers a macOS update to the nodes (softwareupdate --list "
+                                                    "shows it; --install prepares, then restarts into it)"))
+    offer.add_argument("nodes", nargs="*", metavar="NODE", help="the nodes offered it (default: every node)")
+    offer.add_argument("--macos-version", required=True, help="e.g. 26.5.2")
+    offer.add_argument("--macos-build", required=True, help="e.g. 25F84")
+    offer.add_argument("--fault", action="append", default=[], metavar="NODE=FAULT",
+                       help="rehearse an update gone wrong on NODE: no-prepare, no-return, filevault-locked, rdma-off")
+    offer.add_argument("--prepare-seconds", type=float, default=5.0,
+                       help="how long the preparation takes before the restart (default: %(default)s; a Mac takes minutes)")
+    with_dir(ssub.add_parser("unlock", help="log in at a node's FileVault login window (after an update)")).add_argument("node")
     pip = with_dir(ssub.add_parser("pip", help="pip of a Python environment on a node, as its owner, offline: "
                                                "install or upgrade a package by hand (drift)"))
     pip.add_argument("--env", default="/opt/mlx-fleet/venv", help="the environment's folder (default: %(default)s)")
@@ -128,6 +140,14 @@ def run_sim(args) -> int:
                                  bridge_on=args.reenable_bridge)
         print(f"{args.node} updated to macOS {profile['os_version']} ({profile['os_build']}) and restarted; "
               f"RDMA {'enabled' if profile['rdma_enabled'] else 'disabled'}")
+    elif cmd == "offer":
+        faults = dict(item.partition("=")[::2] for item in args.fault)
+        offered = cluster.offer(args.nodes, args.macos_version, args.macos_build, faults, args.prepare_seconds)
+        print(f"macOS {args.macos_version} ({args.macos_build}) offered to {', '.join(offered)}"
+              + "".join(f"; {node}: {fault}" for node, fault in faults.items()))
+    elif cmd == "unlock":
+        cluster.unlock(args.node)
+        print(f"{args.node}: logged in at the login window; FileVault unlocked, the Mac started up")
     elif cmd == "pip":
         return cluster.pip(args.node, args.env, _strip_dashes(args.pip_args))
     elif cmd == "reboot":

@@ -22,6 +22,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -48,6 +49,13 @@ SETTABLE = {
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
     "sudo": str,
+    # What the RDMA tools print instead of their usual text ("" goes back to it): a wording no real Mac has
+    # shown yet, to rehearse how the toolkit takes it. "\n" in the value is a line break.
+    "rdma_ctl_status_output": lambda v: v.replace("\\n", "\n") or None,
+    "ibv_devices_output": lambda v: v.replace("\\n", "\n") or None,
+    "filevault": lambda v: v.lower() in ("1", "true", "yes"),  # on: an update's restart comes back locked
+    # The RDMA stack wedged, as users report after hours of jobs: ibv_devinfo hangs until a restart.
+    "rdma_wedged": lambda v: v.lower() in ("1", "true", "yes"),
 }
 SUDO_MODES = ("nopasswd", "password", "none")
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
@@ -73,6 +81,16 @@ _BOOT_THEN_SSHD = (
     "/usr/local/libexec/macsim/boot && "
     "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config"
 )
+# FileVault locked at the login window: the data volume (keys, launchd jobs) is unavailable. Since macOS 26 a
+# password login over SSH unlocks it (apple_ssh_and_filevault(7): no session, SSH drops briefly, then everything
+# starts): profile "filevault_locked" "ssh-unlock". Where that is off ("console"), no login works until a person
+# logs in at the Mac.
+_LOCKED_SSHD = ("/usr/local/libexec/macsim/boot && "
+                "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked{suffix}")
+SSHD_LOCKED = {"console": ("", "AuthorizedKeysFile none\nPasswordAuthentication no\n"),
+               "ssh-unlock": ("_ssh", "AuthorizedKeysFile none\nPasswordAuthentication yes\nForceCommand /bin/true\n")}
+UNLOCKED_OVER_SSH = "Accepted password for "  # sshd -e's line in the console log
+UPDATE_FAULTS = ("no-prepare", "no-return", "filevault-locked", "rdma-off")
 
 # Remote Login as macOS has it: every address, the account password or a key.
 SSHD_CONFIG = "\n".join([
@@ -335,6 +353,8 @@ class Cluster:
         ssh_dir = fs / LIBEXEC / "ssh"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", str(ssh_dir / "ssh_host_ed25519_key")])
         (ssh_dir / "sshd_config").write_text(SSHD_CONFIG)
+        for suffix, extra in SSHD_LOCKED.values():
+            (ssh_dir / f"sshd_config_locked{suffix}").write_text(SSHD_CONFIG + extra)
 
         run(["ip", "netns", "add", ns])
         mgmt = profile["management"]
@@ -544,7 +564,14 @@ class Cluster:
     def _start(self, name: str) -> None:
         node = self._require(name)
         log = open(self.dir / "nodes" / name / "console.log", "ab")
-        proc = self._spawn(name, ["/bin/sh", "-c", _BOOT_THEN_SSHD], stdin=subprocess.DEVNULL,
+        profile = self.profile(name)
+        locked = profile.get("filevault_locked")
+        if locked:  # where the agent looks for the unlocking login
+            console = self.dir / "nodes" / name / "console.log"
+            profile["locked_log_offset"] = console.stat().st_size if console.exists() else 0
+            self._write_profile(name, profile)
+        command = _LOCKED_SSHD.format(suffix=SSHD_LOCKED[locked][0]) if locked else _BOOT_THEN_SSHD
+        proc = self._spawn(name, ["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
                            stdout=log, stderr=log, start_new_session=True)
         log.close()
         node.update(pid=proc.pid, status="running")
@@ -601,6 +628,9 @@ class Cluster:
         self._require(name)
         self._stop(name)
         self._forget_runtime_state(name)
+        profile = self.profile(name)
+        if profile.pop("rdma_wedged", None) is not None:  # a restart is what unwedges RDMA
+            self._write_profile(name, profile)
         self._refresh_links()
         self._start(name)
         self._wait_for_ssh(name)
@@ -620,6 +650,86 @@ class Cluster:
         self._write_profile(name, profile)
         self.reboot(name)
         return self.profile(name)
+
+    def offer(self, names: list[str], version: str, build: str, faults: dict[str, str],
+              prepare_seconds: float) -> list[str]:
+        """Apple offers macOS VERSION (BUILD) to NAMES (every node when empty), as `softwareupdate
+        --list` shows it; FAULTS {node: fault} rehearse an update that goes wrong there. Starts the
+        power agent that restarts a node when its preparation is done."""
+        self._require_up()
+        names = names or self.node_names()
+        for name in [*names, *faults]:
+            self._require(name)
+        for name, fault in faults.items():
+            if fault not in UPDATE_FAULTS:
+                raise SimError(f"--fault {name}={fault}: the faults are {', '.join(UPDATE_FAULTS)}")
+            if name not in names:
+                raise SimError(f"--fault {name}=...: {name} is not offered the update")
+        for name in names:
+            profile = self.profile(name)
+            codename = "Tahoe" if version.split(".")[0] == "26" else "macOS"
+            title = f"macOS {codename} {version}"
+            update = {"label": f"{title}-{build}", "title": title, "version": version, "build": build,
+                      "size_kib": 2630358, "action": "restart"}
+            others = [u for u in profile.get("software_updates", []) if not u.get("build")]
+            profile.update(software_updates=others + [update], update_fault=faults.get(name),
+                           update_prepare_seconds=prepare_seconds)
+            self._write_profile(name, profile)
+            replay.forget(self.fs(name), LIBEXEC, "softwareupdate")  # the double answers from the offer now
+        self._start_power_agent()
+        return names
+
+    def _start_power_agent(self) -> None:
+        if _alive(self.state.get("power_agent")):
+            return
+        log = open(self.dir / "power-agent.log", "ab")
+        proc = subprocess.Popen([sys.executable, "-m", "mlx_fleet.sim.power", str(self.dir)], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.state["power_agent"] = proc.pid
+        self._save()
+
+    def install_update(self, name: str, update: dict) -> None:
+        """The restart at the end of a preparation: the node boots into the new build, or as its
+        fault says (off for good, FileVault-locked, RDMA off)."""
+        profile = self.profile(name)
+        fault = profile.get("update_fault")
+        profile.update(os_version=update["version"], os_build=update["build"], update_fault=None,
+                       filevault_locked="console" if fault == "filevault-locked" else (
+                           "ssh-unlock" if profile.get("filevault") else False),
+                       software_updates=[u for u in profile.get("software_updates", []) if u["label"] != update["label"]])
+        if fault == "rdma-off":
+            profile["nvram_rdma"] = False
+        self._write_profile(name, profile)
+        replay.forget(self.fs(name), LIBEXEC, "softwareupdate")
+        self._stop(name)
+        self._forget_runtime_state(name)
+        self._refresh_links()
+        if fault == "no-return":
+            self._save()
+            return
+        self._start(name)
+        self._wait_for_ssh(name)
+
+    def unlocked_over_ssh(self, name: str) -> bool:
+        """A password login reached the locked Mac's sshd (what unlocks the data volume since macOS 26)."""
+        profile = self.profile(name)
+        console = self.dir / "nodes" / name / "console.log"
+        if profile.get("filevault_locked") != "ssh-unlock" or not console.exists():
+            return False
+        with open(console, "rb") as log:
+            log.seek(profile.get("locked_log_offset", 0))
+            return UNLOCKED_OVER_SSH.encode() in log.read()
+
+    def unlock(self, name: str) -> None:
+        """A person logs in at the FileVault login window: the data volume unlocks and the Mac starts up."""
+        self._require_up()
+        profile = self.profile(name)
+        if not profile.get("filevault_locked"):
+            raise SimError(f"{name} is not waiting at the FileVault login window")
+        profile["filevault_locked"] = False
+        self._write_profile(name, profile)
+        self.reboot(name)
 
     def _thunderbolt_bridge_on(self, name: str) -> None:
         """Enable the bridge0 service, or make it again if someone removed it (as configd would)."""
@@ -744,7 +854,7 @@ class Cluster:
         host.write_file(self.dir / "ssh_config", "# Written by mlx-fleet sim up\n" + "\n".join(lines))
         host.write_file(self.dir / "known_hosts", "\n".join(known) + "\n")
         inventory = {"all": {"children": {"mlx_cluster": {
-            "hosts": {name: {"mlx_fleet_model": self.state["nodes"][name]["model"]} for name in self.node_names()},
+            "hosts": {name: inventory_host_vars(self.state["nodes"][name]["model"]) for name in self.node_names()},
             "vars": {
                 "ansible_user": host.ADMIN_USER,
                 "ansible_python_interpreter": "/usr/bin/python3",
@@ -783,6 +893,8 @@ class Cluster:
     def down(self) -> None:
         if not self.state:
             raise SimError(f"no simulated cluster in {self.dir}")
+        if _alive(self.state.get("power_agent")):
+            os.kill(self.state["power_agent"], signal.SIGTERM)
         for name in self.state["nodes"]:
             self._stop(name)
         # Names are prefix-scanned too, so a half-built cluster leaves nothing behind.
@@ -825,6 +937,12 @@ def _factory_names(model_name: str) -> tuple[str, str]:
 def _check_node_name(name: str) -> None:
     if len(name) > 40 or not name.replace("-", "").isalnum():
         raise SimError(f"node name {name!r}: use letters, digits and '-' only")
+
+
+def inventory_host_vars(model_key: str) -> dict:
+    """A node's variables in the sim's inventory: its model key, when the catalogue has it (a replayed Mac the
+    catalogue cannot place gets none, and the product reads its facts, as for any undeclared Mac)."""
+    return {"mlx_fleet_model": model_key} if model_key in MODELS else {}
 
 
 def environment_vars() -> dict:

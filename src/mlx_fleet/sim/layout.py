@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +14,9 @@ if TYPE_CHECKING:
     from mlx_fleet.sim.replay import Replay
 
 TOPOLOGIES = ("mesh", "ring", "line")
-_NAME_PREFIX = {"studio-m3-ultra": "studio", "mini-m4-pro": "mini", "mini-m4": "mini", "macbook-pro-m4-max": "mbp"}
+# Generated nodes are named after the model's family: mini-1, studio-1, mbp-1, ...
+_NAME_PREFIX = {"Mac mini": "mini", "Mac Studio": "studio", "MacBook Pro": "mbp", "MacBook Air": "air", "iMac": "imac",
+                "Mac Pro": "macpro"}
 
 
 @dataclass
@@ -60,7 +63,9 @@ def generated_cables(models: dict[str, Model], topology: str) -> list[Cable]:
 
 def catalogue_model(key: str) -> Model:
     if key not in MODELS:
-        raise CablePlanError(f"unknown model {key!r}; known: {', '.join(MODELS)}")
+        close = difflib.get_close_matches(key, MODELS, n=3, cutoff=0.6)
+        raise CablePlanError(f"unknown model {key!r}; " + (f"did you mean {', '.join(close)}? " if close else "")
+                             + "the keys are those of plugin_utils/models.py (mini-m4-pro, studio-m4-max, ...)")
     return MODELS[key]
 
 
@@ -86,7 +91,7 @@ def build_layout(nodes: int | None, model: str | None, topology: str, rdma: str,
         elif not nodes or nodes < 1:
             raise CablePlanError("--nodes must be at least 1")
         chosen = catalogue_model(model or DEFAULT_MODEL)
-        prefix = _NAME_PREFIX[chosen.key]
+        prefix = _NAME_PREFIX[chosen.model_name]
         models = {f"{prefix}-{i}": chosen for i in range(1, nodes + 1)}
         cables = generated_cables(models, topology)
         for name, replay in replays.items():

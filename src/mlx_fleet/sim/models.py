@@ -42,6 +42,7 @@ def make_profile(
 ) -> dict:
     """The node.json document for one simulated Mac (cables are added later)."""
     rng = random.Random(f"{seed}:{name}")
+    model_id = model.model_id or "Mac"  # a catalogue model whose identifier Apple's pages do not list yet
     uid = lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)).upper()  # noqa: E731
     switch_base = rng.getrandbits(40)
     interfaces = [
@@ -67,14 +68,14 @@ def make_profile(
         "name": name,
         "model": model.key,
         "model_name": model.model_name,
-        "model_id": model.model_id,
+        "model_id": model_id,
         "chip": model.chip,
         "cpu_cores": model.cpu_cores,
         "ncpu": model.ncpu,
         "memory_gb": model.memory_gb,
         "serial": _serial(rng),
         "hardware_uuid": uid(),
-        "provisioning_udid": f"0000{model.model_id[3:5]}00-{rng.getrandbits(64):016X}",
+        "provisioning_udid": f"0000{model_id[3:5]}00-{rng.getrandbits(64):016X}",
         "os_version": os_version[0],
         "os_build": os_version[1],
         "boot_rom": "13822.61.10",

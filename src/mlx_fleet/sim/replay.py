@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model, generation_from_facts, identify
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from mlx_fleet.sim.host import SimError
 
@@ -144,7 +144,7 @@ def derive(recording: Recording) -> Replay:
     rdma = _parse(notes, "rdma_ctl status", mp.parse_rdma_ctl_status, recording.stdout("rdma_ctl", "status"))
 
     model_id = hw.get("model_identifier") or sysctl.get("hw.model")
-    known = next((m for m in MODELS.values() if m.model_id == model_id), None)
+    known = identify({"model_identifier": model_id, "model_name": hw.get("model_name"), "chip": hw.get("chip")})
     if not model_id:
         notes.append("model identifier: not recorded (SPHardwareDataType, sysctl hw.model); using 'Mac'")
         model_id = "Mac"
@@ -186,10 +186,8 @@ def derive(recording: Recording) -> Replay:
 
     if known:
         generation = known.tb_generation
-    elif not tb or any(p["speed_gbps"] >= 80 for p in tb):  # "Up to 120 Gb/s" idle, or an 80 Gb/s link
-        generation = 5
-    else:
-        generation = 4
+    else:  # as the product reads an unknown Mac; no ports recorded: Thunderbolt 5
+        generation = generation_from_facts({"ports": tb}) or (4 if tb else 5)
     model = Model(
         key=known.key if known else model_id, model_name=model_name, model_id=model_id, chip=chip,
         cpu_cores=_cpu_cores(ncpu, groups, known), ncpu=ncpu, memory_gb=memory_gb, tb_generation=generation,
@@ -212,6 +210,10 @@ def derive(recording: Recording) -> Replay:
         facts["os_version"], facts["os_build"] = version, build
     if rdma is not None:
         facts["rdma_enabled"] = facts["nvram_rdma"] = rdma
+    updates = _parse(notes, "softwareupdate --list", mp.parse_softwareupdate_list,
+                     recording.stdout("softwareupdate", "--list"))
+    if updates and updates["updates"]:  # what Apple offered the captured Mac, offered to the replayed one
+        facts["software_updates"] = [dict(u, size_kib=u["size_kib"] or 0) for u in updates["updates"]]
     sudo = _sudo_mode(recording)
     if sudo:
         facts["sudo"] = sudo
@@ -322,6 +324,16 @@ def install(recording: Recording, fs_root: Path, libexec: str) -> None:
         shutil.copyfile(recording.dir / name, target / name)
         (target / name).chmod(0o644)
     target.chmod(0o755)
+
+
+def forget(fs_root: Path, libexec: str, tool: str) -> None:
+    """Stop serving TOOL's recordings: what it says now changed on the node (an update offered or installed)."""
+    path = Path(fs_root) / libexec / "replay" / MANIFEST
+    if not path.exists():
+        return
+    manifest = json.loads(path.read_text())
+    manifest["reads"] = {k: r for k, r in manifest.get("reads", {}).items() if (r.get("argv") or [None])[0] != tool}
+    path.write_text(json.dumps(manifest, indent=2))
 
 
 def parse_replay_args(values: list[str] | None) -> dict[str, Replay]:

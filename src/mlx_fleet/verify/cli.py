@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report
@@ -66,6 +67,9 @@ def run_verify(args, argv: list[str] | None = None) -> int:
         options = _options(args, args.python or settings.python)
         options.bridge = settings.bridge
         folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
+        held = os_update.hold_reason(folder)
+        if held:
+            raise VerifyError(held)
         cluster = load_cluster(folder)
         launcher = mlx_launch()
     except (VerifyError, LaunchError) as exc:

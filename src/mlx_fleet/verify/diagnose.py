@@ -16,14 +16,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, explain, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
 from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "address", "bridge", "cable", "rdma", "unknown")
-_BIND = "Couldn't bind socket"
 
 
 @dataclass
@@ -153,10 +152,8 @@ def readiness(job: Job, cluster: Cluster, nodes: dict[str, Node]) -> dict[str, r
     for host in job.hosts:
         node = nodes.get(host)
         facts = node.thunderbolt if node is not None and node.reachable else None
-        if facts is None or (facts["rdma_enabled"] and facts["rdma_devices"] is None):
-            continue
-        judged[host] = rdma.classify_node(host, node.macos, dict(facts, rdma_devices=facts["rdma_devices"] or []),
-                                          cabled=cabled.get(host, {}))
+        if facts is not None:
+            judged[host] = rdma.classify_node(host, node.macos, facts, cabled=cabled.get(host, {}))
     return judged
 
 
@@ -198,7 +195,8 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
         causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory, bridge)]
         messages = [(r, r.error) for r in job.failed_ranks() if r.error]
         for rank, message in messages:
-            if job.backend == "ring" and _BIND in message and not any(
+            # The knowledge base `mlx-fleet explain` uses: a rank that cannot bind its own address.
+            if job.backend == "ring" and explain.causes_of(message)[:1] == ["no-ipv4"] and not any(
                     f.cause == "address" and rank.host in f.hosts for f in causes):
                 ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
                 causes.append(Finding("address", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
@@ -209,8 +207,10 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
             causes.append(_rdma_finding(job, cluster, nodes, inventory))
         elif not causes:
             where = f"cable {job.cable}" if job.cable else job.title
+            said = explain.explain("\n".join(m for _, m in messages)) if messages else None
+            reading = f"; MLX's message says {said.first_line} (mlx-fleet explain)" if said and said.causes else ""
             causes.append(Finding("unknown", f"{where}: failed with no fault visible on the Macs' ports; "
-                                             + "; ".join(failure_lines(job)[:2]), job.hosts, job.cable,
+                                             + "; ".join(failure_lines(job)[:2]) + reading, job.hosts, job.cable,
                                   first[0].rank if first else None, failure_lines(job)))
         found += causes
     return _merge_rdma(_unique(found))

@@ -8,6 +8,7 @@ an overall timeout: a Mac that does not answer is reported unreachable, never wa
 from __future__ import annotations
 
 import io
+import math
 import shlex
 import subprocess
 import tarfile
@@ -27,6 +28,17 @@ NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
 RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo")
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
+
+
+class _Reads:
+    """What node_facts asks of a module, for reads this run made over ssh: a read or an output it cannot use
+    raises ValueError (the diagnosis then leaves that judgement out), a warning is the report's evidence."""
+
+    def fail_json(self, msg, **kwargs):
+        raise ValueError(msg)
+
+    def warn(self, msg):
+        pass
 
 
 @dataclass
@@ -70,19 +82,21 @@ class Node:
 
     @property
     def thunderbolt(self) -> dict | None:
-        """mlx_fleet_thunderbolt as the modules make it (module_utils.node_facts), for the ports this run reads
-        (no port speeds: system_profiler is not read); None when rdma_ctl was not read. rdma_devices is None
-        when ibv_devices was not read."""
-        enabled = self.parsed("rdma_ctl", "parse_rdma_ctl_status")
-        if enabled is None:
+        """mlx_fleet_thunderbolt as the modules make it (module_utils.node_facts: the same RDMA judgement of
+        rdma_ctl and ibv_devices, an unknown wording included), for the ports this run reads (no port speeds:
+        system_profiler is not read); None when the RDMA reads were not made or ibv_devinfo did not parse."""
+        if not all(name in self.reads for name in RDMA_READS):
             return None
-        listed = self.parsed("ibv_devices", "parse_ibv_devices")
-        devices = [d["device"] for d in listed] if listed is not None else None
-        states = node_facts.rdma_states(self.parsed("ibv_devinfo", "parse_ibv_devinfo") or {})
+        results = {name: (rc, text, "") for name, (rc, text) in self.reads.items()}
+        try:
+            status, enabled, devices, states, unread = node_facts.rdma_state(_Reads(), results)
+        except ValueError:
+            return None
         interfaces = self.interfaces or {}
-        return {"ports": [node_facts.port_facts(receptacle, device, interfaces, devices or [], states)
+        return {"ports": [node_facts.port_facts(receptacle, device, interfaces, devices, states)
                           for receptacle, device in sorted(self.ports.items())],
-                "bridge": self.bridge, "rdma_enabled": enabled, "rdma_devices": devices}
+                "bridge": self.bridge, "rdma_enabled": enabled, "rdma_status": status, "rdma_devices": devices,
+                "rdma_unread": unread}
 
     @property
     def bridge(self) -> dict:
@@ -91,16 +105,19 @@ class Node:
                                        self.parsed("service_order", "parse_network_service_order") or [])
 
 
-def ssh_argv(host: str, command: str) -> list[str]:
-    """`ssh HOST COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch).
-    COMMAND runs under /bin/sh: a Mac's login shell is zsh, which rejects a glob that matches nothing."""
-    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "--", host,
+def ssh_argv(host: str, command: str, options: tuple[str, ...] = (),
+             connect_timeout: float = CONNECT_TIMEOUT) -> list[str]:
+    """`ssh HOST COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch;
+    OPTIONS are the inventory's, plan.InventoryHost.ssh_options). COMMAND runs under /bin/sh: a Mac's
+    login shell is zsh, which rejects a glob that matches nothing."""
+    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout:g}", *options, "--", host,
             f"/bin/sh -c {shlex.quote(command)}"]
 
 
-def ssh(host: str, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT) -> subprocess.CompletedProcess:
+def ssh(host: str, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT, *, options: tuple[str, ...] = (),
+        connect_timeout: float = CONNECT_TIMEOUT) -> subprocess.CompletedProcess:
     """Run COMMAND on HOST, bounded; exit 255 is ssh's own failure."""
-    argv = ssh_argv(host, command)
+    argv = ssh_argv(host, command, options, connect_timeout)
     try:
         return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -108,10 +125,14 @@ def ssh(host: str, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOU
 
 
 def _sections(text: str) -> dict[str, tuple[int, str]]:
-    """Split the output of _read_script back into {name: (rc, stdout)}."""
+    """Split the output of read_script back into {name: (rc, stdout)}."""
     found: dict[str, tuple[int, str]] = {}
     name, lines = None, []
     for line in text.splitlines(keepends=True):
+        at = line.find(_MARK + " end ")
+        if at > 0 and name is not None:  # output without a final newline (system_profiler's JSON)
+            lines.append(line[:at])
+            line = line[at:]
         words = line.split()
         if words[:1] == [_MARK] and len(words) > 1:  # a marker line: "MARK name" or "MARK end STATUS"
             if words[1] == "end" and name is not None:
@@ -127,11 +148,29 @@ def _sections(text: str) -> dict[str, tuple[int, str]]:
     return found
 
 
-def _read_script(reads: tuple[str, ...], python: str | None) -> str:
+def _bounded(command: str, limit: float) -> str:
+    """COMMAND given LIMIT seconds (macOS has no timeout(1)): its output goes through a temporary file
+    and its status through another, polled, so a process that hangs, even one a kill cannot end, holds
+    neither this shell nor the ssh session; exit status 124 then, as timeout(1) says it."""
+    ticks = max(1, round(limit / 0.2))
+    return (f't=$(mktemp) && {{ ( {command} >"$t" 2>/dev/null; echo $? >"$t.rc" ) >/dev/null 2>&1 & p=$!; i=0; '
+            f'while [ ! -s "$t.rc" ] && [ $i -lt {ticks} ]; do sleep 0.2; i=$((i+1)); done; '
+            f'if [ -s "$t.rc" ]; then r=$(cat "$t.rc"); else pkill -9 -P $p; kill -9 $p; r=124; fi; '
+            f'cat "$t"; rm -f "$t" "$t.rc"; (exit $r); }} 2>/dev/null')
+
+
+def read_script(reads: tuple[str, ...], python: str | None, *, bounded: tuple[str, ...] = (), limit: float = 5,
+                 files: dict[str, str] | None = None) -> str:
+    """One shell script printing each read as a section; the BOUNDED reads get LIMIT seconds each;
+    FILES (section name -> path) are read with cat."""
     registry = macos_commands.READS
     parts = []
     for name in reads:
-        parts.append(f"echo {_MARK} {name}; {remote_command(registry[name])} 2>/dev/null; echo {_MARK} end $?")
+        command = remote_command(registry[name])
+        command = _bounded(command, limit) if name in bounded else f"{command} 2>/dev/null"
+        parts.append(f"echo {_MARK} {name}; {command}; echo {_MARK} end $?")
+    for name, path in (files or {}).items():
+        parts.append(f"echo {_MARK} {name}; cat {shlex.quote(path)} 2>/dev/null; echo {_MARK} end $?")
     if python:
         parts.append(f"echo {_MARK} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
                      f"echo {_MARK} end $?")
@@ -155,6 +194,21 @@ def _node(host: str, result: subprocess.CompletedProcess, python: str | None) ->
         node.error = (result.stderr.decode("utf-8", "replace").strip().splitlines()
                       or [f"exit status {result.returncode}"])[-1]
     return node
+
+
+def probe(hosts, script: str, connect_timeout: float, timeout: float) -> dict[str, Node]:
+    """SCRIPT on every Mac at once, one ssh session each, as the inventory reaches them (objects with
+    name, address and ssh_options: plan.InventoryHost); a Mac that does not answer costs CONNECT_TIMEOUT."""
+    by_name = {host.name: host for host in hosts}
+    # A link cut while the session runs: ssh gives up after about the connect timeout, not at TIMEOUT.
+    alive = ("-o", f"ServerAliveInterval={max(1, math.ceil(connect_timeout / 2))}", "-o", "ServerAliveCountMax=2")
+
+    def work(name: str) -> Node:
+        host = by_name[name]
+        return _node(name, ssh(host.address, script, timeout=timeout, options=alive + host.ssh_options,
+                               connect_timeout=connect_timeout), None)
+
+    return _each(list(by_name), work)
 
 
 def _each(hosts: list[str], work) -> dict[str, Node]:
@@ -184,7 +238,7 @@ def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, r
         f"and ~/{rundir} must not exist yet"))
     script = (f"cd && umask 077 && [ -O . ] && [ -z \"$(find . -maxdepth 0 \\( -perm -020 -o -perm -002 \\))\" ] "
               f"&& mkdir {folder} && mkdir {folder}/{RUNNING_DIR} && tar -xf - -C {folder} || {{ {refuse}; }}; "
-              f"echo {_MARK} staged; echo {_MARK} end 0; " + _read_script(("sw_vers", *reads), python))
+              f"echo {_MARK} staged; echo {_MARK} end 0; " + read_script(("sw_vers", *reads), python))
     data = payload(files)
 
     def staged(host: str) -> Node:
@@ -196,7 +250,7 @@ def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, r
 
 def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
     """The reads again (after a failure: the state the diagnosis should look at)."""
-    script = _read_script(reads, None)
+    script = read_script(reads, None)
     return _each(hosts, lambda host: _node(host, ssh(host, script), None))
 
 

@@ -74,9 +74,33 @@ class Settings:
     bridge: str  # mlx_fabric_bridge: what the fabric does with the Thunderbolt Bridge
 
 
-def settings_from_inventory(inventories: list[str]) -> Settings:
-    """The output folder and mlx_env_path as a play running the roles sees them for the cluster's first host
-    (mlx_fabric_output_dir: mlx_fleet_output_dir, else the default beside the inventory)."""
+@dataclass(frozen=True)
+class InventoryHost:
+    """A Mac of the cluster group as ssh reaches it with the inventory's settings, and the variables asked for."""
+
+    name: str
+    address: str  # ansible_host, else the name
+    ssh_options: tuple[str, ...]  # ansible_user, ansible_port, the key and the ssh arguments, as ssh options
+    values: dict  # name -> templated value, the inventory's over the roles' defaults (None when neither sets it)
+
+
+def _ssh_options(value) -> tuple[str, ...]:
+    import shlex
+
+    options: list[str] = []
+    for name, flag in (("ansible_user", "-l"), ("ansible_port", "-p"), ("ansible_ssh_private_key_file", "-i")):
+        if value(name) is not None:
+            options += [flag, str(value(name))]
+    for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
+        options += shlex.split(str(value(name) or ""))
+    return tuple(options)
+
+
+def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
+    """One read of the inventory (plugin_utils.inventory_view): the output folder (mlx_fabric_output_dir:
+    mlx_fleet_output_dir, else the default beside the inventory), mlx_env_path and mlx_fabric_bridge as a play
+    running the roles sees them for the cluster's first host, and every host of the group with its ssh settings
+    and the variables NAMES."""
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
         InventoryView, InventoryViewError)
 
@@ -85,12 +109,23 @@ def settings_from_inventory(inventories: list[str]) -> Settings:
         hosts = inventory.hosts(CLUSTER_GROUP)
         if not hosts:
             raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
-        get = inventory.values(hosts[0])
-        output_dir, env_path, bridge = (str(get(name)) for name in ("mlx_fabric_output_dir", "mlx_env_path",
-                                                                     "mlx_fabric_bridge"))
+        settings, found = None, []
+        for host in hosts:
+            get = inventory.values(host)
+            if settings is None:
+                output_dir, env_path, bridge = (str(get(name)) for name in ("mlx_fabric_output_dir", "mlx_env_path",
+                                                                         "mlx_fabric_bridge"))
+                settings = Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge)
+            found.append(InventoryHost(host, str(get("ansible_host", host)), _ssh_options(get),
+                                       {name: get(name) for name in names}))
     except InventoryViewError as exc:
         raise VerifyError(str(exc)) from None
-    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge)
+    return settings, found
+
+
+def settings_from_inventory(inventories: list[str]) -> Settings:
+    """The output folder, the interpreter and the bridge as Ansible sees them for the cluster's first host."""
+    return read_inventory(inventories)[0]
 
 
 # --- the hostfiles and the cables -------------------------------------------------------------------

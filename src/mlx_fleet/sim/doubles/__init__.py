@@ -15,7 +15,7 @@ BOOT = "usr/local/libexec/macsim/boot"
 TOOLS = (
     "system_profiler", "networksetup", "ifconfig", "route", "ipconfig", "sw_vers", "sysctl",
     "pmset", "scutil", "systemsetup", "xcode-select", "softwareupdate", "hostname",
-    "ibv_devices", "ibv_devinfo", "rdma_ctl", "launchctl", "netstat",
+    "ibv_devices", "ibv_devinfo", "rdma_ctl", "launchctl", "netstat", "ps", "defaults", "fdesetup",
 )
 
 

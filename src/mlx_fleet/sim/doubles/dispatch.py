@@ -18,6 +18,10 @@ def run(tool: str, argv: list[str]) -> int:
         from macsim import launchctl
 
         return launchctl.supervise(argv[0])
+    if tool == "_prepare_update":  # the detached preparation softwareupdate --install starts
+        from macsim import softwareupdate
+
+        return softwareupdate.prepare(argv[0])
     if tool != "boot":
         from macsim import replay
 

@@ -10,6 +10,7 @@ service, names the host and starts RunAtLoad LaunchDaemons.
 import os
 import socket
 import sys
+import time
 
 from . import ifconfig, launchctl, names, net, services, state
 from .state import Fail
@@ -19,6 +20,8 @@ def main(argv: list[str]) -> int:
     if not state.is_root():
         raise Fail("boot: must be run as root\n", 77)
     node = state.node()
+    now = time.time()
+    state.save_runtime("boottime", [int(now), int(now % 1 * 1e6)])  # kern.boottime; run/ is wiped at reboot
     for port in node["interfaces"]:
         if net.link(port["device"]) is not None:
             net.set_up(port["device"], True)
@@ -32,6 +35,8 @@ def main(argv: list[str]) -> int:
         services.apply(service)
     _set_hostname(names.get("LocalHostName"))
     daemons = state.path(state.LAUNCH_DAEMONS)
+    if node.get("filevault_locked"):  # at the FileVault login window: the data volume's jobs wait
+        return 0
     for plist in sorted(daemons.glob("*.plist")) if daemons.is_dir() else []:
         try:
             launchctl.load("/" + str(plist.relative_to(state.root())))

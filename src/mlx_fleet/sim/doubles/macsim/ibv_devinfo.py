@@ -1,7 +1,9 @@
 """ibv_devinfo(1): rdma-core's layout (tabs) with Apple's 'Thunderbolt (100)' transport,
 as in TN3205's capture (which renders each tab as four spaces and elides fields)."""
 
-from . import rdma
+import time
+
+from . import rdma, state
 from .state import Fail, err, out
 
 
@@ -32,6 +34,8 @@ def describe(tb: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if state.node().get("rdma_wedged"):  # a wedged RDMA stack: the query never returns
+        time.sleep(24 * 3600)
     devices = rdma.devices()
     if argv[:1] in (["-d"], ["--ib-dev"]) and len(argv) == 2:
         devices = [tb for tb in devices if f"rdma_{tb['device']}" == argv[1]]

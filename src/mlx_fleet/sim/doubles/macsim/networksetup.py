@@ -126,6 +126,14 @@ def set_network_service_enabled(args) -> None:
     services.reconfigure(all_services, service, lambda s: s.update(enabled=value.lower() == "on"))
 
 
+def order_network_services(args) -> None:
+    """-ordernetworkservices S1 S2 ...: the services in that order (any not named keep theirs, after them)."""
+    _require_root()
+    all_services = services.load()
+    named = [services.find(all_services, name) for name in args]
+    services.save(named + [s for s in all_services if all(s is not n for n in named)])
+
+
 def get_network_service_enabled(args) -> None:
     (name,) = args
     out("Enabled\n" if services.find(services.load(), name)["enabled"] else "Disabled\n")
@@ -194,6 +202,7 @@ COMMANDS = {
     "-setv4off": (_set_method("Off"), 1, 1),
     "-setnetworkserviceenabled": (set_network_service_enabled, 2, 2),
     "-getnetworkserviceenabled": (get_network_service_enabled, 1, 1),
+    "-ordernetworkservices": (order_network_services, 1, None),
     "-setadditionalroutes": (set_additional_routes, 1, None),
     "-getadditionalroutes": (get_additional_routes, 1, 1),
     "-createnetworkservice": (create_network_service, 2, 2),

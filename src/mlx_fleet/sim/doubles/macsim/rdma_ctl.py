@@ -9,7 +9,8 @@ from .state import Fail, out
 
 def main(argv: list[str]) -> int:
     if argv == ["status"]:
-        out("enabled\n" if rdma.enabled() else "disabled\n")
+        wording = state.node().get("rdma_ctl_status_output")  # `sim set NODE rdma_ctl_status_output=...`
+        out(wording + "\n" if wording else "enabled\n" if rdma.enabled() else "disabled\n")
         return 0
     if argv not in (["enable"], ["disable"]):
         raise Fail("usage: rdma_ctl enable|disable|status\n", 64)

@@ -2,11 +2,18 @@
 iogpu.wired_limit_mb (runtime state: a reboot resets it to 0, as on a Mac)."""
 
 import re
+import time
 
 from . import names, state
 from .state import Fail, err, out
 
 WRITABLE = {"iogpu.wired_limit_mb": 0, "iogpu.wired_lwm_mb": 0}
+
+
+def boottime() -> str:
+    """As macOS prints it: the seconds and microseconds, then the local time (boot records it)."""
+    sec, usec = state.runtime("boottime", [0, 0])
+    return f"{{ sec = {sec}, usec = {usec} }} {time.strftime('%a %b %e %H:%M:%S %Y', time.localtime(sec))}"
 
 
 def values() -> dict[str, str]:
@@ -31,6 +38,7 @@ def values() -> dict[str, str]:
         "kern.osversion": node["os_build"],
         "kern.osproductversion": node["os_version"],
         "kern.hostname": names.kernel_hostname(),
+        "kern.boottime": boottime(),
         "machdep.cpu.brand_string": node["chip"],
         "machdep.cpu.core_count": total,
         "machdep.cpu.thread_count": total,

@@ -1,0 +1,138 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Update one Mac: start the install (macos_update, the password on its stdin), wait (bounded) for the Mac
+to go down and come back, then check it (os_update_facts); record each step (logic: plugin_utils.os_update).
+
+The volume owner's password comes from mlx-fleet os-update over a private socket (plugin_utils.os_update.
+serve_secret), else from the variable mlx_fleet_os_update_password; never a task argument, so it is in no
+event, log or record. Only macos_update receives it, as a no_log option."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+
+FACTS = "mlx_fleet.cluster.os_update_facts"
+PASSWORD_VAR = "mlx_fleet_os_update_password"
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("plan", "output_dir", "user", "env_path", "timeout", "poll", "confirm_timeout",
+                             "inventory"))
+
+    def _read(self, task_vars, checks):
+        res = self._execute_module(module_name=FACTS, module_args={"env_path": self._env, "checks": checks},
+                                   task_vars=task_vars)
+        if res.get("unreachable"):
+            raise AnsibleConnectionFailure(res.get("msg", "unreachable"))
+        if res.get("failed"):
+            raise AnsibleActionFail(res.get("msg", "os_update_facts failed"))
+        return res["ansible_facts"]["mlx_fleet_os_update"]
+
+    def _ssh_argv(self):
+        """ssh to this Mac as Ansible reaches it (its user, port and common arguments)."""
+        conn = self._connection
+        argv = ["ssh"] + shlex.split(conn.get_option("ssh_common_args") or "")
+        if conn.get_option("port"):
+            argv += ["-p", str(conn.get_option("port"))]
+        return argv + ["-l", conn.get_option("remote_user") or "admin", self._play_context.remote_addr or
+                       conn.get_option("host")]
+
+    def _wait(self, task_vars, build, old_build, timeout, poll, password):
+        """'back', or what went wrong: no-restart, no-return, locked, old-build."""
+        deadline, went_down, unlock_tried = time.monotonic() + timeout, False, False
+        while time.monotonic() < deadline:
+            time.sleep(poll)
+            try:
+                self._connection.reset()  # the Mac restarts: never reuse a connection from before
+            except Exception:  # noqa: BLE001 - nothing to reset is fine
+                pass
+            try:
+                now = self._read(task_vars, checks=False)
+            except AnsibleConnectionFailure as exc:
+                if "Permission denied" in str(exc):  # sshd answers but takes no key: the data volume is locked
+                    if unlock_tried or not password or not os_update.password_methods(str(exc)):
+                        return "locked"
+                    unlock_tried = True
+                    worked, said = os_update.unlock_over_ssh(self._ssh_argv(), password)
+                    self._display.vvv(f"FileVault unlock over SSH: {'done' if worked else 'refused'} ({said})")
+                    if not worked:
+                        return "locked"
+                went_down = True
+                continue
+            except AnsibleActionFail:
+                went_down = True  # up, but not yet able to run the reads
+                continue
+            if now["build"] == build:
+                return "back"
+            if went_down and now["build"] == old_build:
+                return "old-build"
+        return "no-return" if went_down else "no-restart"
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        name = task_vars["inventory_hostname"]
+        plan = args["plan"]
+        self._env = args.get("env_path") or "/opt/mlx-fleet/venv"
+        target = plan["target"]
+        output_dir = Path(args["output_dir"])
+        record_path = output_dir / os_update.RECORD_FILE
+        record = os_update.read_record(record_path) or os_update.new_record(plan, None)
+        timeout = int(args.get("timeout") or os_update.DEFAULT_TIMEOUT)
+        result.update(changed=False, host=name)
+
+        def stop(problem):
+            os_update.mark(record, name, os_update.FAILED, reason=problem["reason"])
+            os_update.write_record(record_path, record)
+            lines = [f"{name}: {problem['reason']}"]
+            if problem["visit"]:
+                sheet = os_update.write_visit_sheet(output_dir, name, os_update.visit_sheet_text(
+                    name, problem, location=task_vars.get("mlx_fleet_location"), target=target,
+                    inventory=args.get("inventory") or "INVENTORY"))
+                lines.append(f"visit sheet: {sheet}")
+            result.update(failed=True, msg="\n".join(lines), problem=problem)
+            return result
+
+        before = self._read(task_vars, checks=True)
+        previous = record["macs"].get(name, {})
+        if "before" in previous:  # resumed: what the Mac had before its update started
+            before = dict(before, **{k: previous["before"][k] for k in ("rdma_enabled", "addresses", "mlx_imports")
+                                     if k in previous["before"]})
+        kept = {k: before.get(k) for k in ("version", "build", "rdma_enabled", "addresses", "mlx_imports")}
+        if before["build"] != target["build"]:
+            password = os_update.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
+            if not password:
+                raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
+            os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))
+            os_update.write_record(record_path, record)
+            res = self._execute_module(module_name="mlx_fleet.cluster.macos_update", module_args={
+                "label": plan["labels"][name], "build": target["build"], "user": args["user"], "password": password,
+                "confirm_timeout": int(args.get("confirm_timeout") or 120)}, task_vars=task_vars)
+            if res.get("failed"):
+                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed")))
+            result["changed"] = True
+            os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
+            os_update.write_record(record_path, record)
+            outcome = self._wait(task_vars, target["build"], before["build"], timeout, float(args.get("poll") or 10),
+                                 password)
+            if outcome != "back":
+                return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
+        after = self._read(task_vars, checks=True)
+        problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"))
+        if problems:
+            return stop(problems[0])
+        os_update.mark(record, name, os_update.DONE, before=previous.get("before", kept),
+                       after={k: after.get(k) for k in ("version", "build", "rdma_enabled")})
+        os_update.write_record(record_path, record)
+        result["msg"] = f"{name}: on macOS {after['version']} ({after['build']}), checked"
+        return result

@@ -1,0 +1,125 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: os_update_facts
+short_description: Read what a macOS update of a Mac depends on, in one call
+description:
+  - Reads the Mac's macOS (C(sw_vers)), the updates Apple offers it (C(softwareupdate --list), which needs no
+    authorisation), the processes of a running MLX job (C(ps -ax -o pid,command)) and, with O(checks), what an
+    update must leave as it was (C(rdma_ctl status), the Thunderbolt ports' IPv4 addresses, whether the MLX
+    environment's Python still imports C(mlx.core)). Changes nothing.
+  - A process is an MLX job's when it is an C(mlx.launch) or runs from O(env_path). Run it with C(become) so
+    every user's processes are listed.
+  - The controller side (the plan, the order, the checks) is M(mlx_fleet.cluster.os_update_plan) and the
+    C(mlx_fleet.cluster.os_update) action.
+version_added: "0.3.0"
+author: mlx-fleet contributors (!UNKNOWN)
+options:
+  env_path:
+    description: The MLX environment (venv) whose processes are an MLX job, and whose Python must import MLX.
+    type: path
+    default: /opt/mlx-fleet/venv
+  checks:
+    description: Also read RDMA, the Thunderbolt addresses and whether the environment imports MLX.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.facts
+"""
+
+EXAMPLES = r"""
+- name: Read every Mac's build, its offered updates and its MLX jobs
+  mlx_fleet.cluster.os_update_facts:
+    env_path: /opt/mlx-fleet/venv
+  become: true
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: What the Mac says.
+  returned: success
+  type: dict
+  contains:
+    mlx_fleet_os_update:
+      description: C(version), C(build), C(updates) (as C(softwareupdate --list) lists them, each with C(label),
+        C(title), C(version), C(build), C(macos)), C(warnings) (list lines in no known wording), C(jobs)
+        (C(pid), C(command)); with O(checks) also C(rdma_enabled) (null when unknown), C(addresses) (per
+        Thunderbolt device its IPv4 addresses) and C(mlx_imports) with C(mlx_error).
+      type: dict
+      returned: success
+      sample: {"version": "26.2", "build": "25C56", "jobs": [], "updates": [{"label": "macOS Tahoe 26.5.2-25F84",
+               "title": "macOS Tahoe 26.5.2", "version": "26.5.2", "build": "25F84", "macos": true}]}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
+
+READS = ("sw_vers", "softwareupdate")
+CHECK_READS = ("rdma_ctl", "hardware_ports", "ifconfig")
+# Not in READS (mlx-fleet capture): a process list is not the Mac's configuration, and it is private.
+PS = ["ps", "-ax", "-o", "pid,command"]
+
+
+def jobs(ps_text, env_path):
+    """The processes of an MLX job: mlx.launch, or anything run from the environment."""
+    found = []
+    prefix = env_path.rstrip("/") + "/"
+    for line in ps_text.splitlines()[1:]:
+        pid, dummy, command = line.strip().partition(" ")
+        words = command.split()
+        if words and (words[0].startswith(prefix) or any(os.path.basename(w) == "mlx.launch" for w in words[:3])):
+            found.append({"pid": int(pid), "command": command[:200]})
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(env_path=dict(type="path", default="/opt/mlx-fleet/venv"),
+                           checks=dict(type="bool", default=False)),
+        supports_check_mode=True,
+    )
+    env_path = module.params["env_path"]
+    results = run_reads(module, READS + (CHECK_READS if module.params["checks"] else ()))
+    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
+    rc, out, err = results["softwareupdate"]
+    listed = parsers.parse_softwareupdate_list(out + "\n" + err)
+    if rc not in (0, 1) or (rc == 1 and parsers.SU_NOTHING not in err + out):
+        listed["warnings"].append("softwareupdate --list failed (exit {0}): {1}".format(rc, (err or out).strip()))
+    for warning in listed["warnings"]:
+        module.warn(warning)
+    rc, ps_out, ps_err = module.run_command(PS, environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(PS), rc, (ps_err or ps_out).strip()))
+    facts = {"version": sw["product_version"], "build": sw["build_version"], "updates": listed["updates"],
+             "warnings": listed["warnings"], "jobs": jobs(ps_out, env_path)}
+    if module.params["checks"]:
+        rc, out, err = results["rdma_ctl"]
+        facts["rdma_enabled"] = parsers.parse_rdma_ctl_status(out) if rc == 0 and out.strip() in (
+            "enabled", "disabled") else None
+        ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
+        interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
+        facts["addresses"] = dict(
+            (device, sorted(a["address"] for a in interfaces.get(device, {}).get("inet", [])))
+            for device in parsers.thunderbolt_interfaces(ports).values())
+        python = os.path.join(env_path, "bin", "python")
+        if os.access(python, os.X_OK):
+            rc, out, err = module.run_command([python, "-c", "import mlx.core"])
+            facts["mlx_imports"], facts["mlx_error"] = rc == 0, (err.strip().splitlines() or [""])[-1]
+        else:
+            facts["mlx_imports"], facts["mlx_error"] = False, "{0} is missing".format(python)
+    module.exit_json(changed=False, ansible_facts={"mlx_fleet_os_update": facts})
+
+
+if __name__ == "__main__":
+    main()

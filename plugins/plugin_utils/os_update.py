@@ -1,0 +1,393 @@
+"""macOS updates across the cluster: the target, the order, the record to resume from, the checks.
+
+One Mac at a time, because JACCL needs every Mac on the same build and a Mac that does not come
+back must leave the others on a build that still works together; a canary first (never rank 0)
+so a bad update stops at one Mac; rank 0 (the first host of the inventory, where mlx.launch's
+rank 0 runs) last. The record (OUTPUT_DIR/os-update.json) says which Macs are done for which
+target, so a rerun never updates a Mac twice and skips none.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
+
+RECORD_FILE = "os-update.json"
+RECORD_FORMAT = "mlx-fleet-os-update/1"
+DONE, STARTED, FAILED = "done", "started", "failed"
+DEFAULT_TIMEOUT = 40 * 60  # seconds a Mac may take to prepare, restart and come back
+
+
+class Refused(ValueError):
+    """The plan cannot go ahead; each line names a Mac and why."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+def macos_offers(mac: dict) -> list[dict]:
+    """The macOS updates a Mac is offered (not Safari, not the Command Line Tools)."""
+    return [u for u in mac.get("updates", []) if u.get("macos") and u.get("build")]
+
+
+def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -> dict:
+    """{version, build, labels: {mac: label}} that every Mac is on or offered; Refused otherwise.
+
+    Without `wanted`, the newest macOS update every Mac offers (or is already on)."""
+    known: dict[str, dict] = {}
+    for name in names:
+        known.setdefault(macs[name]["build"], {"version": macs[name]["version"], "build": macs[name]["build"]})
+        for u in macos_offers(macs[name]):
+            known.setdefault(u["build"], {"version": u["version"], "build": u["build"]})
+
+    def reach(build: str) -> dict[str, str | None] | None:
+        labels = {}
+        for name in names:
+            offer = next((u for u in macos_offers(macs[name]) if u["build"] == build), None)
+            if macs[name]["build"] != build and offer is None:
+                return None
+            labels[name] = offer["label"] if macs[name]["build"] != build else None
+        return labels
+
+    if wanted:
+        matches = [t for t in known.values() if wanted in (t["build"], t["version"])]
+        if not matches:
+            raise Refused([f"no Mac is on or offered macOS {wanted}: " + offered_line(names, macs)])
+        target = max(matches, key=lambda t: version_tuple(t["version"]))
+        labels = reach(target["build"])
+        if labels is None:
+            missing = [n for n in names if macs[n]["build"] != target["build"]
+                       and not any(u["build"] == target["build"] for u in macos_offers(macs[n]))]
+            raise Refused([f"{n}: not offered macOS {target['version']} ({target['build']}); it offers "
+                           f"{_offers_text(macs[n])}" for n in missing])
+        return dict(target, labels=labels)
+    reachable = [t for t in known.values() if reach(t["build"]) is not None]
+    if not reachable:
+        raise Refused(["no macOS build is offered to every Mac: " + offered_line(names, macs)
+                       + "; give one with --to"])
+    target = max(reachable, key=lambda t: version_tuple(t["version"]))
+    return dict(target, labels=reach(target["build"]))
+
+
+def _offers_text(mac: dict) -> str:
+    offers = macos_offers(mac)
+    return ", ".join(f"{u['version']} ({u['build']})" for u in offers) if offers else "no macOS update"
+
+
+def offered_line(names: list[str], macs: dict[str, dict]) -> str:
+    return "; ".join(f"{n} on {macs[n]['build']} offers {_offers_text(macs[n])}" for n in names)
+
+
+def job_refusals(names: list[str], macs: dict[str, dict]) -> list[str]:
+    return [f"{n}: an MLX job is running (pid {job['pid']}: {job['command'][:80]}); let it finish or stop it, "
+            "then run again" for n in names for job in macs[n].get("jobs", [])[:1]]
+
+
+def order(names: list[str], todo: list[str], canary: str | None) -> list[str]:
+    """The Macs of `todo` in update order: the canary, the others in inventory order, rank 0 last."""
+    rank0 = names[0]
+    if canary is not None:
+        if canary not in names:
+            raise Refused([f"--canary {canary}: not a Mac of the cluster ({', '.join(names)})"])
+        if canary == rank0 and len(names) > 1:
+            raise Refused([f"--canary {canary}: it is rank 0, which is updated last; choose another Mac"])
+    candidates = [n for n in todo if n != rank0]
+    first = canary if canary in todo else (candidates[0] if candidates else None)
+    middle = [n for n in todo if n not in (first, rank0)]
+    return ([first] if first else []) + middle + ([rank0] if rank0 in todo and rank0 != first else [])
+
+
+def read_record(path: str | Path) -> dict | None:
+    import json
+
+    try:
+        record = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise Refused([f"{path}: not a readable update record ({exc}); move it away to start afresh"]) from None
+    return record if record.get("format") == RECORD_FORMAT else None
+
+
+def plan(names: list[str], macs: dict[str, dict], *, wanted: str | None, canary: str | None,
+         record: dict | None) -> dict:
+    """Everything the update does, decided before any Mac changes; Refused names what stops it."""
+    refusals = job_refusals(names, macs)
+    if refusals:
+        raise Refused(refusals)
+    target = choose_target(names, macs, wanted)
+    same = record is not None and record.get("target", {}).get("build") == target["build"]
+    done = [n for n in names if same and record["macs"].get(n, {}).get("status") == DONE
+            and macs[n]["build"] == target["build"]]
+    todo = [n for n in names if n not in done]
+    if all(macs[n]["build"] == target["build"] for n in names) and not (same and todo):
+        todo = []  # every Mac on the target already: nothing to install, and nothing was started
+    ordered = order(names, todo, canary)
+    return {
+        "target": {"version": target["version"], "build": target["build"]},
+        "labels": {n: target["labels"][n] for n in ordered},
+        "current": {n: {"version": macs[n]["version"], "build": macs[n]["build"]} for n in names},
+        "offers": {n: [{k: u[k] for k in ("label", "version", "build")} for u in macos_offers(macs[n])] for n in names},
+        "order": ordered,
+        "install": [n for n in ordered if macs[n]["build"] != target["build"]],
+        "done": done,
+        "rank0": names[0],
+        "resumed": bool(same and done),
+    }
+
+
+def plan_lines(p: dict) -> list[str]:
+    t = p["target"]
+    lines = [f"target: macOS {t['version']} ({t['build']})"]
+    for name, cur in p["current"].items():
+        role = " (rank 0)" if name == p["rank0"] else ""
+        state = ("done earlier" if name in p["done"] else "to install" if name in p["install"]
+                 else "on the target, to check" if name in p["order"] else "on the target")
+        offers = ", ".join(f"{u['label']} ({u['version']}, {u['build']})" for u in p["offers"].get(name, []))
+        lines.append(f"  {name}{role}: {cur['version']} ({cur['build']}): {state}; offered: {offers or 'no macOS update'}")
+    lines.append("order: " + (" -> ".join(p["order"]) if p["order"] else "nothing to do"))
+    return lines
+
+
+def new_record(p: dict, previous: dict | None) -> dict:
+    if previous is not None and previous.get("target", {}).get("build") == p["target"]["build"]:
+        return dict(previous, plan=p)
+    return {"format": RECORD_FORMAT, "target": p["target"], "started_at": now(), "plan": p, "macs": {}}
+
+
+def mark(record: dict, name: str, status: str, **fields) -> dict:
+    record["macs"][name] = dict(record["macs"].get(name, {}), status=status, at=now(), **fields)
+    if status == DONE and all(record["macs"].get(n, {}).get("status") == DONE for n in record["plan"]["current"]):
+        record["finished_at"] = now()
+    return record
+
+
+def write_record(path: str | Path, record: dict) -> None:
+    atomic_write_json(path, record)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- after a Mac came back ------------------------------------------------------------------------
+
+def check_after(name: str, before: dict, after: dict, build: str, rdma_expected: bool | None) -> list[dict]:
+    """What is wrong with a Mac after its update; each {reason, visit (a person must go), steps}."""
+    problems = []
+    if after["build"] != build:
+        problems.append({"reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
+                                   "did not install", "visit": False,
+                         "steps": ["Look at System Settings > General > Software Update on the Mac for the error",
+                                   "then run mlx-fleet os-update again"]})
+    if rdma_expected and after.get("rdma_enabled") is False:
+        problems.append({"reason": "RDMA is off after the update: the Recovery step must be done again at the Mac",
+                         "visit": True,
+                         "steps": ["Shut the Mac down; hold the power button until 'Loading startup options' shows",
+                                   "Options > Continue; in Utilities > Terminal run: rdma_ctl enable",
+                                   "Restart the Mac, then run mlx-fleet os-update again"]})
+    lost = sorted(f"{dev} {addr}" for dev, addrs in (before.get("addresses") or {}).items()
+                  for addr in addrs if addr not in (after.get("addresses") or {}).get(dev, []))
+    if lost:
+        problems.append({"reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
+                         "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
+    if before.get("mlx_imports") and not after.get("mlx_imports"):
+        problems.append({"reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
+                         "visit": False, "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
+    return problems
+
+
+WAIT_PROBLEMS = {
+    "no-restart": ("did not restart within {timeout} s of starting the update (its preparation never finished); "
+                   "still on {build}", False,
+                   ["Look at System Settings > General > Software Update on the Mac",
+                    "Never force a restart during the preparation: it aborts the update",
+                    "Run mlx-fleet os-update again once the Mac is idle"]),
+    "no-return": ("went down for the update and did not come back within {timeout} s", True,
+                  ["Go to the Mac: is it on, at a progress bar, or at the login window?",
+                   "If it is off, press its power button; wait for the update to finish",
+                   "Then run mlx-fleet os-update again (it resumes here)"]),
+    "locked": ("came back FileVault-locked and cannot be unlocked over SSH: a person must log in at the Mac", True,
+               ["At the Mac's login window, log in with a volume owner's account (this unlocks the disk)",
+                "Then run mlx-fleet os-update again (it resumes here)"]),
+    "old-build": ("restarted but is still on {build}: the update did not install", False,
+                  ["Look at System Settings > General > Software Update on the Mac for the error",
+                   "Then run mlx-fleet os-update again"]),
+}
+
+
+def install_problem(message: str) -> dict:
+    """softwareupdate --install refused or did not start: nothing changed on the Mac."""
+    if "failed to authorize" in message:
+        steps = ["Check the volume owner's password (--password-file, or the one typed) and that the user "
+                 "(mlx_fleet_os_update_user, default ansible_user) can unlock this Mac's disk (an administrator in "
+                 "System Settings > Users & Groups)"]
+    else:
+        steps = ["Look at System Settings > General > Software Update on the Mac",
+                 "Never force a restart: it aborts an update being prepared"]
+    return {"reason": message, "visit": False, "steps": steps + ["Then run mlx-fleet os-update again"]}
+
+
+def wait_problem(kind: str, *, timeout: int, build: str) -> dict:
+    text, visit, steps = WAIT_PROBLEMS[kind]
+    return {"reason": text.format(timeout=timeout, build=build), "visit": visit, "steps": steps}
+
+
+def visit_sheet_text(name: str, problem: dict, *, location: str | None, target: dict, inventory: str) -> str:
+    lines = [f"mlx-fleet visit sheet: {name}" + (f" ({location})" if location else ""),
+             f"macOS update to {target['version']} ({target['build']}) stopped at this Mac:",
+             f"  {problem['reason']}", "", "At the Mac:"]
+    lines += [f"  {i}. {step}" for i, step in enumerate(problem["steps"], 1)]
+    lines += ["", f"Afterwards, from the controller: mlx-fleet os-update -i {inventory}", ""]
+    return "\n".join(lines)
+
+
+def write_visit_sheet(output_dir: str | Path, name: str, text: str) -> Path:
+    path = Path(output_dir) / f"os-update-visit-{name}.txt"
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path
+
+
+# --- the volume owner's password, from the CLI to the action, never on disk, in argv or in a log --------
+
+SECRET_SOCKET_ENV = "MLX_FLEET_SECRET_SOCKET"
+
+
+class serve_secret:
+    """While open, hand `secret` to whoever connects to a Unix socket in a private (0700) folder; the
+    socket's path goes to ansible-playbook in SECRET_SOCKET_ENV. The socket holds no data on disk."""
+
+    def __init__(self, secret: str):
+        self.secret = secret
+
+    def __enter__(self) -> dict:
+        import socket
+        import tempfile
+        import threading
+
+        self._dir = tempfile.TemporaryDirectory(prefix="mlx-fleet-secret-")
+        path = str(Path(self._dir.name) / "s")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(path)
+        self._sock.listen(8)
+
+        def serve():
+            while True:
+                try:
+                    conn = self._sock.accept()[0]
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(self.secret.encode())
+
+        threading.Thread(target=serve, daemon=True).start()
+        return {SECRET_SOCKET_ENV: path}
+
+    def __exit__(self, *exc) -> None:
+        self._sock.close()
+        self._dir.cleanup()
+
+
+_ASKPASS = """#!{python}
+# SSH_ASKPASS for one password login: the password comes from mlx-fleet's socket, never from this file.
+import os, socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(os.environ["{env}"])
+data = b""
+while True:
+    chunk = sock.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(data.decode() + "\\n")
+"""
+
+
+def password_methods(message: str) -> bool:
+    """An SSH refusal whose methods include a password ("Permission denied (publickey,password)"): a Mac at the
+    FileVault login window that can be unlocked over SSH (macOS 26, apple_ssh_and_filevault(7))."""
+    import re
+
+    methods = re.search(r"Permission denied \(([^)]*)\)", message)
+    return bool(methods and "password" in methods.group(1).split(","))
+
+
+def unlock_over_ssh(ssh_argv: list[str], password: str, timeout: float = 60) -> tuple[bool, str]:
+    """One password login (no session) to unlock a FileVault-locked Mac; (it worked, ssh's last words).
+    The password reaches ssh through SSH_ASKPASS reading a private socket: never argv, a file or the environment."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mlx-fleet-askpass-") as tmp, serve_secret(password) as secret_env:
+        helper = Path(tmp) / "askpass"
+        helper.write_text(_ASKPASS.format(python=sys.executable, env=SECRET_SOCKET_ENV))
+        helper.chmod(0o700)
+        env = dict(os.environ, **secret_env, SSH_ASKPASS=str(helper), SSH_ASKPASS_REQUIRE="force",
+                   DISPLAY=os.environ.get("DISPLAY", ":0"))
+        argv = ssh_argv[:1] + ["-o", "PreferredAuthentications=password,keyboard-interactive",
+                               "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1",
+                               "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=no"] + ssh_argv[1:]
+        try:
+            done = subprocess.run(argv + ["true"], env=env, stdin=subprocess.DEVNULL, capture_output=True, check=False,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False, "ssh timed out"
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    # The Mac drops the connection while it mounts the data volume: that is success too.
+    return done.returncode == 0 or "Permission denied" not in done.stderr, last
+
+
+def fetch_secret(environ) -> str | None:
+    import socket
+
+    path = environ.get(SECRET_SOCKET_ENV)
+    if not path:
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(10)
+        sock.connect(path)
+        chunks = []
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                return b"".join(chunks).decode()
+            chunks.append(chunk)
+
+
+def hold_reason(output_dir: str | Path) -> str | None:
+    """One line when an update is unfinished (the Macs' builds may differ, and JACCL needs one build): the
+    cluster is held until `mlx-fleet os-update` finishes it. None otherwise."""
+    try:
+        record = read_record(Path(output_dir) / RECORD_FILE)
+    except Refused as exc:
+        return str(exc)
+    if not record or record.get("finished_at"):
+        return None
+    names = list(record.get("plan", {}).get("current", {}))
+    done = [n for n in names if record["macs"].get(n, {}).get("status") == DONE]
+    if not done and not any(m.get("installed") for m in record["macs"].values()):
+        return None  # no Mac's build changed yet (refused before any install): nothing to hold
+    target = record["target"]
+    return (f"the cluster is held: the macOS update to {target['version']} ({target['build']}) is unfinished "
+            f"(done: {', '.join(done) or 'none'}; to do: {', '.join(n for n in names if n not in done)}), and "
+            "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
+
+
+def record_summary(output_dir: str | Path) -> dict | None:
+    """The last macOS update, for the run record: target, when, and each Mac's status."""
+    try:
+        record = read_record(Path(output_dir) / RECORD_FILE)
+    except Refused:
+        return None
+    if not record:
+        return None
+    return {"target": record["target"], "started_at": record.get("started_at"),
+            "finished_at": record.get("finished_at"),
+            "macs": {n: m.get("status") for n, m in sorted(record.get("macs", {}).items())}}

@@ -1,0 +1,107 @@
+"""`mlx-fleet os-update`: macOS updates across the cluster, one Mac at a time (playbook mlx_fleet.cluster.os_update;
+logic: plugin_utils.os_update; docs/os-update.md)."""
+
+from __future__ import annotations
+
+import sys
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from mlx_fleet import runner
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK
+
+PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
+UPDATE_ACTION = "mlx_fleet.cluster.os_update"
+
+
+def add_os_update_parser(sub, command) -> None:
+    p = command(sub, "os-update", "update macOS on every Mac, one at a time, to one build (canary first, rank 0 last)",
+                "Read every Mac's build and the macOS updates Apple offers it (in parallel), print the plan, then "
+                "update one Mac at a time: a canary first (not rank 0), rank 0 last. Each Mac installs with the volume "
+                "owner's password on softwareupdate's stdin, prepares, restarts by itself and must come back on the "
+                "target build with RDMA, its Thunderbolt addresses and MLX as before. Stops at the first Mac that does "
+                "not, with what a person must do there (a visit sheet when hands are needed); a rerun resumes. Refuses "
+                "while an MLX job runs. Exit status 0: every Mac on the target; 1: stopped or refused.",
+                "  mlx-fleet os-update -i inventory/mine --check\n"
+                "  mlx-fleet os-update -i inventory/mine --to 26.5.2 --canary studio-3 --password-file ./owner-pw")
+    runner.add_playbook_options(p, read_only=True)
+    p.add_argument("--to", metavar="VERSION|BUILD", help="the target (default: the newest macOS update every Mac offers)")
+    p.add_argument("--canary", metavar="NAME", help="the Mac updated first (default: the first Mac that is not rank 0)")
+    p.add_argument("--password-file", help="read the volume owner's password from this file's first line "
+                                           "(else it is asked once)")
+    p.add_argument("--check", action="store_true", help="print the plan and every Mac's offered macOS updates; "
+                                                        "change nothing")
+    p.add_argument("--timeout", type=int, default=os_update.DEFAULT_TIMEOUT,
+                   help="seconds a Mac may take to prepare, restart and come back (default: %(default)s)")
+    p.add_argument("--poll", type=float, default=10.0, help="seconds between looks at a restarting Mac (default: %(default)s)")
+
+
+def _interrupted(report) -> bool:
+    """Ctrl-C: ansible-runner reports the run canceled (its rc 254)."""
+    status = report.artifacts / "status" if report.artifacts else None
+    return bool(status and status.exists() and status.read_text().strip() == "canceled")
+
+
+def run_os_update(args) -> int:
+    from mlx_fleet.onboard import read_password
+
+    password = "" if args.check else read_password(args.password_file, "Password of the Macs' volume owner: ",
+                                                   "the volume owner's password")
+    options = runner.options_from(args, "os-update", True)
+    extravars = dict(runner.output_extravars(args), mlx_fleet_os_update_check=args.check,
+                     mlx_fleet_os_update_timeout=args.timeout, mlx_fleet_os_update_poll=args.poll,
+                     **{k: v for k, v in (("mlx_fleet_os_update_to", args.to),
+                                           ("mlx_fleet_os_update_canary", args.canary)) if v})
+    with os_update.serve_secret(password) as secret_env:
+        options.environment = secret_env
+        report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
+                                     output_dir=runner.output_dir_from(args))
+    plan = report.result(PLAN_ACTION)
+    if not plan or "plan" not in plan:  # refused or could not read every Mac: nothing changed
+        refused = [line for failure in report.cluster_failed for line in failure.splitlines()[1:]]
+        if refused:
+            print("\n".join(f"refused: {line}" for line in refused), file=sys.stderr)
+            print("result: nothing was changed (exit 1)", file=sys.stderr)
+            return EXIT_ATTENTION
+        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    plan = plan["plan"]
+    out = os_update.plan_lines(plan)
+    if args.check:
+        print("\n".join(out + ["result: --check: nothing was changed"]))
+        return report.exit_status
+    record = os_update.read_record(runner.output_dir_from(args) / os_update.RECORD_FILE) or {"macs": {}}
+    for name in plan["order"]:
+        mac = record["macs"].get(name, {})
+        status = mac.get("status", "untouched")
+        after = mac.get("after") or {}
+        out.append(f"{name}: " + {os_update.DONE: f"on {after.get('version')} ({after.get('build')}), checked",
+                                 os_update.FAILED: f"stopped: {mac.get('reason')}",
+                                 os_update.STARTED: "started, not finished"}.get(status, "untouched"))
+    for res in report.results.get(UPDATE_ACTION, []):
+        out += [line for line in (res.get("msg") or "").splitlines() if line.startswith("visit sheet:")]
+        problem = res.get("problem")
+        if problem and not problem["visit"]:  # a visit sheet holds the steps otherwise
+            out += [f"  to do: {step}" for step in problem["steps"]]
+    for host, why in sorted(report.unreachable.items()):
+        out.append(f"unreachable: {host}: {why}")
+    stopped = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") != os_update.DONE]
+    midway = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") == os_update.STARTED]
+    if _interrupted(report):
+        out.append("interrupted" + (f" while {', '.join(midway)} was updating: its update goes on by itself (never "
+                                    "force a restart)" if midway else ""))
+        out.append("result: run mlx-fleet os-update again: it checks " + (f"{', '.join(midway)} first and " if midway
+                                                                          else "") + "installs no Mac twice (exit 130)")
+        print("\n".join(out))
+        return EXIT_INTERRUPTED
+    if not stopped and report.exit_status == EXIT_OK:
+        out.append(f"result: every Mac on macOS {plan['target']['version']} ({plan['target']['build']}); "
+                   f"record: {runner.output_dir_from(args) / os_update.RECORD_FILE}")
+        print("\n".join(out))
+        return EXIT_OK
+    untouched = [n for n in stopped if n not in record["macs"]]
+    if untouched:
+        out.append(f"untouched: {', '.join(untouched)}")
+    out.append(f"full output: {report.artifacts}/stdout")
+    out.append("result: the update stopped; do what is said above, then run mlx-fleet os-update again (exit 1)")
+    print("\n".join(out))
+    return report.exit_status or EXIT_ATTENTION
+

@@ -1,0 +1,193 @@
+"""mlx-fleet os-update on a 4-Mac sim on 26.2 (25C56) offered 26.5.2 (25F84), one cluster for every case:
+--check, a running job refused before any change, a fault stopping the run at its Mac (the Macs after it
+untouched, a visit sheet), the rerun after the fault is cleared resuming without updating a Mac twice, a
+no-op rerun, and the password never in a process list or a file. Then the other faults on further updates."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import yaml
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from simlib import BIN, REPO, mlx_fleet
+
+ENV_CACHE = "/var/tmp/mlx-fleet-env-cache"  # the warm download cache the env tests share
+AUTO_INSTALL = ("defaults", "write", "/Library/Preferences/com.apple.SoftwareUpdate", "AutomaticallyInstallMacOSUpdates")
+
+SHORT = ("--poll", "0.5", "--timeout", "20")  # the sim prepares in a second; a Mac takes minutes
+
+
+NAMES = ["ou-1", "ou-2", "ou-3", "ou-4"]  # names of their own: verify reaches Macs by plain ssh NAME
+MESH = ["ou-1:1 -- ou-2:1", "ou-1:2 -- ou-3:1", "ou-1:3 -- ou-4:1", "ou-2:2 -- ou-3:2", "ou-2:3 -- ou-4:2",
+        "ou-3:3 -- ou-4:3"]
+
+
+def four_macs(make_sim, folder: Path, **up_args):
+    """Four M4 Pro Mac minis on 26.2 (25C56) in a full mesh; ou-1 is rank 0."""
+    plan = folder / "plan.yml"
+    plan.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in NAMES}, "cables": MESH}))
+    return make_sim(topology=str(plan), **up_args)
+
+
+def builds(sim) -> dict[str, str]:
+    return {n: sim.profile(n)["os_build"] for n in sim.nodes}
+
+
+def restarts(sim) -> list[str]:
+    log = sim.dir / "power-agent.log"
+    return re.findall(r"^(\S+): restarted into", log.read_text(), re.M) if log.exists() else []
+
+
+class ProcessWatch(threading.Thread):
+    """Every command line on this machine (the simulated Macs' processes included) while the update runs."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.seen: set[str] = set()
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.seen.update(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines())
+            self.stop.wait(0.1)
+
+
+def converge(sim) -> tuple[float, str]:
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    started = time.monotonic()
+    result = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), "-e",
+                             f"mlx_env_cache_dir={ENV_CACHE}", str(REPO / "site.yml")], capture_output=True, text=True,
+                            timeout=1200, env=env, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout[-4000:]
+    return time.monotonic() - started, result.stdout
+
+
+def os_update(sim, password_file: Path, *extra: str):
+    return mlx_fleet("os-update", "-i", str(sim.dir / "inventory.yml"), "--password-file", str(password_file),
+                     *SHORT, *extra, check=False, timeout=300)
+
+
+def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim, tmp_path):
+    # RDMA on ou-3 only: the cluster runs the ring backend, which verify can run on the sim (no RDMA data path),
+    # and ou-3's RDMA is what the update must keep.
+    sim = four_macs(make_sim, tmp_path, rdma="ou-3")
+    took, _ = converge(sim)  # the environment, the fabric and automatic macOS installs off, on 26.2 (25C56)
+    print(f"\nconverge on 26.2: {took:.0f} s")
+    password = (sim.dir / "admin_password").read_text().strip()
+    password_file = tmp_path / "owner-password"
+    password_file.write_text(password + "\n")
+    sim.cli("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "1",
+            "--fault", "ou-3=rdma-off")
+
+    check = mlx_fleet("os-update", "-i", str(sim.dir / "inventory.yml"), "--check")
+    assert "target: macOS 26.5.2 (25F84)" in check.stdout
+    assert "order: ou-2 -> ou-3 -> ou-4 -> ou-1" in check.stdout  # canary not rank 0; rank 0 last
+    assert "offered: macOS Tahoe 26.5.2-25F84 (26.5.2, 25F84)" in check.stdout
+
+    # A job from the cluster's environment on ou-4: refused before any Mac changes, naming it.
+    sim.ssh("ou-4", "nohup /opt/mlx-fleet/venv/bin/python -c 'import time; time.sleep(300)' >/dev/null 2>&1 &",
+            own_config=True)
+    refused = os_update(sim, password_file)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert re.search(r"refused: ou-4: an MLX job is running \(pid (\d+)", refused.stderr), refused.stderr
+    assert set(builds(sim).values()) == {"25C56"} and restarts(sim) == []
+    pid = re.search(r"pid (\d+)", refused.stderr).group(1)
+    sim.cli("exec", "ou-4", "--", "kill", pid)
+
+    watch = ProcessWatch()
+    watch.start()
+    started = time.monotonic()
+    try:
+        stopped = os_update(sim, password_file)
+    finally:
+        watch.stop.set()
+        watch.join()
+    out = stopped.stdout
+    assert stopped.returncode == 1, out + stopped.stderr
+    assert "ou-2: on 26.5.2 (25F84), checked" in out
+    assert "ou-3: stopped: RDMA is off after the update" in out
+    assert "untouched: ou-4, ou-1" in out
+    sheet = Path(re.search(r"visit sheet: (\S+)", out).group(1))
+    assert "rdma_ctl enable" in sheet.read_text()
+    held = mlx_fleet("verify", "-i", str(sim.dir / "inventory.yml"), check=False)  # builds differ: held
+    assert held.returncode == 2 and held.stderr.strip().splitlines()[-1].startswith(
+        "mlx-fleet verify: the cluster is held: the macOS update to 26.5.2 (25F84) is unfinished (done: ou-2; "
+        "to do: ou-1, ou-3, ou-4)"), held.stderr
+    assert builds(sim) == {"ou-1": "25C56", "ou-2": "25F84", "ou-3": "25F84", "ou-4": "25C56"}
+    assert restarts(sim) == ["ou-2", "ou-3"]
+
+    # The person does the Recovery step; the rerun resumes at ou-3 and installs nothing twice.
+    sim.cli("recovery", "ou-3", "--", "rdma_ctl", "enable")
+    sim.cli("reboot", "ou-3")
+    resumed = os_update(sim, password_file)
+    print(f"os-update of 4 Macs (stopped at ou-3, cleared, resumed): {time.monotonic() - started:.0f} s "
+          "with 1 s preparations and 0.5 s polls")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "order: ou-3 -> ou-4 -> ou-1" in resumed.stdout
+    assert "result: every Mac on macOS 26.5.2 (25F84)" in resumed.stdout
+    assert set(builds(sim).values()) == {"25F84"}
+    assert restarts(sim) == ["ou-2", "ou-3", "ou-4", "ou-1"]  # each Mac once, rank 0 last
+
+    again = os_update(sim, password_file)
+    assert again.returncode == 0 and "order: nothing to do" in again.stdout, again.stdout + again.stderr
+    assert restarts(sim) == ["ou-2", "ou-3", "ou-4", "ou-1"]
+
+    # The cluster is as converged: a converge changes nothing; the audit reports automatic installs turned back on.
+    started = time.monotonic()
+    noop = mlx_fleet("converge", "-i", str(sim.dir / "inventory.yml"), "-e", f"mlx_env_cache_dir={ENV_CACHE}",
+                     timeout=900)
+    print(f"converge on 26.5.2 (no-op): {time.monotonic() - started:.0f} s")
+    # No Mac changes (the RDMA ledger on the controller notes the new build: a cluster step, not a Mac's change).
+    assert "changed:" not in noop.stdout and "result: ok" in noop.stdout, noop.stdout
+    verify = mlx_fleet("verify", "-i", str(sim.dir / "inventory.yml"), check=False, timeout=600)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    record = mlx_fleet("record", "-i", str(sim.dir / "inventory.yml"))
+    notebook = Path(re.search(r"Markdown: (\S+)\)", record.stdout).group(1))
+    assert "- last macOS update: 26.5.2 (25F84), finished " in notebook.read_text()
+    sim.cli("exec", "ou-2", "--", *AUTO_INSTALL, "-bool", "true")
+    audit = mlx_fleet("audit", "-i", str(sim.dir / "inventory.yml"), check=False)
+    assert audit.returncode == 1 and "automatic macOS installs: ou-2: expected off; found on" in audit.stdout, \
+        audit.stdout
+
+    # The password was in no command line on the controller or the Macs, and is in no file of theirs.
+    assert watch.seen and not [line for line in watch.seen if password in line]
+    searched = [sim.dir / ".mlx-fleet", sim.dir / "nodes", Path("/tmp"), Path("/var/tmp")]
+    found = subprocess.run(["grep", "-rlsF", "--exclude=admin_password", "--", password, *map(str, searched)],
+                           capture_output=True, text=True).stdout.split()
+    assert [f for f in found if f != str(password_file) and "/etc/shadow" not in f] == []
+
+
+def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make_sim, tmp_path):
+    sim = four_macs(make_sim, tmp_path)
+    password_file = tmp_path / "owner-password"
+    password_file.write_text((sim.dir / "admin_password").read_text())
+    offer = ("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "1")
+    cases = [  # (fault, the Mac, its one-line reason, a visit sheet, how a person clears it)
+        ("no-prepare", "ou-2", "the update's preparation did not start", False, lambda: sim.cli(*offer, "ou-2")),
+        ("no-return", "ou-3", "went down for the update and did not come back within 20 s", True,
+         lambda: sim.cli("reboot", "ou-3")),
+        ("filevault-locked", "ou-4", "came back FileVault-locked", True, lambda: sim.cli("unlock", "ou-4")),
+    ]
+    sim.cli("set", "ou-1", "filevault=true")  # FileVault on, unlockable over SSH (macOS 26): os-update unlocks it
+    sim.cli(*offer)
+    for fault, node, reason, visit, clear in cases:
+        sim.cli(*offer, node, "--fault", f"{node}={fault}")
+        before = builds(sim)
+        stopped = os_update(sim, password_file)
+        out = stopped.stdout
+        assert stopped.returncode == 1, out + stopped.stderr
+        assert f"{node}: stopped: {reason}" in out, out
+        assert ("visit sheet:" in out) == visit, out
+        after = [n for n in ["ou-2", "ou-3", "ou-4", "ou-1"] if n > node or n == "ou-1"]
+        assert all(builds(sim)[n] == before[n] == "25C56" for n in after if n != node), out
+        clear()
+    done = os_update(sim, password_file)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert set(builds(sim).values()) == {"25F84"}
+    assert restarts(sim) == ["ou-2", "ou-3", "ou-4", "ou-1"]
+    assert "ou-1: FileVault unlocked over SSH" in (sim.dir / "power-agent.log").read_text()

@@ -1,0 +1,76 @@
+"""explain's knowledge base on real logs (tests/fixtures/logs: each file's name starts with the cause its first
+line must name), on noise, on messages several causes produce, and narrowed by what the Macs show."""
+
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.watch import Finding
+from mlx_fleet.cli import main
+
+LOGS = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "logs").glob("*__*.log"))
+
+
+def body(path: Path) -> str:
+    lines = path.read_text().split("\n")
+    assert lines[0].startswith("# source: "), path.name
+    return "\n".join(lines[1:])
+
+
+def test_every_cause_is_said_and_fixed_and_every_rule_names_its_source():
+    assert set(explain.MEANING) == set(explain.EVIDENCE) == set(explain.FIX) == set(explain.CAUSES)
+    for rule in explain.RULES:
+        assert rule.source and set(rule.causes) <= set(explain.CAUSES), rule.pattern
+    # Real logs for (nearly) every cause.
+    assert {p.name.split("__")[0] for p in LOGS} >= set(explain.CAUSES) - {"no-rdma-hardware"}
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_each_real_log_names_its_cause_in_the_first_line(path, capsys):
+    assert main(["explain", str(path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("cause: ")
+    assert path.name.split("__")[0] in first[len("cause: "):].split(" or ")
+
+
+def test_noise_around_the_message_and_the_launcher_consequence():
+    log = ("\x1b[33m[WARN] Node with rank 1 exited with code 1 \x1b[0m\n"
+           "2026-11-30 12:00:01 rank 0: loading model...\n"
+           "RuntimeError: [ring] Couldn't bind socket (error: 49)\n")
+    # The rank's own message, not mlx.launch's account of it.
+    assert explain.explain(log).first_line == "cause: no-ipv4 or hostfile"
+    assert explain.explain("[WARN] Node with rank 1 exited with code 1").first_line == "cause: peer-lost"
+
+
+def test_several_causes_are_said_not_guessed_and_the_macs_narrow_them():
+    log = "ValueError: [jaccl] Changing queue pair to RTR failed with errno 22"
+    plain = explain.explain(log)
+    assert plain.first_line == "cause: stale-rdma or no-ipv4" and "bridge" in plain.causes
+    lines = explain.report(plain)
+    assert "also possible: bridge, mlx-version, os-mismatch" in lines
+    bridge = {"bridge m1": Finding("bridge m1", "bridge", "m1: the Thunderbolt Bridge is on again", "", "", ["m1"])}
+    assert explain.explain(log, bridge).first_line == "cause: bridge"
+    address = {"no-ipv4 m2:1": Finding("no-ipv4 m2:1", "no-ipv4", "m2 Thunderbolt 1 has no IPv4", "", "", ["m2"])}
+    assert explain.explain(log, address).first_line == "cause: no-ipv4"
+    # Nothing on the Macs confirms any: every cause stays, and the report says so.
+    unconfirmed = explain.explain(log, {})
+    assert unconfirmed.causes == plain.causes
+    assert any(line.startswith("the Macs show none of these now") for line in explain.report(unconfirmed))
+
+
+def test_an_unknown_log_exits_1_and_points_to_the_watch(tmp_path, capsys):
+    log = tmp_path / "job.log"
+    log.write_text("Traceback (most recent call last):\nKeyError: 'weights'\n")
+    assert main(["explain", str(log)]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == "cause: unknown"
+    assert main(["explain", str(tmp_path / "missing.log")]) == 2
+
+
+def test_each_rule_example_is_its_own_and_docs_troubleshooting_lists_them_all():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    for rule in explain.RULES:
+        assert explain.match(rule.example)[0][1] is rule, rule.example
+        assert f"| `{rule.example}` | {rule.says} |" in doc, rule.example
+    for cause in explain.CAUSES:
+        assert f"### {cause}\n" in doc and explain.FIX[cause] in doc

@@ -1,0 +1,168 @@
+"""plugin_utils.models: the catalogue (every Apple Silicon Mac with Thunderbolt), its look-ups, what a Mac's own
+facts tell when the catalogue cannot place it, and a declared key checked against the Mac; and rdma's
+judgment when rdma_ctl or ibv_devices print a wording no real Mac has shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import models, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from module_runner import fixture
+
+M5_MAX_TB = parse_thunderbolt_json(fixture("system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"))
+
+
+def macos(identifier, name="Mac", chip="", version="26.2"):
+    return {"model_identifier": identifier, "model_name": name, "chip": chip, "product_version": version,
+            "build_version": "25C56", "serial_number": "S1"}
+
+
+def idle_ports(rating, n=3, linked=()):
+    """mlx_fleet_thunderbolt ports as system_profiler shows them: idle at their rating, or linked at a speed."""
+    return [{"receptacle": i, "device": f"en{i}", "domain_uuid": f"UUID-{i}", "speed_gbps": dict(linked).get(i, rating),
+             "speed_is_max": i not in dict(linked), "peers": [], "rdma_device": None, "rdma_state": None}
+            for i in range(1, n + 1)]
+
+
+def test_every_family_and_chip_generation_is_in_the_catalogue_with_its_source():
+    families = {(m.model_name, m.chip.split()[1]) for m in MODELS.values()}
+    for name in ("Mac mini", "Mac Studio", "MacBook Pro", "iMac"):
+        assert {chip for n, chip in families if n == name} >= ({"M1", "M3", "M4"} if name == "iMac" else
+                                                               {"M1", "M2", "M4"})
+    assert ("Mac Pro", "M2") in families and ("MacBook Pro", "M5") in families and ("MacBook Air", "M4") in families
+    for m in MODELS.values():
+        assert m.source and m.source_url.startswith("https://support.apple.com/"), m.key
+        assert m.port_count >= 2 and m.tb_generation in (4, 5), m.key
+        # Only the M4 Pro/Max, M5 Pro/Max and M3 Ultra generation has Thunderbolt 5.
+        assert (m.tb_generation == 5) == (m.chip.split()[-1] in ("Pro", "Max", "Ultra")
+                                          and m.chip.split()[1] in ("M4", "M5", "M3") and
+                                          (m.chip != "Apple M3 Pro" and m.chip != "Apple M3 Max")), m.key
+    ids = [i for m in MODELS.values() for i in m.model_ids]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("identifier, key", [
+    ("Mac15,14", "studio-m3-ultra"), ("Mac16,9", "studio-m4-max"), ("Mac14,14", "studio-m2-ultra"),
+    ("Mac14,13", "studio-m2-max"), ("Mac13,2", "studio-m1-ultra"), ("Mac17,7", "macbook-pro-m5-max"),
+    ("Mac17,6", "macbook-pro-m5-max"), ("Mac16,11", "mini-m4-pro"), ("Mac16,10", "mini-m4"),
+    ("Mac16,5", "macbook-pro-m4-max"), ("Mac14,8", "mac-pro-m2-ultra"), ("Mac99,1", None), (None, None),
+])
+def test_model_identifiers_map_to_keys(identifier, key):
+    found = models.by_identifier(identifier)
+    assert (found.key if found else None) == key
+
+
+def test_port_positions_and_quirks():
+    assert MODELS["studio-m4-max"].thunderbolt_devices == [(1, "en2"), (2, "en3"), (3, "en4"), (4, "en5")]
+    assert MODELS["studio-m3-ultra"].thunderbolt_devices == [(n, f"en{n + 1}") for n in range(1, 7)]
+    assert MODELS["macbook-pro-m5-max"].thunderbolt_devices == [(1, "en1"), (2, "en2"), (3, "en3")]
+    assert MODELS["studio-m4-max"].rdma_broken_ports == (1,) and MODELS["studio-m2-ultra"].rdma_broken_ports == ()
+    assert MODELS["studio-m2-ultra"].tb_generation == 4 and MODELS["macbook-pro-m5-max"].tb_generation == 5
+
+
+def test_a_mac_is_identified_by_identifier_else_by_name_and_chip():
+    assert models.identify(macos("Mac16,9")).key == "studio-m4-max"
+    # An identifier the catalogue has not recorded, a name and chip it has: that model.
+    assert models.identify(macos("Mac17,9", "MacBook Pro", "Apple M5 Pro")).key == "macbook-pro-m5-pro"
+    assert models.identify(macos("Mac18,1", "Mac Studio", "Apple M5 Ultra")) is None
+    assert models.model_for("mini-m4", macos("Mac16,9")).key == "mini-m4"  # the declared key wins
+    assert models.model_for("no-such-key", macos("Mac16,9")).key == "studio-m4-max"
+    assert models.resolve_keys(["a", "b", "c"], {"a": "mini-m4-pro"},
+                               {"b": macos("Mac14,14"), "c": macos("Mac18,1")}) == {"a": "mini-m4-pro",
+                                                                                   "b": "studio-m2-ultra"}
+
+
+def test_the_generation_comes_from_the_macs_own_ports():
+    # The M5 Max capture: two idle ports "Up to 120 Gb/s", one 80 Gb/s link.
+    assert [(p["speed_gbps"], p["speed_is_max"]) for p in M5_MAX_TB] == [(80, False), (120, True), (120, True)]
+    assert models.generation_from_facts({"ports": M5_MAX_TB}) == 5
+    assert models.generation_from_facts({"ports": [M5_MAX_TB[0]]}) == 5  # an 80 Gb/s link alone
+    assert models.generation_from_facts({"ports": idle_ports(40)}) == 4  # "Up to 40 Gb/s"
+    assert models.generation_from_facts({"ports": idle_ports(40, linked=[(1, 40), (2, 40), (3, 40)])}) is None
+    assert models.generation_from_facts({"ports": []}) is None
+
+
+def test_a_declared_key_is_checked_against_the_mac():
+    assert models.mismatch("s1", "studio-m4-max", macos("Mac16,9", "Mac Studio", "Apple M4 Max")) is None
+    assert models.mismatch("m1", "macbook-pro-m5-max", macos("Mac17,6", "MacBook Pro", "Apple M5 Max")) is None
+    assert models.mismatch("s2", "studio-m4-max", macos("Mac14,14", "Mac Studio", "Apple M2 Ultra")) == (
+        "s2: mlx_fleet_model says studio-m4-max (Mac Studio, Apple M4 Max) but the Mac is a Mac Studio (Mac14,14, "
+        "Apple M2 Ultra); set mlx_fleet_model: studio-m2-ultra, or check that the inventory names the right Mac")
+    # A Mac the catalogue cannot place: no key to suggest.
+    assert models.mismatch("x", "mini-m4", macos("Mac18,1", "Mac Studio", "Apple M5 Ultra")).endswith(
+        "remove mlx_fleet_model (the Mac's own facts are read), or check that the inventory names the right Mac")
+    # A newer identifier with the declared model's name and chip is not a contradiction.
+    assert models.mismatch("m2", "macbook-pro-m5-pro", macos("Mac17,9", "MacBook Pro", "Apple M5 Pro")) is None
+
+
+def tb_facts(rating, *, status="enabled", enabled=True, devices=("rdma_en1", "rdma_en2", "rdma_en3")):
+    return {"ports": idle_ports(rating), "bridge": {}, "rdma_enabled": enabled, "rdma_status": status,
+            "rdma_devices": list(devices)}
+
+
+def test_an_undeclared_thunderbolt_4_mac_is_not_capable_from_its_model_or_its_ports():
+    studio = rdma.classify_node("s2", macos("Mac14,14", "Mac Studio", "Apple M2 Ultra"), tb_facts(40))
+    assert (studio.status, studio.reason, studio.model) == (rdma.NOT_CAPABLE, "thunderbolt 4", "studio-m2-ultra")
+    unknown = rdma.classify_node("x", macos("Mac18,1", "Mac Studio", "Apple M5 Ultra"), tb_facts(40))
+    assert (unknown.status, unknown.reason, unknown.model) == (rdma.NOT_CAPABLE, "thunderbolt 4", None)
+    newer = rdma.classify_node("y", macos("Mac18,1", "Mac Studio", "Apple M5 Ultra"), tb_facts(120))
+    assert newer.status == rdma.READY
+
+
+def test_rdma_ctl_unknown_with_rdma_devices_is_judged_by_them_and_warned():
+    facts = dict(tb_facts(120, status="unknown"), rdma_unread=[{"command": "rdma_ctl status", "output": "RDMA: on"}])
+    node = rdma.classify_node("m1", macos("Mac17,7", "MacBook Pro", "Apple M5 Max"), facts)
+    assert (node.status, node.rdma_status) == (rdma.READY, "unknown")
+    assert rdma.unread_warnings({"m1": node}) == [
+        "m1: rdma_ctl status printed 'RDMA: on', a wording no real Mac has shown; RDMA state unknown, judged by "
+        "the rdma_* devices ibv_devices lists (rdma_en1, rdma_en2, rdma_en3): ready"]
+
+
+def test_ibv_devices_unknown_is_warned_with_the_devices_found_in_it():
+    facts = dict(tb_facts(120, status="unknown", enabled=False, devices=()),
+                 rdma_unread=[{"command": "ibv_devices", "output": "No IB devices found"}])
+    node = rdma.classify_node("m1", macos("Mac17,7", "MacBook Pro", "Apple M5 Max"), facts)
+    assert node.status == rdma.NEEDS_RECOVERY
+    assert rdma.unread_warnings({"m1": node}) == [
+        "m1: ibv_devices printed 'No IB devices found', a wording no real Mac has shown; RDMA state unknown, judged "
+        "by the rdma_* devices ibv_devices lists (none): off: Recovery step to do"]
+
+
+def test_rdma_ctl_unknown_without_rdma_devices_needs_the_recovery_step_saying_why():
+    node = rdma.classify_node("m1", macos("Mac17,7", "MacBook Pro", "Apple M5 Max"),
+                              tb_facts(120, status="unknown", enabled=False, devices=()))
+    assert node.status == rdma.NEEDS_RECOVERY
+    assert node.message == (
+        "m1: needs the Recovery step: ibv_devices lists no rdma_* device (the RDMA tools printed a wording no real "
+        "Mac has shown) on this MacBook Pro (macbook-pro-m5-max), macOS 26.2 (25C56); a person at the Mac enables "
+        "RDMA in macOS Recovery (see the checklist)")
+    carriers = rdma.carriers({"m1": node}, [])
+    assert carriers.refusals["m1"].startswith("m1 has no RDMA device (rdma_ctl status: unknown)")
+
+
+def test_docs_models_lists_the_catalogue():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| `")]
+    assert [r[0].strip("`") for r in rows] == list(MODELS)
+    for key, name, chip, ids, generation, ports, *rest in rows:
+        m = MODELS[key.strip("`")]
+        assert (name, chip, generation, ports.split()[0]) == (m.model_name, m.chip, str(m.tb_generation),
+                                                             str(m.port_count)), key
+        assert ids == (", ".join(m.model_ids) or "(not listed yet)") and m.source_url in rest[-1], key
+
+
+def test_the_checklist_page_of_a_mac_with_an_unknown_rdma_wording_says_what_was_read():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
+
+    tb = dict(tb_facts(120, status="unknown", enabled=False, devices=()),
+              rdma_unread=[{"command": "rdma_ctl status", "output": "Status: Disabled"}])
+    assessment = rdma.assess({"m1": macos("Mac17,7", "MacBook Pro", "Apple M5 Max")}, {"m1": tb})
+    html, text = checklist.render(checklist.context(assessment, inventory="inv.yml", output_dir="out", generated="now"))
+    assert ("Now:            ibv_devices lists no rdma_* device (rdma_ctl status:\n"
+            "                a wording no real Mac has shown)\n---") in text
+    assert "says disabled" not in text and "says <code>disabled</code>" not in html
+    assert "<code>ibv_devices</code> lists no <code>rdma_*</code> device" in html

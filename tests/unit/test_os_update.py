@@ -1,0 +1,107 @@
+"""plugin_utils.os_update: the target, the order, resuming from the record, the checks after a Mac came back."""
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
+
+NAMES = ["m1", "m2", "m3", "m4"]
+OFFER = {"label": "macOS Tahoe 26.5.2-25F84", "title": "macOS Tahoe 26.5.2", "version": "26.5.2", "build": "25F84",
+         "macos": True}
+OLDER = {"label": "macOS Tahoe 26.3-25D125", "version": "26.3", "build": "25D125", "macos": True}
+CLT = {"label": "Command Line Tools for Xcode-16.0", "version": "16.0", "build": None, "macos": False}
+
+
+def mac(build="25C56", version="26.2", updates=(OFFER,), jobs=()):
+    return {"build": build, "version": version, "updates": list(updates), "jobs": list(jobs)}
+
+
+def test_newest_update_every_mac_offers_canary_first_rank0_last():
+    macs = {n: mac(updates=(OLDER, OFFER, CLT)) for n in NAMES}
+    macs["m4"] = mac(updates=(OLDER, CLT))  # m4 is not offered 26.5.2: the newest common one is 26.3
+    p = ou.plan(NAMES, macs, wanted=None, canary=None, record=None)
+    assert p["target"] == {"version": "26.3", "build": "25D125"}
+    assert p["order"] == ["m2", "m3", "m4", "m1"]
+    assert ou.plan(NAMES, {n: mac() for n in NAMES}, wanted=None, canary="m3", record=None)["order"] == ["m3", "m2", "m4", "m1"]
+
+
+def test_a_target_one_mac_does_not_offer_stops_the_plan_naming_it():
+    macs = {n: mac() for n in NAMES}
+    macs["m3"] = mac(updates=(OLDER,))
+    with pytest.raises(ou.Refused) as refused:
+        ou.plan(NAMES, macs, wanted="26.5.2", canary=None, record=None)
+    assert refused.value.lines == ["m3: not offered macOS 26.5.2 (25F84); it offers 26.3 (25D125)"]
+
+
+def test_rank0_cannot_be_the_canary_and_a_running_job_refuses():
+    macs = {n: mac() for n in NAMES}
+    with pytest.raises(ou.Refused, match="rank 0"):
+        ou.plan(NAMES, macs, wanted=None, canary="m1", record=None)
+    macs["m2"]["jobs"] = [{"pid": 42, "command": "/opt/mlx-fleet/venv/bin/python train.py"}]
+    with pytest.raises(ou.Refused, match=r"^m2: an MLX job is running \(pid 42"):
+        ou.plan(NAMES, macs, wanted=None, canary=None, record=None)
+
+
+def test_resume_skips_done_macs_and_rechecks_a_failed_one_and_then_nothing_to_do():
+    macs = {n: mac() for n in NAMES}
+    first = ou.plan(NAMES, macs, wanted=None, canary=None, record=None)
+    record = ou.new_record(first, None)
+    for name in ("m2",):
+        ou.mark(record, name, ou.DONE)
+    ou.mark(record, "m3", ou.FAILED, reason="RDMA is off")
+    macs["m2"] = mac(build="25F84", version="26.5.2", updates=())
+    macs["m3"] = mac(build="25F84", version="26.5.2", updates=())
+    again = ou.plan(NAMES, macs, wanted=None, canary=None, record=record)
+    assert again["order"] == ["m3", "m4", "m1"] and again["install"] == ["m4", "m1"] and again["done"] == ["m2"]
+    for name in ("m3", "m4", "m1"):
+        ou.mark(record, name, ou.DONE)
+    assert "finished_at" in record
+    macs = {n: mac(build="25F84", version="26.5.2", updates=()) for n in NAMES}
+    assert ou.plan(NAMES, macs, wanted=None, canary=None, record=record)["order"] == []
+
+
+def test_checks_after_the_restart():
+    before = {"build": "25C56", "version": "26.2", "rdma_enabled": True, "addresses": {"en2": ["192.168.0.1"]},
+              "mlx_imports": True}
+    good = dict(before, build="25F84", version="26.5.2")
+    assert ou.check_after("m2", before, good, "25F84", True) == []
+    bad = dict(good, rdma_enabled=False, addresses={"en2": []}, mlx_imports=False, mlx_error="ImportError")
+    problems = ou.check_after("m2", before, bad, "25F84", True)
+    assert [p["visit"] for p in problems] == [True, False, False]
+    assert problems[0]["reason"].startswith("RDMA is off after the update")
+    assert "en2 192.168.0.1" in problems[1]["reason"]
+    assert ou.wait_problem("no-return", timeout=60, build="25C56")["visit"] is True
+
+
+def test_an_unfinished_update_holds_the_cluster(tmp_path):
+    assert ou.hold_reason(tmp_path) is None
+    macs = {n: mac() for n in NAMES}
+    record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
+    ou.mark(record, "m2", ou.DONE)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path) == (
+        "the cluster is held: the macOS update to 26.5.2 (25F84) is unfinished (done: m2; to do: m1, m3, m4), and "
+        "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
+    for name in ("m3", "m4", "m1"):
+        ou.mark(record, name, ou.DONE)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path) is None
+
+
+def test_a_locked_mac_is_unlocked_over_ssh_only_when_it_takes_a_password():
+    assert ou.password_methods("Failed to connect to the host via ssh: admin@10.0.0.2: Permission denied "
+                               "(publickey,password,keyboard-interactive).")
+    assert not ou.password_methods("admin@10.0.0.2: Permission denied (publickey).")
+    assert not ou.password_methods("ssh: connect to host 10.0.0.2 port 22: Connection refused")
+
+
+def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path):
+    macs = {n: mac() for n in NAMES}
+    record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
+    ou.mark(record, "m2", ou.FAILED, reason="softwareupdate --install failed: failed to authorize for installation")
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path) is None  # every Mac still on its build
+    ou.mark(record, "m2", ou.STARTED, installed=True)
+    ou.write_record(tmp_path / ou.RECORD_FILE, record)
+    assert ou.hold_reason(tmp_path).startswith("the cluster is held")
+    problem = ou.install_problem("softwareupdate --install failed: failed to authorize for installation")
+    assert problem["visit"] is False and "volume owner's password" in problem["steps"][0]

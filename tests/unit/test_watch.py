@@ -1,0 +1,167 @@
+"""The watch's judgement (plugin_utils.watch) and outputs (plugin_utils.watch_page) without Macs: one Mac's
+record from real outputs, findings and the events that say each change once, the metrics as Prometheus
+reads them, and the probe's bounded read under /bin/sh."""
+
+import copy
+import subprocess
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
+from conftest import FIXTURE_DIR, load
+from mlx_fleet.verify import nodes
+from test_module_thunderbolt_facts import OUTPUTS
+
+READS = {name: (rc, out) for name, (rc, out, _) in OUTPUTS.items()} | {
+    "sw_vers": (0, load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt")),
+    "boottime": (0, load(FIXTURE_DIR / "sysctl-kern.boottime__chef-ohai-uptime__1.txt")),
+    "pmset": (0, load(FIXTURE_DIR / "pmset-g-custom__go-pmset-table-test__1.txt")),
+    "filevault": (0, load(FIXTURE_DIR / "fdesetup-status__macos-vm-guide__1.txt")),
+}
+
+
+def test_one_mac_from_real_outputs():
+    mac = watch.observe(READS)
+    assert mac["warnings"] == []
+    assert mac["build"].startswith("14.2.1 (")
+    assert mac["booted"] == 1232765114
+    assert mac["rdma_enabled"] is True and mac["rdma_stale"] is False
+    port = next(p for p in mac["ports"] if p["receptacle"] == 1)
+    assert port["connected"] and port["speed_gbps"] == 80 and port["peers"][0]["direct"]
+    assert isinstance(mac["power"]["sleep"], int)
+
+
+def test_an_unknown_output_is_a_warning_quoting_it_not_a_failure():
+    mac = watch.observe(READS | {"sw_vers": (0, "ProductName macOS\n"), "boottime": (0, "kern.boottime: 17\n")})
+    assert mac["up"] and mac["build"] is None and mac["booted"] is None
+    assert any("kern.boottime: 17" in w for w in mac["warnings"])
+    assert mac["ports"]  # the rest is still read
+
+
+def test_ibv_devinfo_that_times_out_is_stale_rdma():
+    mac = watch.observe(READS | {"ibv_devinfo": (watch.TIMED_OUT, "")})
+    assert mac["rdma_stale"] is True and mac["warnings"] == []
+    found = watch.assess(watch.Baseline(["m1"]), {"m1": mac})
+    assert found["stale-rdma m1"].kind == "stale-rdma" and "reboot m1" in found["stale-rdma m1"].fix
+
+
+# --- a two-Mac cluster made from the sim's way of writing ports ------------------------------------------
+
+
+def port(n, uuid, peer=None, speed=80, inet=()):
+    return {"receptacle": n, "device": f"en{n + 1}", "domain_uuid": uuid, "connected": peer is not None,
+            "speed_gbps": speed, "speed_is_max": peer is None,
+            "peers": [{"domain_uuid": peer, "model": "Mac16,11", "name": "Mac mini", "direct": True}] if peer else [],
+            "devices": [], "rdma_device": f"rdma_en{n + 1}", "rdma_state": "PORT_ACTIVE" if peer else "PORT_DOWN",
+            "inet": list(inet)}
+
+
+def mac(ports, **extra):
+    return {"up": True, "error": "", "build": "26.2 (25C56)", "booted": 1000, "power": {"sleep": 0},
+            "fingerprint": "abc", "bridge": {"device": "bridge0", "active": False, "members": [],
+                                             "service_enabled": False},
+            "rdma_enabled": True, "rdma_stale": False, "ports": ports, "warnings": []} | extra
+
+
+BASE = watch.Baseline(["a", "b"], {"a:1 -- b:2": "192.168.0.0/30"}, ["a", "b"], {"a": "mini-m4-pro", "b": "mini-m4-pro"},
+                      inventory="inv")
+
+
+def cabled():
+    return {"a": mac([port(1, "A1", "B2", inet=["192.168.0.1/30"])]),
+            "b": mac([port(2, "B2", "A1", inet=["192.168.0.2/30"])])}
+
+
+def test_a_healthy_cluster_has_no_findings():
+    assert watch.assess(BASE, cabled()) == {}
+
+
+def test_a_pulled_cable_names_both_ends_once_and_clears_once():
+    pulled = cabled()
+    pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
+    pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
+    found = watch.assess(BASE, pulled)
+    assert list(found) == ["cable a:1 -- b:2"]
+    assert found["cable a:1 -- b:2"].message == ("cable a:1 -- b:2 is out: a Thunderbolt 1 sees no link, "
+                                                 "b Thunderbolt 2 sees no link")
+    first = watch.events({}, found)
+    assert [(e["event"], e["state"], e["cable"]) for e in first] == [("cable", "new", "a:1 -- b:2")]
+    assert watch.events(found, watch.assess(BASE, pulled)) == []  # the next round: nothing new
+    back = watch.events(found, watch.assess(BASE, cabled()))
+    assert [(e["state"], e["message"]) for e in back] == [("cleared", "cable a:1 -- b:2 is back")]
+
+
+def test_a_mac_down_hides_its_cables_and_says_itself():
+    macs = cabled() | {"b": watch.unreachable("ssh: connect to host b port 22: Connection timed out")}
+    found = watch.assess(BASE, macs)
+    assert list(found) == ["down b"]
+    assert "Connection timed out" in found["down b"].message
+
+
+def test_bridge_address_rdma_speed_sleep_and_builds():
+    macs = cabled()
+    macs["a"]["bridge"] = {"device": "bridge0", "active": True, "members": ["en2"], "service_enabled": True}
+    macs["b"]["ports"][0]["inet"] = []
+    macs["b"]["rdma_enabled"] = False
+    macs["a"]["power"] = {"sleep": 10}
+    macs["b"]["build"] = "26.2 (25C57)"
+    for p, peer_port in ((macs["a"]["ports"][0], None), (macs["b"]["ports"][0], None)):
+        p["speed_gbps"] = 40
+    found = watch.assess(BASE, macs)
+    assert sorted(f.kind for f in found.values()) == ["bridge", "no-ipv4", "os-mismatch", "rdma-off", "sleep", "slow"]
+    assert "b Thunderbolt 2 (en3) has no IPv4 address where the fabric gave it 192.168.0.2" in found["no-ipv4 b:2"].message
+
+
+def test_a_reboot_and_an_update_are_said_once():
+    before = cabled()
+    after = copy.deepcopy(before)
+    after["b"]["booted"] = 5000
+    after["b"]["build"] = "26.3 (25D20)"
+    after["b"]["rdma_enabled"] = False  # as an update leaves it
+    said = watch.changes(BASE, before, after)
+    assert [(e["event"], e["macs"]) for e in said] == [("reboot", ["b"]), ("build", ["b"])]  # b: rdma-off finding
+    assert [e["event"] for e in watch.changes(watch.Baseline(["a", "b"]), before, after)] == ["rdma", "reboot", "build"]
+    assert watch.changes(BASE, after, copy.deepcopy(after)) == []
+
+
+def test_metrics_parse_with_prometheus_text_parser():
+    pulled = cabled()
+    pulled["a"]["ports"][0] = port(1, "A1")
+    macs = pulled | {"b": watch.unreachable("x")}
+    findings = watch.assess(BASE, macs)
+    text = watch_page.metrics(BASE, macs, watch.links_found(BASE.hosts, macs), findings, 1796137660.5)
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("mlx_fleet_mac_up", (("mac", "a"),))] == 1
+    assert samples[("mlx_fleet_mac_up", (("mac", "b"),))] == 0
+    assert samples[("mlx_fleet_link_up", (("cable", "a:1 -- b:2"),))] == 0
+    assert samples[("mlx_fleet_findings", ())] == len(findings) == 1
+    assert samples[("mlx_fleet_watch_last_round_timestamp_seconds", ())] == 1796137660.5
+
+
+def sh(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30)
+
+
+def test_the_bounded_read_stops_a_hang_and_keeps_a_quick_answer():
+    # Unbounded, the sleep would outlast sh()'s own 30 s limit and fail the test.
+    hung = sh(nodes._bounded("sleep 300", 0.4) + "; echo status $?")
+    assert hung.stdout == "status 124\n"
+    quick = sh(nodes._bounded("sh -c 'echo hca_id: x; exit 3'", 2) + "; echo status $?")
+    assert quick.stdout == "hca_id: x\nstatus 3\n"
+
+
+@pytest.mark.parametrize("tail", ["}", "}\n"])
+def test_sections_split_an_output_without_its_final_newline(tail):
+    text = f"{nodes._MARK} thunderbolt\n{{\"a\": 1{tail}{nodes._MARK} end 0\n{nodes._MARK} rdma_ctl\nenabled\n{nodes._MARK} end 0\n"
+    found = nodes._sections(text)
+    assert found["thunderbolt"] == (0, '{"a": 1' + tail) and found["rdma_ctl"] == (0, "enabled\n")
+
+
+def test_a_mac_whose_ports_cannot_be_read_is_not_said_to_have_lost_its_cables():
+    macs = cabled()
+    macs["b"] = watch.observe(READS | {"thunderbolt": (0, "{}")})  # an output the parser does not know
+    assert macs["b"]["up"] and macs["b"]["bridge"] is None
+    assert any(w.startswith("Thunderbolt: cannot be read") for w in macs["b"]["warnings"])
+    assert not [f for f in watch.assess(BASE, macs).values() if f.kind == "cable"]
