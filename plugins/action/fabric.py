@@ -12,6 +12,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import actions
@@ -79,7 +80,7 @@ class ActionModule(ClusterAction):
             thunderbolt, macos,
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
             cables=first.get("mlx_fleet_cables"),
-            backend=first.get("mlx_fleet_backend", "auto"),
+            backend=first.get("mlx_fleet_backend", defaults.BACKEND),
             ip_pool=pool,
             previous=previous,
             management_ips={n: macos[n].get("management_address") for n in names},

@@ -7,21 +7,9 @@ and set beside its facts what the inventory declares for that Mac (plugin_utils.
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible.template import trust_as_template
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import declared_state, node_paths
-
-
-def _trusted(value):
-    """The roles' own values (read from their YAML files) as Ansible trusts its roles' values."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    return value
 
 
 class ActionModule(ActionBase):
@@ -35,12 +23,12 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        module_args = dict(node_paths(task_vars, self._template, _trusted), **self._task.args)
+        module_args = dict(node_paths(task_vars, self._template), **self._task.args)
         result.update(self._execute_module(module_name="mlx_fleet.cluster.node_state", module_args=module_args,
                                            task_vars=task_vars))
         if result.get("failed") or result.get("skipped"):
             return result
         facts = result["ansible_facts"]
         # A fractional wired limit is a fraction of the memory this very read found.
-        facts["mlx_fleet_declared"] = declared_state(dict(task_vars, **facts), self._template, _trusted)
+        facts["mlx_fleet_declared"] = declared_state(dict(task_vars, **facts), self._template)
         return result

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, onboarding, visit_sheet
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Port
@@ -41,7 +42,7 @@ class ActionModule(ClusterAction):
         judged = onboarding.assess(
             new, macos, thunderbolt,
             models={n: hostvars[n]["mlx_fleet_model"] for n in names if hostvars[n].get("mlx_fleet_model")},
-            cables=first.get("mlx_fleet_cables"), backend=first.get("mlx_fleet_backend", "auto"))
+            cables=first.get("mlx_fleet_cables"), backend=first.get("mlx_fleet_backend", defaults.BACKEND))
         if judged.errors:
             raise AnsibleActionFail("\n".join(judged.errors), result={"errors": judged.errors})
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
@@ -42,7 +43,7 @@ class ActionModule(ClusterAction):
         twins = same_macs({n: hostvars[n]["mlx_fleet_macos"] for n in names})
         if twins:
             raise refusal(list(twins.values()))
-        backend = first.get("mlx_fleet_backend", "auto")
+        backend = first.get("mlx_fleet_backend", defaults.BACKEND)
         assessment = rdma.assess(
             {n: hostvars[n]["mlx_fleet_macos"] for n in names},
             {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names},

@@ -14,6 +14,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import WIRED_LIMIT_LABEL
 
 __metaclass__ = type
 
@@ -25,9 +26,8 @@ SYSCTL_NAMES = (
 # Where macOS keeps the Software Update settings, and the one that installs macOS updates by itself.
 SOFTWARE_UPDATE_DOMAIN = "/Library/Preferences/com.apple.SoftwareUpdate"
 AUTO_INSTALL_MACOS = "AutomaticallyInstallMacOSUpdates"
-# The wired-limit LaunchDaemon's label (macos_node_wired_limit_label's default); a read of another
-# label passes its own argv to run_reads.
-WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"
+# The wired-limit LaunchDaemon's label is macos_node_wired_limit_label's default (module_utils.defaults); a read
+# of another label passes its own argv to run_reads.
 # Seconds one read may take (system_profiler takes a second or two, the environment probe hashes files): a
 # tool that hangs fails its read (exit TIMED_OUT, as timeout(1) reports it) instead of holding the module.
 READ_TIMEOUT = 300

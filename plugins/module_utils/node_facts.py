@@ -81,8 +81,9 @@ def _read_or_unknown(results, name, parser):
     return None, {"command": " ".join(READS[name]), "output": text}
 
 
-def _rdma(module, results):
-    """(rdma_status, rdma_enabled, devices, {device: state}, unread). RDMA tools absent: status None (RDMA
+def rdma_state(module, results):
+    """(rdma_status, rdma_enabled, devices, {device: state}, unread) from the reads rdma_ctl, ibv_devices and
+    ibv_devinfo (verify judges its own reads of them with it too). RDMA tools absent: status None (RDMA
     unavailable). An output of rdma_ctl or ibv_devices no real capture shows does not fail the Mac: the status is
     "unknown" and RDMA is judged by what MLX trusts, the rdma_* devices ibv_devices lists; unread: those outputs."""
     if results["rdma_ctl"][0] == MISSING:
@@ -102,10 +103,39 @@ def _rdma(module, results):
     # Said by the RDMA judgment on the controller (plugin_utils.rdma.unread_warnings), which knows the Mac's name.
     states = {}
     if devices:
-        info = parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo"))
-        # Each device's port 1 (an rdma_enX has one): its state, and its GID table (None when not listed).
-        states = dict((name, (dev["ports"].get(1), dev["gids"].get(1))) for name, dev in info.items())
+        states = rdma_states(parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo")))
     return status, enabled, devices, states, unread
+
+
+def rdma_states(devinfo):
+    """{RDMA device: (the state of its port 1, its GID table or None when not listed)} from parsed ibv_devinfo."""
+    return dict((name, (dev["ports"].get(1), dev["gids"].get(1))) for name, dev in devinfo.items())
+
+
+def port_facts(receptacle, device, interfaces, rdma_devices, rdma_states_by_device):
+    """One Thunderbolt port of mlx_fleet_thunderbolt: its device, RDMA device, state and GIDs, IPv4 addresses."""
+    rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
+    state, gids = rdma_states_by_device.get(rdma_device, (None, None))
+    return {"receptacle": receptacle, "hardware_port": "Thunderbolt {0}".format(receptacle), "device": device,
+            "rdma_device": rdma_device, "rdma_state": state, "rdma_gids": gids,
+            "addresses": port_addresses(interfaces, device)}
+
+
+def port_addresses(interfaces, device):
+    """A port's IPv4 addresses as address/prefix (ifconfig): what the fabric's addresses are checked against."""
+    return ["{0}/{1}".format(a["address"], a["prefixlen"]) for a in interfaces.get(device, {}).get("inet", [])]
+
+
+def bridge_state(interfaces, services):
+    """The Thunderbolt Bridge (bridge0) as ifconfig and the network service order show it."""
+    bridge_if = interfaces.get("bridge0", {})
+    bridge_service = [s for s in services if s.get("device") == "bridge0"]
+    return {
+        "device": "bridge0",
+        "active": bridge_if.get("status") == "active",
+        "members": bridge_if.get("members", []),
+        "service_enabled": bool(bridge_service and bridge_service[0]["enabled"]),
+    }
 
 
 def thunderbolt(module, results):
@@ -115,28 +145,14 @@ def thunderbolt(module, results):
     devices = parsers.thunderbolt_interfaces(hardware_ports)
     services = parse_or_warn(module, parsers.parse_network_service_order, output_of(module, results, "service_order"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-    rdma_status, rdma_enabled, rdma_devices, rdma_states, rdma_unread = _rdma(module, results)
+    rdma_status, rdma_enabled, rdma_devices, rdma_states_by_device, rdma_unread = rdma_state(module, results)
 
-    ports = []
-    for bus in buses:
-        device = devices.get(bus["receptacle"])
-        rdma_device = "rdma_" + device if device and "rdma_" + device in rdma_devices else None
-        # Its IPv4 addresses as address/prefix: what the hostfile's addresses are checked against.
-        addresses = ["{0}/{1}".format(a["address"], a["prefixlen"]) for a in interfaces.get(device, {}).get("inet", [])]
-        port = dict(bus, hardware_port="Thunderbolt {0}".format(bus["receptacle"]), device=device,
-                    rdma_device=rdma_device, rdma_state=rdma_states.get(rdma_device, (None, None))[0],
-                    rdma_gids=rdma_states.get(rdma_device, (None, None))[1], addresses=addresses)
-        ports.append(port)
-    bridge_if = interfaces.get("bridge0", {})
-    bridge_service = [s for s in services if s.get("device") == "bridge0"]
+    ports = [dict(bus, **port_facts(bus["receptacle"], devices.get(bus["receptacle"]), interfaces, rdma_devices,
+                                    rdma_states_by_device))
+             for bus in buses]
     return {
         "ports": ports,
-        "bridge": {
-            "device": "bridge0",
-            "active": bridge_if.get("status") == "active",
-            "members": bridge_if.get("members", []),
-            "service_enabled": bool(bridge_service and bridge_service[0]["enabled"]),
-        },
+        "bridge": bridge_state(interfaces, services),
         "rdma_enabled": rdma_enabled,
         "rdma_status": rdma_status,
         "rdma_devices": rdma_devices,

@@ -80,6 +80,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import HOSTFILE_DIR
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import (
     HOSTFILE, RING_HOSTFILE, read_text, write_atomically)
 
@@ -101,7 +102,7 @@ def plan(wanted, current):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type="path", default="/opt/mlx-fleet"),
+            path=dict(type="path", default=HOSTFILE_DIR),
             hostfile=dict(type="str"),
             ring_hostfile=dict(type="str"),
             state=dict(type="str", default="present", choices=["present", "absent"]),

@@ -110,6 +110,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings as settings_utils
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import read_text, write_atomically
@@ -130,7 +131,7 @@ def main():
             host_name=dict(type="str"),
             wired_limit_mb=dict(type="int", default=0),
             wired_limit_fraction=dict(type="float", default=0),
-            wired_limit_label=dict(type="str", default="org.mlx-fleet.wired-limit"),
+            wired_limit_label=dict(type="str", default=defaults.WIRED_LIMIT_LABEL),
             automatic_macos_updates=dict(type="bool"),
         ),
         supports_check_mode=True,

@@ -300,6 +300,27 @@ def _wired_limit(host, wired, want, checks):
 # --- the fabric -----------------------------------------------------------------------------------
 
 
+def port_address_check(host: str, receptacle: int, device: str, found: list[str], want: str | None) -> Check:
+    """A Thunderbolt port's addresses (address/prefix, as ifconfig shows them) against the fabric's (None: none).
+    The one judgement of a port's address: the audit's, and verify's diagnosis of a cable end."""
+    return Check("Thunderbolt addresses", f"Thunderbolt {receptacle} address", [host],
+                 f"{want} ({device}, address ledger)" if want else f"none ({device})",
+                 ", ".join(found) or "none", found == ([want] if want else []), FIX_FABRIC)
+
+
+def bridge_check(host: str, bridge: dict, wanted: str) -> Check | None:
+    """The Thunderbolt Bridge (node_facts.bridge_state) against mlx_fabric_bridge; None when it is left as it is.
+    The one judgement of the bridge: the audit's, and verify's diagnosis of a cable end."""
+    if wanted not in ("disabled", "enabled"):
+        return None
+    on = wanted == "enabled"
+    state = (f"service {'enabled' if bridge['service_enabled'] else 'disabled'}, "
+             f"{bridge['device']} {'active' if bridge['active'] else 'inactive'}")
+    return Check("Thunderbolt Bridge", "Thunderbolt Bridge", [host],
+                 "on (service enabled)" if on else f"off (service disabled, {bridge['device']} inactive)",
+                 state, bridge["service_enabled"] == on and (on or not bridge["active"]), FIX_FABRIC)
+
+
 def _fabric(macs, observed, declared, controller, checks):
     expected_addresses = controller["model"].port_addresses() if controller.get("model") else {}
     for host in macs:
@@ -307,19 +328,12 @@ def _fabric(macs, observed, declared, controller, checks):
         for port in tb["ports"]:
             if not port.get("device"):
                 continue
-            want = expected_addresses.get((host, port["receptacle"]))
-            found = node["addresses"].get(port["device"], [])
-            checks.append(Check("Thunderbolt addresses", f"Thunderbolt {port['receptacle']} address", [host],
-                                f"{want} ({port['device']}, address ledger)" if want else f"none ({port['device']})",
-                                ", ".join(found) or "none", found == ([want] if want else []), FIX_FABRIC))
-        bridge, wanted = tb["bridge"], declared[host]["bridge"]
-        if wanted in ("disabled", "enabled"):
-            on = wanted == "enabled"
-            state = (f"service {'enabled' if bridge['service_enabled'] else 'disabled'}, "
-                     f"{bridge['device']} {'active' if bridge['active'] else 'inactive'}")
-            checks.append(Check("Thunderbolt Bridge", "Thunderbolt Bridge", [host],
-                                "on (service enabled)" if on else f"off (service disabled, {bridge['device']} inactive)",
-                                state, bridge["service_enabled"] == on and (on or not bridge["active"]), FIX_FABRIC))
+            checks.append(port_address_check(host, port["receptacle"], port["device"],
+                                             node["addresses"].get(port["device"], []),
+                                             expected_addresses.get((host, port["receptacle"]))))
+        bridge = bridge_check(host, tb["bridge"], declared[host]["bridge"])
+        if bridge is not None:
+            checks.append(bridge)
 
 
 def _rdma(macs, observed, declared, ledger, checks):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
+
 
 class CablePlanError(ValueError):
     """A cable plan that cannot be right; the message is one line for the user."""
@@ -106,15 +108,14 @@ class PlanFile:
 def load_plan_file(path: str | Path) -> PlanFile:
     """A plan file (``nodes:`` and ``cables:``), or the cluster an Ansible YAML inventory declares.
 
-    An inventory (a file, or a folder with hosts.yml) contributes the hosts of group
-    ``mlx_cluster`` with their ``mlx_fleet_model``, and ``mlx_fleet_cables`` from the group's
-    vars or from group_vars/mlx_cluster(.yml or folder) beside it.
+    An inventory (a file, or a folder with hosts.yml), as Ansible reads it (plugin_utils.inventory_view),
+    contributes the hosts of group ``mlx_cluster`` with their ``mlx_fleet_model``, and ``mlx_fleet_cables``.
     """
     path = Path(path)
     inventory = path / "hosts.yml" if path.is_dir() else path
     data = _read_yaml(inventory)
     if isinstance(data, dict) and "all" in data:
-        return _plan_from_inventory(data, inventory.parent, path)
+        return _plan_from_inventory(path)
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not data["nodes"]:
         raise CablePlanError(f"cable plan {path}: needs a 'nodes:' mapping of host names")
     nodes = {str(name): dict(attrs or {}) for name, attrs in data["nodes"].items()}
@@ -131,15 +132,17 @@ def _read_yaml(path: Path):
         raise CablePlanError(f"cannot read cable plan {path}: {exc}") from exc
 
 
-def _plan_from_inventory(data: dict, folder: Path, source: Path, group: str = "mlx_cluster") -> PlanFile:
-    cluster = ((data.get("all") or {}).get("children") or {}).get(group) or {}
-    hosts = cluster.get("hosts") or {}
+def _plan_from_inventory(source: Path, group: str = CLUSTER_GROUP) -> PlanFile:
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+        InventoryView, InventoryViewError)
+
+    try:
+        inventory = InventoryView([str(source)])
+        hosts = {name: inventory.variables(name) for name in inventory.hosts(group)}
+    except InventoryViewError as exc:
+        raise CablePlanError(str(exc)) from None
     if not hosts:
         raise CablePlanError(f"inventory {source}: no hosts in group {group}")
-    group_vars = dict(cluster.get("vars") or {})
-    for candidate in (folder / "group_vars" / f"{group}.yml", *sorted((folder / "group_vars" / group).glob("*.yml"))):
-        if candidate.is_file():
-            group_vars.update(_read_yaml(candidate) or {})
-    nodes = {str(name): {"model": hv["mlx_fleet_model"]} if (hv or {}).get("mlx_fleet_model") else {}
+    nodes = {name: {"model": str(hv["mlx_fleet_model"])} if hv.get("mlx_fleet_model") else {}
              for name, hv in hosts.items()}
-    return PlanFile(nodes, [str(c) for c in group_vars.get("mlx_fleet_cables") or []])
+    return PlanFile(nodes, [str(c) for c in next(iter(hosts.values())).get("mlx_fleet_cables") or []])

@@ -15,13 +15,14 @@ from typing import Callable, Mapping
 
 import yaml
 
+from ansible.template import trust_as_template
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import wired_limit_mb
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import DECLARATION_KEYS
 
 AUDITED_ROLES = ("macos_node", "mlx_env", "mlx_fabric")
-DEFAULT_MIN_MACOS = "26.2"  # preflight's default for mlx_fleet_min_macos
 
 
 @lru_cache(maxsize=None)
@@ -36,7 +37,21 @@ def role_files(role: str) -> tuple[dict, dict]:
 Template = Callable[[object, Mapping, str], object]  # (value, variables, role or "") -> templated value
 
 
-def _resolver(host_vars: Mapping, template: Template, trust: Callable[[object], object]) -> Callable:
+def trusted(value):
+    """The roles' own values (read from their YAML files) as Ansible trusts its roles' values."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [trusted(v) for v in value]
+    return value
+
+
+def resolver(host_vars: Mapping, template: Template, trust: Callable[[object], object] = trusted) -> Callable:
+    """get(name, default=None): the value of NAME a play running the roles sees for the host whose variables
+    are HOST_VARS (the inventory's over the roles' defaults, role vars over both), templated. The one
+    "inventory over role defaults" (plugin_utils.inventory_view gives it to readers outside a play)."""
     layers = {}
     for role in AUDITED_ROLES:
         defaults, role_vars = role_files(role)
@@ -57,9 +72,9 @@ def _resolver(host_vars: Mapping, template: Template, trust: Callable[[object], 
     return get
 
 
-def node_paths(host_vars: Mapping, template: Template, trust: Callable[[object], object] = lambda v: v) -> dict:
+def node_paths(host_vars: Mapping, template: Template, trust: Callable[[object], object] = trusted) -> dict:
     """Where node_state looks on the Mac: the environment, the hostfiles, the wired-limit LaunchDaemon."""
-    return _paths(_resolver(host_vars, template, trust))
+    return _paths(resolver(host_vars, template, trust))
 
 
 def _paths(get: Callable) -> dict:
@@ -77,20 +92,20 @@ def _wired_limit(get, host_vars: Mapping) -> int:
         return 0
 
 
-def declared_state(host_vars: Mapping, template: Template, trust: Callable[[object], object] = lambda v: v) -> dict:
+def declared_state(host_vars: Mapping, template: Template, trust: Callable[[object], object] = trusted) -> dict:
     """The declared state of the Mac whose variables are HOST_VARS (inventory, facts, magic variables).
 
     template is Ansible's templating; trust marks the roles' own values as templates (Ansible
     templates only trusted strings). A fractional wired limit needs the fact mlx_fleet_macos.
     """
-    get = _resolver(host_vars, template, trust)
+    get = resolver(host_vars, template, trust)
     return dict(
         _paths(get),
         model=get("mlx_fleet_model"),
-        min_macos=str(get("mlx_fleet_min_macos", DEFAULT_MIN_MACOS)),
-        backend=get("mlx_fleet_backend", "auto"),
+        min_macos=str(get("mlx_fleet_min_macos", defaults.MIN_MACOS)),
+        backend=get("mlx_fleet_backend", defaults.BACKEND),
         cables=get("mlx_fleet_cables"),
-        ip_pool=get("mlx_fleet_ip_pool", DEFAULT_IP_POOL),
+        ip_pool=get("mlx_fleet_ip_pool", defaults.IP_POOL),
         envs=list(get("mlx_fleet_envs", []) or []),
         output_dir=get("mlx_fabric_output_dir"),
         power_settings=dict(get("macos_node_power_settings") or {}, **(get("macos_node_power_extra_settings") or {})),

@@ -14,6 +14,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
     cluster_model, fabric_addresses, fabric_backend, fabric_picture, fabric_plan, hostfile, rdma)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError
@@ -56,7 +57,7 @@ class Fabric:
 
 
 def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables: list | None = None,
-                 backend: str = "auto", ip_pool: str = DEFAULT_IP_POOL,
+                 backend: str = defaults.BACKEND, ip_pool: str = DEFAULT_IP_POOL,
                  previous: ClusterModel | dict[str, str] | None = None,
                  management_ips: dict | None = None, envs: list[str] | None = None) -> Fabric:
     """Judge the fabric from ``{host: mlx_fleet_thunderbolt}`` in inventory order.

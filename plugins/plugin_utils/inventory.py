@@ -11,6 +11,7 @@ import ipaddress
 import re
 from collections import defaultdict
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
@@ -18,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
-DEFAULT_IP_POOL = "192.168.0.0/16"
+DEFAULT_IP_POOL = defaults.IP_POOL
 # Inventory variables that hold a version: 26.2, 3.12, 0.32.4 (two or three numeric parts).
 VERSION_VARS = (
     "mlx_fleet_min_macos", "mlx_env_python_version", "mlx_env_uv_version",
@@ -56,7 +57,7 @@ def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_network
     problems += _duplicate_addresses(hosts)
     for name, hv in hosts.items():
         problems += _host_var_problems(name, hv)
-    backend = group_vars.get("mlx_fleet_backend", "auto")
+    backend = group_vars.get("mlx_fleet_backend", defaults.BACKEND)
     if backend not in BACKENDS:
         problems.append(f"mlx_fleet_backend: unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
     for var in VERSION_VARS:

@@ -28,7 +28,6 @@ import urllib.request
 from io import BytesIO
 from pathlib import Path
 
-import yaml
 from ansible.module_utils.urls import open_url
 
 try:
@@ -44,11 +43,10 @@ except ImportError as exc:
 else:
     PACKAGING_MISSING = None
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, load_json
 
 LOCK_FORMAT = 1
-ROLE_DEFAULTS = ROLES / "mlx_env" / "defaults" / "main.yml"
 PYPI_SIMPLE = "https://pypi.org/simple"
 # Where uv's download metadata says the CPython builds are; mlx_env_python_mirror replaces
 # this prefix (as UV_PYTHON_INSTALL_MIRROR does for uv).
@@ -409,32 +407,30 @@ def write_lock(lock: dict, path: str | os.PathLike) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def inventory_environment(inventory: str, group: str = "mlx_cluster") -> tuple[dict, str]:
+def inventory_environment(inventory: str, group: str = CLUSTER_GROUP) -> tuple[dict, str]:
     """The mlx_env_* variables the inventory gives GROUP (one environment per cluster), over
     the role defaults, and the lock file they name (mlx_env_lock_file, templated)."""
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar, trust_as_template
-    from ansible.vars.manager import VariableManager
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+        InventoryView, InventoryViewError)
 
-    defaults = yaml.safe_load(ROLE_DEFAULTS.read_text()) or {}
-    loader = DataLoader()
-    inv = InventoryManager(loader=loader, sources=[inventory])
-    hosts = inv.get_hosts(group)
-    if not hosts:
-        raise LockError(f"the inventory {inventory} has no hosts in group {group}")
-    manager = VariableManager(loader=loader, inventory=inv)
-    per_host = {h.name: manager.get_vars(host=h) for h in hosts}
-    first = hosts[0].name
-    raw = {}
-    for key in (*(f"mlx_env_{k}" for k in DECLARATION_KEYS), "mlx_env_lock_file"):
-        values = {h: v.get(key, defaults.get(key)) for h, v in per_host.items()}
-        odd = [h for h, v in values.items() if v != values[first]]
-        if odd:
-            raise LockError(f"{key} differs between {first} and {odd[0]}: the environment is one for the whole cluster")
-        raw[key] = values[first]
-    lock_file = Templar(loader=loader, variables=per_host[first]).template(trust_as_template(str(raw.pop("mlx_env_lock_file"))))
-    return raw, str(lock_file)
+    try:
+        view = InventoryView([inventory])
+        hosts = view.hosts(group)
+        if not hosts:
+            raise LockError(f"the inventory {inventory} has no hosts in group {group}")
+        per_host = {h: view.values(h, group=group) for h in hosts}
+        first = hosts[0]
+        raw = {}
+        for key in (*(f"mlx_env_{k}" for k in DECLARATION_KEYS), "mlx_env_lock_file"):
+            values = {h: get(key) for h, get in per_host.items()}
+            odd = [h for h, v in values.items() if v != values[first]]
+            if odd:
+                raise LockError(f"{key} differs between {first} and {odd[0]}: the environment is one for the whole "
+                                "cluster")
+            raw[key] = values[first]
+    except InventoryViewError as exc:
+        raise LockError(str(exc)) from None
+    return raw, str(raw.pop("mlx_env_lock_file"))
 
 
 def declaration_from(raw: dict, overrides: dict) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cable_advice, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
@@ -62,7 +63,7 @@ def _entry(cable: Cable) -> str:
 
 
 def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
-           cables: list[str] | None = None, backend: str = "auto") -> Onboarding:
+           cables: list[str] | None = None, backend: str = defaults.BACKEND) -> Onboarding:
     """Judge ``new`` joining the others (every dict in inventory order, ``new`` included).
 
     models: host -> mlx_fleet_model where declared; cables: mlx_fleet_cables (None: the inventory has

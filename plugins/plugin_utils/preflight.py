@@ -7,6 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model, read_pool
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments
@@ -14,7 +15,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_problem, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 
-DEFAULT_MIN_MACOS = "26.2"
 # What a wired GPU limit must leave to macOS itself.
 MACOS_RESERVE_MB = 8192
 
@@ -37,7 +37,7 @@ def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: b
     if not facts.get("apple_silicon"):
         problem("apple silicon", f"{mac} is not Apple Silicon", "an M-series Mac",
                 "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
-    minimum = str(host_vars.get("mlx_fleet_min_macos", DEFAULT_MIN_MACOS))
+    minimum = str(host_vars.get("mlx_fleet_min_macos", defaults.MIN_MACOS))
     if version_tuple(facts["product_version"]) < version_tuple(minimum):
         problem("macos", f"macOS {facts['product_version']} ({facts['build_version']}) is older than "
                 f"mlx_fleet_min_macos {minimum}", f"macOS {minimum} or later",

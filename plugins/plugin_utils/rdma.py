@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
@@ -358,7 +359,7 @@ def carriers(nodes: dict[str, Readiness], links: list[Link], *,
 
 
 def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
-           locations: dict | None = None, backend: str = "auto") -> Assessment:
+           locations: dict | None = None, backend: str = defaults.BACKEND) -> Assessment:
     """Classify every Mac (inventory order) and say what the cluster gains once the checklist is done."""
     hosts = list(thunderbolt)
     links, dummy = discover(hosts, thunderbolt)

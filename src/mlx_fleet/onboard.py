@@ -23,13 +23,13 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
 from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, Busy, UserError
 
-GROUP = "mlx_cluster"
 DEFAULT_USER = "admin"
 POLL_SECONDS = 2
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -95,7 +95,7 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--cable-timeout", type=seconds, default=1800, metavar="SECONDS",
                         help="how long --wait-for-cables waits (default 1800)")
     parser.add_argument("--output-dir", help="where the visit sheet, hostfiles and run logs go "
-                                             "(default: .mlx-fleet in the inventory's folder)")
+                                             f"(default: {runner.OUTPUT_DIR_NAME} in the inventory's folder)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
                         help="ask once for the sudo password of the cluster's other Macs (the new Mac's sudo gets "
                              "its admin password, never theirs)")
@@ -107,30 +107,20 @@ def add_onboard_parser(sub, command) -> None:
 
 def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | None]:
     """(the variables the new Mac gets from the group, its own entry if it has one)."""
-    from ansible.inventory.host import Host
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+        InventoryView, InventoryViewError)
 
-    for inventory in inventories:
-        if not Path(inventory).exists():
-            raise UserError(f"inventory {inventory} does not exist: give the inventory file or folder with -i")
-    loader = DataLoader()
-    manager = InventoryManager(loader=loader, sources=[str(Path(i).resolve()) for i in inventories])
-    group = manager.groups.get(GROUP)
-    if group is None:
-        raise UserError(f"the inventory has no group {GROUP}: list the cluster's Macs under it")
-    existing = manager.get_host(name)
-    host = existing or Host(name)
-    if existing is None:
-        group.add_host(host)  # in memory only: the variables it will get once written in
-    variables = VariableManager(loader=loader, inventory=manager).get_vars(host=host, include_hostvars=False)
-    templar = Templar(loader=loader, variables=variables)
-    wanted = ("ansible_user", "ansible_host", "ansible_ssh_common_args", "ansible_ssh_extra_args")
-    view = {key: str(templar.template(variables[key])) for key in wanted if variables.get(key) is not None}
-    own = dict(existing.vars) if existing is not None else None
-    return view, own
+    try:
+        inventory = InventoryView(inventories)
+        if not inventory.has_group(GROUP):
+            raise UserError(f"the inventory has no group {GROUP}: list the cluster's Macs under it")
+        variables = inventory.variables(name, group=GROUP)
+        wanted = ("ansible_user", "ansible_host", "ansible_ssh_common_args", "ansible_ssh_extra_args")
+        view = {key: str(inventory.template(variables[key], variables)) for key in wanted
+                if variables.get(key) is not None}
+    except InventoryViewError as exc:
+        raise UserError(str(exc)) from None
+    return view, inventory.own_vars(name)
 
 
 def check_password_file(path: str) -> None:

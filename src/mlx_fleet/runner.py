@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
@@ -54,9 +55,9 @@ def collections_path() -> str:
 
 
 def default_output_dir(inventory: str) -> Path:
-    """Where the playbooks put their outputs by default: .mlx-fleet beside the inventory."""
+    """Where the playbooks put their outputs by default: OUTPUT_DIR_NAME beside the inventory."""
     path = Path(inventory).resolve()
-    return (path if path.is_dir() else path.parent) / ".mlx-fleet"
+    return (path if path.is_dir() else path.parent) / OUTPUT_DIR_NAME
 
 
 @dataclass
@@ -435,7 +436,7 @@ def add_playbook_options(parser, inventory_required: bool = True, read_only: boo
     parser.add_argument("-i", "--inventory", action="append", required=inventory_required,
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--output-dir", help="where hostfiles, reports and run logs go "
-                                             "(default: .mlx-fleet in the inventory's folder)")
+                                             f"(default: {OUTPUT_DIR_NAME} in the inventory's folder)")
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
                         help="extra variables, as for ansible-playbook (key=value, JSON or @file)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true", help="ask for the sudo password once")

@@ -84,7 +84,7 @@ def _previous(path: Path) -> dict:
 class Watch:
     def __init__(self, args):
         try:
-            settings, hosts = read_inventory(args.inventory, ("mlx_fleet_model", "mlx_fabric_bridge"))
+            settings, hosts = read_inventory(args.inventory, ("mlx_fleet_model",))
         except VerifyError as exc:
             raise UserError(str(exc)) from None
         if args.every <= 0 or args.connect_timeout <= 0 or args.rdma_timeout <= 0:
@@ -93,7 +93,7 @@ class Watch:
         self.records = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
         self.baseline = watch.Baseline(
             [h.name for h in hosts], models={h.name: h.values["mlx_fleet_model"] for h in hosts},
-            bridge=str(hosts[0].values["mlx_fabric_bridge"] or "disabled"), inventory=" ".join(args.inventory))
+            bridge=settings.bridge, inventory=" ".join(args.inventory))
         self.read_records()
         self.out = Path(args.out).resolve() if args.out else self.records / "watch"
         env = str(Path(settings.python).parent.parent)

@@ -19,8 +19,10 @@ import pytest
 from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify import compare, jobs, nodes, report
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import coerce
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
-from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings
+from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
 from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_addresses, format_size, link_hostfile,
@@ -30,6 +32,8 @@ from mlx_fleet.verify.run import Options, Outcome
 HARDWARE_PORTS = load(FIXTURE_DIR / "networksetup-listallhardwareports__network-info-script__1.txt")  # TB1 = en3
 IFCONFIG_BRIDGED = load(FIXTURE_DIR / "ifconfig__bmidgley-citizen-scientist__1.txt")  # en1-en4 in an up bridge0
 IFCONFIG_EN2 = load(FIXTURE_DIR / "ifconfig-en2__apple-tn3205__1.txt")  # en2: 169.254.205.255/16, active
+# The Thunderbolt Bridge service enabled (verify reads the bridge as the audit does: service and bridge0).
+SERVICE_ORDER = load(FIXTURE_DIR / "networksetup-listnetworkserviceorder__network-info-script__1.txt")
 INVENTORY = "inv/hosts.yml"
 
 
@@ -247,7 +251,8 @@ def node(host: str, ifconfig: str, ports: str = HARDWARE_PORTS, **reads) -> Node
 def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     c = cluster()
     link = c.cables[0]  # a:1 -- b:1; Thunderbolt 1 is en3 on the captured Mac
-    found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED)}, INVENTORY)
+    bridged = {"service_order": (0, SERVICE_ORDER)}
+    found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
     assert [f.cause for f in found] == ["cable", "address", "bridge"]
     cable, address, bridge = found
     assert cable.message == ("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no link (status: inactive); plug the "
@@ -255,7 +260,7 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     assert address.message.startswith("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no IPv4 address where the "
                                       "fabric gave it 192.168.0.5/30")
     assert "member of bridge0, the Thunderbolt Bridge, which is up" in bridge.message
-    both = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED), "b": node("b", IFCONFIG_BRIDGED)}, INVENTORY)
+    both = cable_findings(link, {h: node(h, IFCONFIG_BRIDGED, **bridged) for h in "ab"}, INVENTORY)
     assert [f.cause for f in both].count("cable") == 1
     assert "no link at either end (a Thunderbolt 1 and b Thunderbolt 1" in both[0].message
 
@@ -306,8 +311,9 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     rdma_on = {"rdma_ctl": (0, "enabled\n")}
     evidence = {h: node(h, IFCONFIG_EN2, HARDWARE_PORTS.replace("Device: en3", "Device: en2"), **rdma_on)
                 for h in "ab"}
-    for h in "ab":  # the ports are fine: the addresses are the fabric's
-        evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255", link.end(h).address))
+    for h in "ab":  # the ports are fine: the addresses are the fabric's (its /30)
+        evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000",
+                                                                 f"{link.end(h).address} netmask 0xfffffffc"))
     (finding,) = diagnose([failed, works], c, evidence, INVENTORY)
     assert finding.cause == "rdma" and finding.cable == "a:1 -- b:1" and finding.rank == 0
     assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "
@@ -318,6 +324,68 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     assert unknown.cause == "unknown"
     assert unknown.message.endswith(f"; MLX's message says {explain(MLX_JACCL).first_line} (mlx-fleet explain)")
     assert explain(MLX_JACCL).causes
+
+
+# --- verify's judgements are the audit's and the RDMA step's --------------------------------------------
+
+SW_VERS_26 = load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt").replace("14.2.1", "26.2").replace("23C71", "25C56")
+IBV_DEVICES = load(FIXTURE_DIR / "ibv_devices__apple-tn3205__3.txt")  # rdma_en2, rdma_en3, rdma_en4
+IBV_DEVINFO = load(FIXTURE_DIR / "ibv_devinfo__apple-tn3205__1.txt")  # all PORT_ACTIVE
+EN2_PORTS = HARDWARE_PORTS.replace("Device: en3", "Device: en2")  # Thunderbolt 1 is en2
+
+
+def en2(address: str, netmask: str) -> str:
+    return IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000", f"{address} netmask {netmask}")
+
+
+@pytest.mark.parametrize("ifconfig, ports, service_order, causes", [
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, SERVICE_ORDER, ["cable", "address", "bridge"]),  # no address, bridged
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, None, ["cable", "address"]),  # bridge0 inactive, service unread
+    (en2("192.168.0.5", "0xfffffffc"), EN2_PORTS, None, []),  # the fabric's address and prefix
+    (en2("192.168.0.5", "0xffff0000"), EN2_PORTS, None, ["address"]),  # the fabric's address, another prefix
+    (IFCONFIG_EN2, EN2_PORTS, None, ["address"]),  # a link-local address
+], ids=["bridged", "bridge inactive", "fabric's", "other prefix", "link-local"])
+def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfig, ports, service_order, causes):
+    reads = {"service_order": (0, service_order)} if service_order else {}
+    mac = node("a", ifconfig, ports, **reads)
+    device = mac.ports[1]
+    # The audit's own section, on the same facts as the modules shape them.
+    observed = {"a": {"mlx_fleet_thunderbolt": {"ports": [{"receptacle": 1, "device": device}], "bridge": mac.bridge},
+                      "mlx_fleet_node": {"addresses": {device: mac.addresses(device)}}}}
+    checks = []
+    audit._fabric(["a"], observed, {"a": {"bridge": "disabled"}}, {"model": coerce(ADDRESSES)}, checks)
+    address, bridge = checks
+    assert address == audit.port_address_check("a", 1, device, mac.addresses(device), "192.168.0.5/30")
+    found = [f.cause for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]
+    assert found == causes
+    assert ("address" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
+
+
+@pytest.mark.parametrize("rdma_ctl, ibv_devices, status", [
+    ("enabled", IBV_DEVICES, rdma.READY),
+    ("disabled", "\n".join(IBV_DEVICES.splitlines()[:2]), rdma.NEEDS_RECOVERY),  # no device listed
+    ("enabled", "\n".join(IBV_DEVICES.splitlines()[:2]), rdma.ENABLED_NOT_WORKING),
+], ids=["ready", "off", "enabled without devices"])
+def test_a_macs_rdma_is_judged_as_the_rdma_step_and_the_audit_judge_it(rdma_ctl, ibv_devices, status):
+    c = cluster()
+    link = c.cables[0]
+    mac = node("a", en2("192.168.0.5", "0xfffffffc"), EN2_PORTS, sw_vers=(0, SW_VERS_26), rdma_ctl=(0, rdma_ctl + "\n"),
+               ibv_devices=(0, ibv_devices), ibv_devinfo=(0, IBV_DEVINFO))
+    failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
+                 [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
+                  rank(1, "b", code=None)], link.cable)
+    works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
+                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
+    judged = readiness(failed, c, {"a": mac})
+    # What the RDMA step and the audit call (rdma.assess), on the same facts; no cable found on them.
+    assessed = rdma.classify_cluster({"a": mac.macos}, {"a": mac.thunderbolt}, [])
+    assert judged["a"].status == assessed["a"].status == status
+    (finding,) = diagnose([failed, works], c, {"a": mac}, INVENTORY)
+    assert finding.cause == "rdma"
+    if status == rdma.NEEDS_RECOVERY:
+        assert finding.message.endswith(f"RDMA is off on a: mlx-fleet checklist -i {INVENTORY}")
+    elif status == rdma.ENABLED_NOT_WORKING:
+        assert judged["a"].message in finding.message
 
 
 def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():

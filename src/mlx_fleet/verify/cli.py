@@ -9,6 +9,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import UserError
@@ -29,7 +30,7 @@ def add_verify_parser(sub, command) -> None:
     parser.add_argument("-i", "--inventory", action="append", required=True,
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--output-dir", help="where the hostfiles are (default: mlx_fleet_output_dir, else "
-                                             ".mlx-fleet in the inventory's folder)")
+                                             f"{OUTPUT_DIR_NAME} in the inventory's folder)")
     parser.add_argument("--out", help="folder for this run's report and logs (default: OUTPUT_DIR/verify/<time>)")
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("--sizes", default=DEFAULT_SIZES,
@@ -64,6 +65,7 @@ def run_verify(args, argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_inventory(args.inventory)
         options = _options(args, args.python or settings.python)
+        options.bridge = settings.bridge
         folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
         held = os_update.hold_reason(folder)
         if held:

@@ -4,8 +4,11 @@ cable, RDMA.
 
 The evidence is what the jobs said (MLX's own messages, which rank failed and how) and what the
 Macs' macOS tools say now (``networksetup -listallhardwareports`` for the port's device,
-``ifconfig`` for its link status, addresses and bridge membership, ``rdma_ctl status`` and
-``ibv_devinfo`` for RDMA). Pure: nothing here talks to a Mac.
+``ifconfig`` for its link status, addresses and bridge membership, ``networksetup
+-listnetworkserviceorder`` for the bridge's service, ``rdma_ctl status``, ``ibv_devices`` and
+``ibv_devinfo`` for RDMA), made into facts as the modules make them (module_utils.node_facts) and
+judged by the product's own checks: a port's address and the bridge by the audit's
+(plugin_utils.audit), RDMA by the RDMA step's (plugin_utils.rdma). Pure: nothing here talks to a Mac.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain, fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, explain, fixes, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
 from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables
@@ -53,8 +57,15 @@ def node_findings(node: Node, python: str, inventory: str) -> list[Finding]:
     return []
 
 
-def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: str) -> list[Finding]:
-    """What ifconfig says is wrong with one end of a cable (nothing when it cannot be read)."""
+def wanted_bridge(bridge: str | None) -> str:
+    """mlx_fabric_bridge as the inventory gives it; None: the role's default."""
+    return bridge if bridge is not None else role_files("mlx_fabric")[0]["mlx_fabric_bridge"]
+
+
+def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: str,
+                 bridge: str | None = None) -> list[Finding]:
+    """What the Mac's tools say is wrong with one end of a cable (nothing when it cannot be read): its link
+    (ifconfig's status), and the audit's judgements of its address and of the Thunderbolt Bridge."""
     if node is None or not node.reachable:
         return []
     device = node.ports.get(end.port)
@@ -63,30 +74,32 @@ def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: s
         return []
     where = f"{end.host} {end.hardware_port} ({device})"
     iface = interfaces[device]
-    has = [f"{a['address']}/{a['prefixlen']}" for a in iface["inet"]]
+    has = node.addresses(device)
     seen = f"ifconfig {device}: status: {iface['status']}, inet {', '.join(has) or 'none'}"
     found = []
     if iface["status"] == "inactive":
         found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
                              link.cable, evidence=[f"{end.host}: {seen}"]))
-    if end.address not in [a["address"] for a in iface["inet"]]:
+    if not audit.port_address_check(end.host, end.port, device, has, f"{end.address}/{end.prefix}").ok:
         found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.address}/{end.prefix}; converge it back: "
                                         f"{converge(inventory)}", [end.host], link.cable,
                              evidence=[f"{end.host}: {seen}"]))
-    for name, bridge in interfaces.items():
-        if device in bridge["members"] and "UP" in bridge["flags"]:
-            found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
-                                           "Bridge, which is up; turn it off: "
-                                           f"{converge(inventory)} (the fabric step)", [end.host], link.cable,
-                                 evidence=[f"{end.host}: ifconfig {name}: flags {','.join(bridge['flags'])}, "
-                                           f"member {device}"]))
+    state = node.bridge
+    judged = audit.bridge_check(end.host, state, wanted_bridge(bridge))
+    if judged is not None and not judged.ok and device in state["members"]:
+        name = state["device"]
+        found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
+                                       f"Bridge, which is up; turn it off: {converge(inventory)} (the fabric step)",
+                             [end.host], link.cable,
+                             evidence=[f"{end.host}: Thunderbolt Bridge: {judged.found} (expected {judged.expected}); "
+                                       f"ifconfig {name}: member {device}"]))
     return found
 
 
-def cable_findings(link: CableLink, nodes: dict[str, Node], inventory: str) -> list[Finding]:
-    found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory)]
+def cable_findings(link: CableLink, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
+    found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
     dark = [f for f in found if f.cause == "cable"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
         ends = " and ".join(f"{e.host} {e.hardware_port}" for e in link.ends())
@@ -136,12 +149,29 @@ def _rdma_evidence(job: Job, nodes: dict[str, Node]) -> list[str]:
     return lines
 
 
+def readiness(job: Job, cluster: Cluster, nodes: dict[str, Node]) -> dict[str, rdma.Readiness]:
+    """The RDMA readiness of the job's Macs as the RDMA step and the audit judge it (rdma.classify_node), from
+    what this run read, with the job's cables; a Mac whose RDMA state was not read (or only half) is left out."""
+    cabled = rdma.cables_by_host(_job_cables(job, cluster))
+    judged = {}
+    for host in job.hosts:
+        node = nodes.get(host)
+        facts = node.thunderbolt if node is not None and node.reachable else None
+        if facts is not None:
+            judged[host] = rdma.classify_node(host, node.macos, facts, cabled=cabled.get(host, {}))
+    return judged
+
+
 def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory: str) -> Finding:
     where = f"cable {job.cable}" if job.cable else f"{len(job.hosts)} Macs ({', '.join(job.hosts)})"
     said = [rank_line(job, r) for r in job.failed_ranks() if r.error]
-    off = [h for h in job.hosts if nodes.get(h) and nodes[h].parsed("rdma_ctl", "parse_rdma_ctl_status") is False]
+    judged = readiness(job, cluster, nodes)
+    off = [h for h, r in judged.items() if r.status == rdma.NEEDS_RECOVERY]
+    unready = [r for r in judged.values() if r.status != rdma.READY]
     if off:
         fix = f"RDMA is off on {', '.join(off)}: {fixes.run_command('checklist', inventory, cli=True)}"
+    elif unready:
+        fix = "; ".join(r.message for r in unready)
     else:
         fix = ("RDMA is not reported off, yet MLX cannot use it; meanwhile the TCP ring works: "
                f"mlx.launch --hostfile {cluster.folder / RING_HOSTFILE}")
@@ -158,7 +188,8 @@ def _job_cables(job: Job, cluster: Cluster) -> list[CableLink]:
     return [link for link in cluster.cables if link.a.host in job.hosts and link.b.host in job.hosts]
 
 
-def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventory: str) -> list[Finding]:
+def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventory: str,
+             bridge: str | None = None) -> list[Finding]:
     """The likely causes of the failed jobs. A failed RDMA job whose TCP twin (the same ranks or
     cable over the ring hostfile) passed, on cables that look right, is an RDMA problem."""
     tcp_works = {(j.kind, j.cable) for j in jobs if j.passed and j.backend == "ring"}
@@ -166,7 +197,7 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
     for job in jobs:
         if job.passed or job.kind == "script":
             continue
-        causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory)]
+        causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory, bridge)]
         messages = [(r, r.error) for r in job.failed_ranks() if r.error]
         for rank, message in messages:
             # The knowledge base `mlx-fleet explain` uses: a rank that cannot bind its own address.

@@ -15,18 +15,30 @@ import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers, node_facts
 from mlx_fleet.capture import remote_command
 from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 
 CONNECT_TIMEOUT = 10
 SSH_TIMEOUT = 60
 _MARK = "@@mlx-fleet-verify-section"
-# The reads the diagnosis uses (macos_commands.READS); RDMA ones only for an RDMA backend.
-NETWORK_READS = ("hardware_ports", "ifconfig")
-RDMA_READS = ("rdma_ctl", "ibv_devinfo")
+# The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
+# (module_utils.node_facts); RDMA ones only for an RDMA backend.
+NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
+RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo")
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
+
+
+class _Reads:
+    """What node_facts asks of a module, for reads this run made over ssh: a read or an output it cannot use
+    raises ValueError (the diagnosis then leaves that judgement out), a warning is the report's evidence."""
+
+    def fail_json(self, msg, **kwargs):
+        raise ValueError(msg)
+
+    def warn(self, msg):
+        pass
 
 
 @dataclass
@@ -63,6 +75,34 @@ class Node:
     @property
     def interfaces(self) -> dict | None:
         return self.parsed("ifconfig", "parse_ifconfig")
+
+    def addresses(self, device: str) -> list[str]:
+        """The port's IPv4 addresses, address/prefix, as mlx_fleet_thunderbolt lists them."""
+        return node_facts.port_addresses(self.interfaces or {}, device)
+
+    @property
+    def thunderbolt(self) -> dict | None:
+        """mlx_fleet_thunderbolt as the modules make it (module_utils.node_facts: the same RDMA judgement of
+        rdma_ctl and ibv_devices, an unknown wording included), for the ports this run reads (no port speeds:
+        system_profiler is not read); None when the RDMA reads were not made or ibv_devinfo did not parse."""
+        if not all(name in self.reads for name in RDMA_READS):
+            return None
+        results = {name: (rc, text, "") for name, (rc, text) in self.reads.items()}
+        try:
+            status, enabled, devices, states, unread = node_facts.rdma_state(_Reads(), results)
+        except ValueError:
+            return None
+        interfaces = self.interfaces or {}
+        return {"ports": [node_facts.port_facts(receptacle, device, interfaces, devices, states)
+                          for receptacle, device in sorted(self.ports.items())],
+                "bridge": self.bridge, "rdma_enabled": enabled, "rdma_status": status, "rdma_devices": devices,
+                "rdma_unread": unread}
+
+    @property
+    def bridge(self) -> dict:
+        """The Thunderbolt Bridge as mlx_fleet_thunderbolt describes it (service unread: taken as disabled)."""
+        return node_facts.bridge_state(self.interfaces or {},
+                                       self.parsed("service_order", "parse_network_service_order") or [])
 
 
 def ssh_argv(host: str, command: str, options: tuple[str, ...] = (),

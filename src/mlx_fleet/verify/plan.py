@@ -1,29 +1,29 @@
 """What `mlx-fleet verify` checks: the cluster as the hostfiles and the fabric's addresses describe it.
 
-The inventory gives the folder the hostfiles are in (``mlx_fleet_output_dir``, by default
-``.mlx-fleet`` beside the inventory) and the interpreter every Mac runs (``mlx_env_path``);
+The inventory gives the folder the hostfiles are in (``mlx_fabric_output_dir``, the role's default:
+``mlx_fleet_output_dir``, else the output folder beside the inventory) and the interpreter every Mac runs
+(``mlx_env_path``);
 ``hostfile.json`` gives the ranks and the backend, ``hostfile-ring.json`` the TCP fallback and
 the cluster model (``cluster.json``, plugin_utils.cluster_model) every cable with both ends' ports and addresses.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
     MODEL_FILE, PREFIX, ClusterModel, coerce, read_model)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile as hostfiles
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS, pair_links
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import End, Link
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import check_hostfile
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import ROLE_DEFAULTS
 
-CLUSTER_GROUP = "mlx_cluster"
 DEFAULT_SIZES = "1KiB:256MiB"
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.I)
@@ -73,6 +73,7 @@ def format_size(size: int) -> str:
 class Settings:
     output_dir: Path  # where the hostfiles are
     python: str  # the interpreter, the same path on every Mac
+    bridge: str  # mlx_fabric_bridge: what the fabric does with the Thunderbolt Bridge
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class InventoryHost:
     name: str
     address: str  # ansible_host, else the name
     ssh_options: tuple[str, ...]  # ansible_user, ansible_port, the key and the ssh arguments, as ssh options
-    values: dict  # name -> templated value (None when unset)
+    values: dict  # name -> templated value, the inventory's over the roles' defaults (None when neither sets it)
 
 
 def _ssh_options(value) -> tuple[str, ...]:
@@ -98,46 +99,34 @@ def _ssh_options(value) -> tuple[str, ...]:
 
 
 def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
-    """One read of the inventory: mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the
-    cluster's first host, and every host of the group with its ssh settings and the variables NAMES."""
-    from ansible.errors import AnsibleError
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
-    from ansible.vars.manager import VariableManager
+    """One read of the inventory (plugin_utils.inventory_view): the output folder (mlx_fabric_output_dir:
+    mlx_fleet_output_dir, else the default beside the inventory), mlx_env_path and mlx_fabric_bridge as a play
+    running the roles sees them for the cluster's first host, and every host of the group with its ssh settings
+    and the variables NAMES."""
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+        InventoryView, InventoryViewError)
 
-    for source in inventories:
-        if not Path(source).exists():
-            raise VerifyError(f"inventory {source} does not exist")
-    loader = DataLoader()
-    inventory = InventoryManager(loader=loader, sources=[str(Path(s).resolve()) for s in inventories])
-    hosts = inventory.get_hosts(CLUSTER_GROUP)
-    if not hosts:
-        raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
-    manager = VariableManager(loader=loader, inventory=inventory)
-    default_env = (yaml.safe_load(ROLE_DEFAULTS.read_text()) or {})["mlx_env_path"]
-    found = []
     try:
-        for index, host in enumerate(hosts):
-            variables = manager.get_vars(host=host)
-            templar = Templar(loader=loader, variables=variables)
-
-            def value(name: str, default=None, variables=variables, templar=templar):
-                raw = variables.get(name)
-                return default if raw is None else templar.template(raw)
-
-            if index == 0:
-                output_dir = str(value("mlx_fleet_output_dir", f"{variables['inventory_dir']}/.mlx-fleet"))
-                env_path = str(value("mlx_env_path", default_env))
-            found.append(InventoryHost(host.name, str(value("ansible_host", host.name)), _ssh_options(value),
-                                       {name: value(name) for name in names}))
-    except AnsibleError as exc:
-        raise VerifyError(f"inventory: {exc.message}") from exc
-    return Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python"), found
+        inventory = InventoryView(inventories)
+        hosts = inventory.hosts(CLUSTER_GROUP)
+        if not hosts:
+            raise VerifyError(f"inventory {', '.join(inventories)}: no hosts in group {CLUSTER_GROUP}")
+        settings, found = None, []
+        for host in hosts:
+            get = inventory.values(host)
+            if settings is None:
+                output_dir, env_path, bridge = (str(get(name)) for name in ("mlx_fabric_output_dir", "mlx_env_path",
+                                                                         "mlx_fabric_bridge"))
+                settings = Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge)
+            found.append(InventoryHost(host, str(get("ansible_host", host)), _ssh_options(get),
+                                       {name: get(name) for name in names}))
+    except InventoryViewError as exc:
+        raise VerifyError(str(exc)) from None
+    return settings, found
 
 
 def settings_from_inventory(inventories: list[str]) -> Settings:
-    """mlx_fleet_output_dir and mlx_env_path as Ansible sees them for the cluster's first host."""
+    """The output folder, the interpreter and the bridge as Ansible sees them for the cluster's first host."""
     return read_inventory(inventories)[0]
 
 
@@ -219,7 +208,7 @@ def load_cluster(folder: Path) -> Cluster:
     for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
         if data is not None or path == folder / HOSTFILE:  # a hostfile.json of "null" is no hostfile either
             try:
-                check_hostfile(data)
+                hostfiles.check_hostfile(data)
             except ValueError as exc:
                 raise VerifyError(f"{path}: {exc}; {fix}") from None
     try:
@@ -237,17 +226,17 @@ def _entry(hostfile: dict, host: str) -> dict:
 
 
 def link_hostfile(cluster: Cluster, link: CableLink, backend: str, devices: dict[str, str] | None = None) -> dict:
-    """A two-rank hostfile for one cable: its two ends' addresses (ring), or its two RDMA devices
-    (jaccl, devices: host -> enX of its end) with the coordinator address of the cluster hostfile."""
+    """A two-rank hostfile for one cable, rendered by the fabric's hostfile code: its two ends' addresses
+    (ring), or its two RDMA devices (jaccl, devices: host -> enX of its end) with the coordinator address of
+    the cluster hostfile."""
     a, b = link.ends()
-    if backend == "ring":
-        hosts = [{"ssh": end.host, "ips": [end.address], "rdma": []} for end in (a, b)]
-    else:
-        rdma = [f"rdma_{(devices or {})[end.host]}" for end in (a, b)]
-        hosts = [{"ssh": a.host, "ips": _entry(cluster.hostfile, a.host)["ips"], "rdma": [None, rdma[0]]},
-                 {"ssh": b.host, "ips": _entry(cluster.hostfile, b.host)["ips"], "rdma": [rdma[1], None]}]
-    return {"backend": "jaccl" if backend.startswith("jaccl") else "ring", "envs": cluster.hostfile["envs"],
-            "hosts": hosts}
+    devices = devices or {}
+    wire = Link(End(a.host, a.port, devices.get(a.host, "")), End(b.host, b.port, devices.get(b.host, "")), 0.0)
+    network = str(ipaddress.ip_interface(f"{a.address}/{a.prefix}").network)
+    management = {host: next(iter(_entry(cluster.hostfile, host)["ips"]), None) for host in (a.host, b.host)}
+    return hostfiles.render("jaccl" if backend.startswith("jaccl") else "ring", [a.host, b.host],
+                            pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): network}, management,
+                            cluster.hostfile["envs"])
 
 
 def single_host_hostfile(cluster: Cluster) -> dict:

@@ -29,6 +29,7 @@ class Options:
     repeat: int = 3
     rtol: float = 1e-5
     atol: float = 1e-8
+    bridge: str | None = None  # mlx_fabric_bridge (None: the role's default)
 
 
 @dataclass
@@ -152,7 +153,7 @@ def verify(cluster: Cluster, options: Options, out: Path, launcher: list[str]) -
         failed = sorted({h for j in outcome.jobs if not j.passed for h in j.hosts}, key=hosts.index)
         outcome.evidence = dict(outcome.nodes)
         outcome.evidence.update(nodes.read(failed, reads))  # the state the failures met
-        outcome.findings = diagnose(outcome.jobs, cluster, outcome.evidence, options.inventory)
+        outcome.findings = diagnose(outcome.jobs, cluster, outcome.evidence, options.inventory, options.bridge)
         outcome.comparisons = compare.comparisons(outcome.single, outcome.scripted, options.rtol, options.atol)
         outcome.level, outcome.reasons = compare.level(
             checks_passed and not outcome.findings, outcome.single, outcome.scripted, outcome.comparisons,
