@@ -313,8 +313,10 @@ def mismatch(host: str, key: str, macos: dict) -> str | None:
     if actual is declared:
         return None  # a newer identifier of the declared model (its name and chip)
     fix = f"set mlx_fleet_model: {actual.key}" if actual else "remove mlx_fleet_model (the Mac's own facts are read)"
-    return (f"{host}: mlx_fleet_model says {key} ({declared.model_name}, {declared.chip}) but the Mac is a "
-            f"{macos.get('model_name') or 'Mac'} ({identifier}, {macos.get('chip') or 'chip unknown'}); {fix}, "
+    name = macos.get("model_name") or "Mac"
+    article = "an" if name[0].lower() in "aeiou" else "a"  # "an iMac"
+    return (f"{host}: mlx_fleet_model says {key} ({declared.model_name}, {declared.chip}) but the Mac is {article} "
+            f"{name} ({identifier}, {macos.get('chip') or 'chip unknown'}); {fix}, "
             "or check that the inventory names the right Mac")
 
 

@@ -207,8 +207,9 @@ def test_corrected_identifiers_map_to_keys(identifier, key):
 
 
 def test_a_two_port_m4_imac_declared_as_the_four_port_one_is_a_contradiction():
-    line = models.mismatch("i1", "imac-m4", macos("Mac16,2", "iMac", "Apple M4"))
-    assert line and "set mlx_fleet_model: imac-m4-two-port" in line
+    assert models.mismatch("i1", "imac-m4", macos("Mac16,2", "iMac", "Apple M4")) == (
+        "i1: mlx_fleet_model says imac-m4 (iMac, Apple M4) but the Mac is an iMac (Mac16,2, Apple M4); set "
+        "mlx_fleet_model: imac-m4-two-port, or check that the inventory names the right Mac")
     assert MODELS["imac-m4-two-port"].thunderbolt_devices == [(1, "en1"), (2, "en2")]
 
 
