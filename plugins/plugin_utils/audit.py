@@ -437,7 +437,7 @@ def _field(macs, observed, controller, checks):
                 gid = field_checks.rdma_gid(port, port.get("addresses") or [])
                 checks.append(Check("RDMA", f"{port['rdma_device']} IPv4-mapped GID", [host],
                                     "::ffff:<the port's IPv4> in ibv_devinfo -v", gid or "present", not gid,
-                                    field_checks.rdma_gid_fix("{inventory}")))
+                                    field_checks.RDMA_GID_FIX))
         locked = field_checks.filevault(node.get("filevault"))
         checks.append(Check("network", "FileVault", [host], "off (a restarted Mac comes back on the network)",
                             locked or "off", not locked, field_checks.filevault_fix(host)))

@@ -9,8 +9,8 @@ import shlex
 
 CLI_VAR = "mlx_fleet_cli"  # set by the CLI for every run: the person has the `mlx-fleet` command
 # The playbooks the CLI runs under a command of its own.
-CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist"}
-PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env")
+CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist", "audit": "audit"}
+PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env", "audit")
 
 
 def run_command(playbook: str, inventory: str, *, cli: bool = False) -> str:
