@@ -21,7 +21,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (
     FIX_CONVERGE, FIX_ENV, FIX_NODE, FIX_RECOVERY)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
@@ -59,7 +59,7 @@ class Finding:
     @property
     def ports(self) -> list[list]:
         """The cable's ends as [host, Thunderbolt port] pairs (status.json and the events carry them)."""
-        return [[end.host, end.number] for end in (self.cable.a, self.cable.b)] if self.cable else []
+        return self.cable.ports if self.cable else []
 
 
 @dataclass
@@ -389,8 +389,7 @@ def findings_from(data: dict) -> dict[str, Finding]:
     found = {}
     for key, value in (data or {}).items():
         value = {name: value[name] for name in Finding.__dataclass_fields__ if name in value}
-        ports = (data[key].get("ports") or [])[:2]
-        value["cable"] = Cable(*(Port(str(host), int(number)) for host, number in ports)) if len(ports) == 2 else None
+        value["cable"] = Cable.from_ports(data[key]["ports"]) if data[key].get("ports") else None
         found[key] = Finding(**value)
     return found
 
