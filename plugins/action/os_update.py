@@ -128,6 +128,7 @@ class ActionModule(ActionBase):
                     name, problem, location=task_vars.get("mlx_fleet_location"), target=target,
                     inventory=inventory))
                 lines.append(f"visit sheet: {sheet}")
+                result["visit_sheet"] = str(sheet)
             result.update(failed=True, msg="\n".join(lines), problem=problem)
             return result
 
@@ -151,7 +152,8 @@ class ActionModule(ActionBase):
                 "label": plan["labels"][name], "build": target["build"], "user": args["user"], "password": password,
                 "confirm_timeout": int(args.get("confirm_timeout") or 120)}, task_vars=task_vars)
             if res.get("failed"):
-                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed")))
+                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed"),
+                                                      res.get("error") or ""))
             result["changed"] = True
             os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
             os_update.write_record(record_path, record)

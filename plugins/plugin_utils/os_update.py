@@ -239,9 +239,10 @@ WAIT_PROBLEMS = {
 }
 
 
-def install_problem(message: str) -> dict:
-    """softwareupdate --install refused or did not start: nothing changed on the Mac."""
-    if "failed to authorize" in message:
+def install_problem(message: str, error: str = "") -> dict:
+    """softwareupdate --install refused or did not start: nothing changed on the Mac. ERROR is softwareupdate's
+    own line that says why (macos_update's error), MESSAGE the step's line for a person."""
+    if "failed to authorize" in error:
         steps = ["Check the volume owner's password (--password-file, or the one typed) and that the user "
                  "(mlx_fleet_os_update_user, default ansible_user) can unlock this Mac's disk (an administrator in "
                  "System Settings > Users & Groups)"]
