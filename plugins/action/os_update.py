@@ -19,7 +19,7 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
@@ -162,7 +162,8 @@ class ActionModule(ActionBase):
             if outcome != "back":
                 return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
         after = self._read(task_vars, checks=True)
-        problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"))
+        problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"),
+                                         converge=fixes.run_command("site", inventory, cli=fixes.uses_cli(task_vars)))
         if not problems:
             problems = os_update.audit_problems(self._audit(task_vars, output_dir, inventory),
                                                 before.get("audit_drift") or [])

@@ -2,6 +2,7 @@
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
 
 NAMES = ["m1", "m2", "m3", "m4"]
@@ -63,12 +64,16 @@ def test_checks_after_the_restart():
     before = {"build": "25C56", "version": "26.2", "rdma_enabled": True, "addresses": {"en2": ["192.168.0.1"]},
               "mlx_imports": True}
     good = dict(before, build="25F84", version="26.5.2")
-    assert ou.check_after("m2", before, good, "25F84", True) == []
+    assert ou.check_after("m2", before, good, "25F84", True, converge="c") == []
     bad = dict(good, rdma_enabled=False, addresses={"en2": []}, mlx_imports=False, mlx_error="ImportError")
-    problems = ou.check_after("m2", before, bad, "25F84", True)
+    problems = ou.check_after("m2", before, bad, "25F84", True,
+                              converge=fixes.run_command("site", "lab/hosts.yml", cli=False))
     assert [p["visit"] for p in problems] == [True, False, False]
     assert problems[0]["reason"].startswith("RDMA is off after the update")
     assert "en2 192.168.0.1" in problems[1]["reason"]
+    # The fix names the converge of the install in use: here the collection's playbook, no clone's site.yml.
+    assert problems[1]["steps"] == ["Run ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.site, then "
+                                    "mlx-fleet os-update again"]
     assert ou.wait_problem("no-return", timeout=60, build="25C56")["visit"] is True
 
 
