@@ -13,9 +13,10 @@ CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checkl
 PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env", "audit")
 
 
-def run_command(playbook: str, inventory: str, *, cli: bool = False) -> str:
-    """The command that runs mlx_fleet.cluster.PLAYBOOK on INVENTORY, for the install in use."""
-    where = shlex.quote(str(inventory))
+def run_command(playbook: str, inventory: str | list[str], *, cli: bool = False) -> str:
+    """The command that runs mlx_fleet.cluster.PLAYBOOK on INVENTORY (one, or several as -i each), for the
+    install in use."""
+    where = " -i ".join(shlex.quote(str(i)) for i in ([inventory] if isinstance(inventory, str) else inventory))
     if cli and playbook in CLI_COMMANDS:
         return f"mlx-fleet {CLI_COMMANDS[playbook]} -i {where}"
     return f"ansible-playbook -i {where} mlx_fleet.cluster.{playbook}"

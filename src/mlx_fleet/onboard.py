@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
@@ -296,7 +297,7 @@ def run_onboard(args, summarize) -> int:
 
     output_dir = runner.output_dir_from(args)
     inventory_text = " ".join(f"-i {shlex.quote(i)}" for i in args.inventory)
-    converge = f"mlx-fleet converge {inventory_text}"
+    converge = fixes.run_command("site", args.inventory, cli=True)
     extravars = {"mlx_fleet_output_dir": str(output_dir)}
     # Sudo on the new Mac asks for its admin password unless the drop-in went in: that Mac's alone.
     options = runner.PlaybookOptions(verbosity=args.verbose, become_password=others, host_become_passwords=(
