@@ -11,7 +11,7 @@ from ansible.utils.vars import load_extra_vars
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory, labelled
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, inventory_problems, labelled
 
 CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
                 "mlx_fleet_envs") + VERSION_VARS
@@ -43,12 +43,12 @@ class ActionModule(ClusterAction):
         # Cluster-wide settings are group variables: every host sees the same value.
         group_vars = _known(hostvars[names[0]], CLUSTER_VARS) if names else {}
         outside = tuple(h for h in task_vars["groups"].get("all", []) if h not in names)
-        problems = check_inventory(hosts, group_vars, controller_networks(), outside=outside, group=group)
+        problems = inventory_problems(hosts, group_vars, controller_networks(), outside=outside, group=group)
         if problems:
             try:
                 extra = load_extra_vars(self._loader)  # what -e gave, as ansible-playbook read it
             except AnsibleError:
                 extra = {}
-            raise refusal(labelled(problems, extra), result={"problems": problems})
+            raise refusal(labelled(problems, extra), result={"problems": [problem.line for problem in problems]})
         result.update(changed=False, hosts=len(hosts), msg=f"inventory of {len(hosts)} Macs in {group} is consistent")
         return result

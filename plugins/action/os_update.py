@@ -19,7 +19,7 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
@@ -128,6 +128,7 @@ class ActionModule(ActionBase):
                     name, problem, location=task_vars.get("mlx_fleet_location"), target=target,
                     inventory=inventory))
                 lines.append(f"visit sheet: {sheet}")
+                result["visit_sheet"] = str(sheet)
             result.update(failed=True, msg="\n".join(lines), problem=problem)
             return result
 
@@ -151,7 +152,8 @@ class ActionModule(ActionBase):
                 "label": plan["labels"][name], "build": target["build"], "user": args["user"], "password": password,
                 "confirm_timeout": int(args.get("confirm_timeout") or 120)}, task_vars=task_vars)
             if res.get("failed"):
-                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed")))
+                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed"),
+                                                      res.get("error") or ""))
             result["changed"] = True
             os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
             os_update.write_record(record_path, record)
@@ -160,7 +162,8 @@ class ActionModule(ActionBase):
             if outcome != "back":
                 return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
         after = self._read(task_vars, checks=True)
-        problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"))
+        problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"),
+                                         converge=fixes.run_command("site", inventory, cli=fixes.uses_cli(task_vars)))
         if not problems:
             problems = os_update.audit_problems(self._audit(task_vars, output_dir, inventory),
                                                 before.get("audit_drift") or [])

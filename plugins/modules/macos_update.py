@@ -87,6 +87,10 @@ build:
   description: The build C(sw_vers) reported before.
   type: str
   returned: always
+error:
+  description: The install command's line that says it failed, as it printed it.
+  type: str
+  returned: when it failed
 """
 
 import os
@@ -131,7 +135,7 @@ def main():
     if said["error"] or (done and process.returncode != 0):
         why = said["error"] or said["last"] or "exit {0}".format(process.returncode)
         module.fail_json(msg="softwareupdate --install failed: {0}".format(why), started=False, output=text,
-                         build=sw["build_version"])
+                         build=sw["build_version"], error=why)
     if not said["started"]:
         why = "it ended without downloading or preparing anything" if done else \
             "its output showed no download or preparation within {0} s".format(p["confirm_timeout"])

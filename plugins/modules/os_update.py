@@ -90,4 +90,8 @@ problem:
   description: On failure, the reason, whether a person must go to the Mac (visit), and the steps.
   returned: failure
   type: dict
+visit_sheet:
+  description: The visit sheet written for the person who goes to the Mac.
+  returned: failure, when a person must go to the Mac
+  type: str
 """

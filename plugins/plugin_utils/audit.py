@@ -19,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, check_declaration
@@ -374,8 +374,11 @@ def _cables(macs, observed, declared, controller, checks):
     """The cables against the plan (mlx_fleet_cables), else against the last converge's cables (the model)."""
     first = declared[macs[0]]
     model = controller.get("model")
+    for problem in first.get("cable_problems") or []:
+        checks.append(Check("cables", "mlx_fleet_cables", [CLUSTER], "cables written 'host:port -- host:port'",
+                            problem, False, "correct mlx_fleet_cables in the inventory"))
     if first.get("cables") is not None:
-        plan = [c if isinstance(c, Cable) else parse_cable(c) for c in first["cables"]]  # the inventory's
+        plan = [Cable.from_ports(ports) for ports in first["cables"]]  # the inventory's, read by plugin_utils.declared
     elif model and model.links:
         plan = [link.cable for link in model.links]
     else:
@@ -437,7 +440,7 @@ def _field(macs, observed, controller, checks):
                 gid = field_checks.rdma_gid(port, port.get("addresses") or [])
                 checks.append(Check("RDMA", f"{port['rdma_device']} IPv4-mapped GID", [host],
                                     "::ffff:<the port's IPv4> in ibv_devinfo -v", gid or "present", not gid,
-                                    field_checks.rdma_gid_fix("{inventory}")))
+                                    field_checks.RDMA_GID_FIX))
         locked = field_checks.filevault(node.get("filevault"))
         checks.append(Check("network", "FileVault", [host], "off (a restarted Mac comes back on the network)",
                             locked or "off", not locked, field_checks.filevault_fix(host)))

@@ -44,6 +44,17 @@ class Cable:
         """Orientation-free identity: the same cable whichever end is written first."""
         return (self.a, self.b) if self.a <= self.b else (self.b, self.a)
 
+    @property
+    def ports(self) -> list[list]:
+        """Its ends as data, a then b: [[host, Thunderbolt port], [host, Thunderbolt port]] (facts, JSON)."""
+        return [[self.a.host, self.a.number], [self.b.host, self.b.number]]
+
+    @classmethod
+    def from_ports(cls, ports) -> Cable:
+        """A cable from its ends as data (Cable.ports, as facts and JSON keep it): never from its text."""
+        (a_host, a_number), (b_host, b_number) = ports
+        return cls(Port(str(a_host), int(a_number)), Port(str(b_host), int(b_number)))
+
 
 # Any host name is read as written (checked against the inventory's hosts afterwards), so a
 # misspelt or non-ASCII name is reported as an unknown host, not as a malformed cable.

@@ -19,6 +19,7 @@ from ansible.template import trust_as_template
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import wired_limit_mb
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import DECLARATION_KEYS
 
@@ -92,6 +93,22 @@ def _wired_limit(get, host_vars: Mapping) -> int:
         return 0
 
 
+def _cables(entries) -> dict:
+    """mlx_fleet_cables read once, here: ``cables``, each cable as its ends (cableplan.Cable.ports; None when
+    the inventory has no plan), and ``cable_problems``, a line for each entry that is not a cable."""
+    if entries is None:
+        return {"cables": None, "cable_problems": []}
+    cables, problems = [], []
+    for entry in entries if isinstance(entries, list) else []:
+        try:
+            cables.append(parse_cable(entry).ports)
+        except CablePlanError as exc:
+            problems.append(f"mlx_fleet_cables: {exc}")
+    if not isinstance(entries, list):
+        problems.append("mlx_fleet_cables: must be a list of 'host:port -- host:port'")
+    return {"cables": cables, "cable_problems": problems}
+
+
 def declared_state(host_vars: Mapping, template: Template, trust: Callable[[object], object] = trusted) -> dict:
     """The declared state of the Mac whose variables are HOST_VARS (inventory, facts, magic variables).
 
@@ -104,7 +121,7 @@ def declared_state(host_vars: Mapping, template: Template, trust: Callable[[obje
         model=get("mlx_fleet_model"),
         min_macos=str(get("mlx_fleet_min_macos", defaults.MIN_MACOS)),
         backend=get("mlx_fleet_backend", defaults.BACKEND),
-        cables=get("mlx_fleet_cables"),
+        **_cables(get("mlx_fleet_cables")),
         ip_pool=get("mlx_fleet_ip_pool", defaults.IP_POOL),
         envs=list(get("mlx_fleet_envs", []) or []),
         output_dir=get("mlx_fabric_output_dir"),

@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
+
 CAUSES = ("bridge", "no-ipv4", "rdma-off", "no-rdma-hardware", "hostfile", "stale-rdma", "rdma-limits", "peer-lost",
           "launch-env", "network", "os-mismatch", "mlx-version", "gpu-wedged")
 
-# Per cause: what it is, what to collect on each Mac (exact commands; HOST is the Mac), and the fix.
+# Per cause: what it is, what to collect on each Mac (exact commands; HOST is the Mac), and the fix (its commands
+# as plugin_utils.fixes.fill templates: {site}, {checklist}, ... in the install's form, {inventory} the inventory).
 MEANING = {
     "bridge": "the Thunderbolt Bridge is on: the cabled ports are bridge0's members, so their own addresses and "
               "RDMA's GIDs do not work point to point",
@@ -67,24 +70,24 @@ EVIDENCE = {
 }
 
 FIX = {
-    "bridge": "mlx-fleet converge -i INVENTORY (the fabric step turns the Thunderbolt Bridge off)",
-    "no-ipv4": "mlx-fleet converge -i INVENTORY (the fabric step puts the addresses back); if it comes back, look "
+    "bridge": "{site} (the fabric step turns the Thunderbolt Bridge off)",
+    "no-ipv4": "{site} (the fabric step puts the addresses back); if it comes back, look "
                "for a network manager resetting the ports (exo's io.exo.networksetup LaunchDaemon)",
-    "rdma-off": "the Recovery step: mlx-fleet checklist -i INVENTORY, then mlx-fleet converge -i INVENTORY",
+    "rdma-off": "the Recovery step: {checklist}, then {site}",
     "no-rdma-hardware": "use the TCP ring (mlx_fleet_backend: ring or auto), or direct Thunderbolt 5 cables between "
                         "Thunderbolt 5 Macs on macOS 26.2 or later",
-    "hostfile": "mlx-fleet hostfile -i INVENTORY, and launch with OUTPUT_DIR/hostfile.json",
+    "hostfile": "{hostfile}, and launch with OUTPUT_DIR/hostfile.json",
     "stale-rdma": "restart the Macs whose ibv_devinfo hangs or whose queue pairs fail (all of the job's Macs if "
                   "unsure), then run again",
     "rdma-limits": "stop stray ranks (they hold queue pairs), use fewer connections per device, and check the wired "
                    "limit; restart the Mac if the count does not come back",
     "peer-lost": "find the rank that failed first (its own message is the cause); check the cables and Macs with "
-                 "mlx-fleet watch -i INVENTORY --once",
+                 "mlx-fleet watch -i {inventory} --once",
     "launch-env": "launch with mlx.launch --hostfile OUTPUT_DIR/hostfile.json --backend as the hostfile says, with "
                   "the cluster's interpreter; do not set MLX_RANK or MLX_HOSTFILE by hand",
     "network": "bring the Mac back on the network (power, sleep, cable), check `ssh HOST` works without a prompt",
     "os-mismatch": "update macOS so every Mac runs the same build (26.2 or later)",
-    "mlx-version": "mlx-fleet lock -i INVENTORY, then ansible-playbook -i INVENTORY mlx_fleet.cluster.env (one MLX "
+    "mlx-version": "mlx-fleet lock -i {inventory}, then {env} (one MLX "
                    "version everywhere, one without the bug)",
     "gpu-wedged": "restart the Mac; remove MLX_METAL_FAST_SYNCH from mlx_fleet_envs and the hostfile's env",
 }
@@ -255,6 +258,12 @@ def explain(text: str, findings: dict | None = None) -> Explanation:
     return result
 
 
+def fix(cause: str, inventory: str = "INVENTORY", output_dir: str = "OUTPUT_DIR", *, cli: bool = True) -> str:
+    """The fix of CAUSE with its commands in the install's form (mlx-fleet's, with cli: explain and verify are
+    commands of the CLI)."""
+    return fixes.fill(FIX[cause], inventory, cli=cli).replace("OUTPUT_DIR", output_dir)
+
+
 def report(result: Explanation, inventory: str = "INVENTORY", output_dir: str = "OUTPUT_DIR") -> list[str]:
     """The lines explain prints: the cause, what the log said, the evidence to collect, the fix."""
 
@@ -281,7 +290,7 @@ def report(result: Explanation, inventory: str = "INVENTORY", output_dir: str = 
             lines += ["  seen on the Macs now:"] + [f"    {m}" for m in result.confirmed[cause]]
         else:
             lines += ["  evidence to collect:"] + [f"    {fill(e)}" for e in EVIDENCE[cause]]
-        lines.append(f"  fix: {fill(FIX[cause])}")
+        lines.append(f"  fix: {fix(cause, inventory, output_dir)}")
     return lines
 
 

@@ -102,6 +102,5 @@ def rdma_gid(port: dict, addresses: list[str]) -> str:
             "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
 
 
-def rdma_gid_fix(inventory: str) -> str:
-    return (f"give the port its IPv4 address back: mlx-fleet converge -i {inventory} (ibv_devinfo -v then lists "
-            "::ffff:<its address>)")
+# {site}: the converge command in the install's form (plugin_utils.fixes.fill), as FAST_SYNCH_FIX.
+RDMA_GID_FIX = "give the port its IPv4 address back: {site} (ibv_devinfo -v then lists ::ffff:<its address>)"

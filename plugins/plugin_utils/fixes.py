@@ -9,13 +9,14 @@ import shlex
 
 CLI_VAR = "mlx_fleet_cli"  # set by the CLI for every run: the person has the `mlx-fleet` command
 # The playbooks the CLI runs under a command of its own.
-CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist"}
-PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env")
+CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist", "audit": "audit"}
+PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env", "audit")
 
 
-def run_command(playbook: str, inventory: str, *, cli: bool = False) -> str:
-    """The command that runs mlx_fleet.cluster.PLAYBOOK on INVENTORY, for the install in use."""
-    where = shlex.quote(str(inventory))
+def run_command(playbook: str, inventory: str | list[str], *, cli: bool = False) -> str:
+    """The command that runs mlx_fleet.cluster.PLAYBOOK on INVENTORY (one, or several as -i each), for the
+    install in use."""
+    where = " -i ".join(shlex.quote(str(i)) for i in ([inventory] if isinstance(inventory, str) else inventory))
     if cli and playbook in CLI_COMMANDS:
         return f"mlx-fleet {CLI_COMMANDS[playbook]} -i {where}"
     return f"ansible-playbook -i {where} mlx_fleet.cluster.{playbook}"

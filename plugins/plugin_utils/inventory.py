@@ -10,6 +10,7 @@ import difflib
 import ipaddress
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
@@ -35,6 +36,19 @@ MAX_WIRED_FRACTION = 0.9
 SUGGESTED_POOLS = ("192.168.0.0/16", "10.99.0.0/16", "172.31.0.0/16")
 
 
+@dataclass(frozen=True)
+class InventoryProblem:
+    """A problem with the inventory: its line for a person, and the variables whose values it is about (an
+    extra variable (-e) of one of those names wins over the inventory, and labelled() says so)."""
+
+    line: str
+    variables: tuple[str, ...] = ()
+
+
+def _about(variables: tuple[str, ...], lines: list[str]) -> list[InventoryProblem]:
+    return [InventoryProblem(line, variables) for line in lines]
+
+
 def version_tuple(text: str) -> tuple[int, ...]:
     """(26, 2) from "26.2"; tolerant of suffixes a Mac may print ("26.2 beta")."""
     return tuple(int(part) for part in re.findall(r"\d+", str(text or "")))
@@ -42,7 +56,14 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_networks=(), *,
                     outside: tuple[str, ...] = (), group: str = defaults.CLUSTER_GROUP) -> list[str]:
-    """Problems with the cluster as declared.
+    """Problems with the cluster as declared, one line each (inventory_problems)."""
+    return [problem.line for problem in inventory_problems(hosts, group_vars, controller_networks, outside=outside,
+                                                           group=group)]
+
+
+def inventory_problems(hosts: dict[str, dict], group_vars: dict, controller_networks=(), *,
+                       outside: tuple[str, ...] = (), group: str = defaults.CLUSTER_GROUP) -> list[InventoryProblem]:
+    """Problems with the cluster as declared, each with the variables it is about.
 
     ``hosts`` maps each host in the cluster group to its variables (the merged host and
     group variables Ansible gives it); ``group_vars`` are the cluster-wide values, read from
@@ -50,21 +71,21 @@ def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_network
     controller's own ``(interface, IPv4Interface)`` pairs, which the pool must stay clear of;
     ``outside`` the inventory's other hosts (not in ``group``), named as such when a cable names one.
     """
-    problems: list[str] = []
     if not hosts:
-        return ["the group has no hosts; list your Macs under mlx_cluster"]
-    problems += _host_name_problems(hosts)
-    problems += _duplicate_addresses(hosts)
+        return [InventoryProblem("the group has no hosts; list your Macs under mlx_cluster")]
+    problems = _host_name_problems(hosts)
+    problems += _about(("ansible_host",), _duplicate_addresses(hosts))
     for name, hv in hosts.items():
         problems += _host_var_problems(name, hv)
     backend = group_vars.get("mlx_fleet_backend", defaults.BACKEND)
     if backend not in BACKENDS:
-        problems.append(f"mlx_fleet_backend: unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+        problems += _about(("mlx_fleet_backend",),
+                           [f"mlx_fleet_backend: unknown backend {backend!r}; use one of {', '.join(BACKENDS)}"])
     for var in VERSION_VARS:
-        problems += _version_problems(var, group_vars.get(var))
-    problems += _env_problems(group_vars.get("mlx_fleet_envs"))
+        problems += _about((var,), _version_problems(var, group_vars.get(var)))
+    problems += _about(("mlx_fleet_envs",), _env_problems(group_vars.get("mlx_fleet_envs")))
     cables, cable_problems = _cables(hosts, group_vars.get("mlx_fleet_cables") or [], outside, group)
-    problems += cable_problems
+    problems += _about(("mlx_fleet_cables",), cable_problems)
     problems += _pool_problems(hosts, group_vars, cables, controller_networks)
     return problems
 
@@ -84,27 +105,30 @@ def local_host_name(name: str, hv: dict) -> str:
     return str(hv.get("macos_node_local_host_name") or name.split(".")[0])
 
 
-def _host_name_problems(hosts: dict[str, dict]) -> list[str]:
+def _host_name_problems(hosts: dict[str, dict]) -> list[InventoryProblem]:
     problems = []
     by_local_name: dict[str, list[str]] = defaultdict(list)
     for name, hv in hosts.items():
         if not _valid_host_name(name):
-            problems.append(f"{name!r}: not a valid host name; name each Mac with letters, digits and hyphens "
-                            "(dots only between labels), e.g. studio-1")
+            problems.append(InventoryProblem(f"{name!r}: not a valid host name; name each Mac with letters, digits "
+                                             "and hyphens (dots only between labels), e.g. studio-1"))
             continue
         local = local_host_name(name, hv)
         if check_local_host_name(local) is not None:
-            problems.append(f"{name}: macos_node_local_host_name {local!r} is not a Bonjour name; use letters, "
-                            "digits and hyphens only (at most 63, no hyphen first or last)")
+            problems.append(InventoryProblem(f"{name}: macos_node_local_host_name {local!r} is not a Bonjour name; "
+                                             "use letters, digits and hyphens only (at most 63, no hyphen first or "
+                                             "last)", ("macos_node_local_host_name",)))
             continue
         by_local_name[local.lower()].append(name)
         reached = str(hv.get("ansible_host") or name).rstrip(".")
         if reached.lower().endswith(".local") and reached[: -len(".local")].lower() != local.lower():
-            problems.append(f"{name}: reached as {reached}, but macos_node would rename the Mac to {local}.local "
-                            f"and lose it; set macos_node_local_host_name: {reached[: -len('.local')]} or "
-                            f"ansible_host: {local}.local")
-    problems += [f"{' and '.join(names)}: the same Bonjour name {local}.local; give each Mac its own "
-                 "macos_node_local_host_name" for local, names in by_local_name.items() if len(names) > 1]
+            problems.append(InventoryProblem(
+                f"{name}: reached as {reached}, but macos_node would rename the Mac to {local}.local and lose it; "
+                f"set macos_node_local_host_name: {reached[: -len('.local')]} or ansible_host: {local}.local",
+                ("macos_node_local_host_name", "ansible_host")))
+    problems += _about(("macos_node_local_host_name",), [
+        f"{' and '.join(names)}: the same Bonjour name {local}.local; give each Mac its own macos_node_local_host_name"
+        for local, names in by_local_name.items() if len(names) > 1])
     return problems
 
 
@@ -118,37 +142,41 @@ def _duplicate_addresses(hosts: dict[str, dict]) -> list[str]:
     ]
 
 
-def _host_var_problems(name: str, hv: dict) -> list[str]:
+def _host_var_problems(name: str, hv: dict) -> list[InventoryProblem]:
     problems = []
+
+    def add(variable: str, line: str) -> None:
+        problems.append(InventoryProblem(line, (variable,)))
+
     model = hv.get("mlx_fleet_model")
     if model is not None and not isinstance(model, str):
-        problems.append(f"{name}: mlx_fleet_model is a {_kind(model)}; give one model key, "
+        add("mlx_fleet_model", f"{name}: mlx_fleet_model is a {_kind(model)}; give one model key, "
                         f"e.g. mlx_fleet_model: {next(iter(MODELS))}")
     elif model is not None and model not in MODELS:
         close = difflib.get_close_matches(model, MODELS, n=3, cutoff=0.6)
-        problems.append(f"{name}: unknown model {model!r} in mlx_fleet_model; "
+        add("mlx_fleet_model", f"{name}: unknown model {model!r} in mlx_fleet_model; "
                         + (f"did you mean {', '.join(close)}? " if close else "")
                         + "Or leave it out: the Mac's own facts are read")
     location = hv.get("mlx_fleet_location")
     if location is not None and not (isinstance(location, str) and location.isprintable()):
         what = "has control characters" if isinstance(location, str) else f"is a {_kind(location)}"
-        problems.append(f"{name}: mlx_fleet_location {what}; write where the Mac stands as one line of text "
+        add("mlx_fleet_location", f"{name}: mlx_fleet_location {what}; write where the Mac stands as one line of text "
                         "(quoted in YAML), e.g. \"rack 2, shelf 3\"")
     label = hv.get("macos_node_wired_limit_label")
     if label is not None and not (isinstance(label, str) and _LABEL_RE.fullmatch(label)):
-        problems.append(f"{name}: macos_node_wired_limit_label {label!r} is not a reverse-DNS launchd label; "
+        add("macos_node_wired_limit_label", f"{name}: macos_node_wired_limit_label {label!r} is not a reverse-DNS launchd label; "
                         "use one like org.mlx-fleet.wired-limit (letters, digits, hyphens, dot-separated)")
     fraction = hv.get("macos_node_wired_limit_fraction")
     if fraction is not None:
         value = _number(fraction)
         if value is None or not 0 <= value <= MAX_WIRED_FRACTION:
-            problems.append(f"{name}: macos_node_wired_limit_fraction {fraction!r} is not a fraction from 0 to "
+            add("macos_node_wired_limit_fraction", f"{name}: macos_node_wired_limit_fraction {fraction!r} is not a fraction from 0 to "
                             f"{MAX_WIRED_FRACTION}; above that macOS runs short of memory: use at most "
                             f"{MAX_WIRED_FRACTION} (0 keeps macOS's default)")
     limit = hv.get("macos_node_wired_limit_mb")
     size = _number(limit)
     if limit is not None and (size is None or size < 0 or not size.is_integer()):
-        problems.append(f"{name}: macos_node_wired_limit_mb {limit!r} is not a size in MB; give a whole number "
+        add("macos_node_wired_limit_mb", f"{name}: macos_node_wired_limit_mb {limit!r} is not a size in MB; give a whole number "
                         "(0 keeps macOS's default)")
     return problems
 
@@ -228,23 +256,28 @@ def _cables(hosts: dict[str, dict], cables, outside=(), group: str = defaults.CL
     return checked, problems
 
 
-def labelled(problems: list[str], extra_vars) -> list[str]:
-    """Each problem headed by where its value comes from: an extra variable (-e) when it names one (an
-    extra variable wins over the inventory), else the inventory."""
-    def source(problem: str) -> str:
-        named = any(re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", problem) for name in extra_vars)
-        return "extra variable (-e)" if named else "inventory"
-
-    return [f"{source(problem)}: {problem}" for problem in problems]
+def labelled(problems: list[InventoryProblem], extra_vars) -> list[str]:
+    """Each problem's line headed by where its value comes from: an extra variable (-e) when one of its variables
+    was given as one (an extra variable wins over the inventory), else the inventory."""
+    return [f"{'extra variable (-e)' if set(problem.variables) & set(extra_vars) else 'inventory'}: {problem.line}"
+            for problem in problems]
 
 
-def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str], controller_networks) -> list[str]:
+def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str],
+                   controller_networks) -> list[InventoryProblem]:
     management = group_vars.get("mlx_fleet_management_network")
     if management:
         try:
             management_net = ipaddress.ip_network(str(management), strict=False)
         except ValueError:
-            return [f"mlx_fleet_management_network: {management!r} is not a network like 10.0.1.0/24"]
+            return _about(("mlx_fleet_management_network",),
+                          [f"mlx_fleet_management_network: {management!r} is not a network like 10.0.1.0/24"])
+    return _about(("mlx_fleet_ip_pool",), _pool_lines(hosts, group_vars, cables, controller_networks,
+                                                      management_net if management else None))
+
+
+def _pool_lines(hosts: dict[str, dict], group_vars: dict, cables: list[str], controller_networks,
+                management_net) -> list[str]:
     if "mlx_fleet_ip_pool" not in group_vars:
         return []  # the fabric picks a range nothing here uses (choose_pool)
     pool_text = group_vars["mlx_fleet_ip_pool"]
@@ -271,7 +304,7 @@ def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str], 
         problems.append(f"mlx_fleet_ip_pool: {pool} overlaps this controller's network{'s' * (len(mine) > 1)} "
                         f"{', '.join(mine)}; pick a pool neither the controller nor the Macs use, "
                         f"e.g. {_suggestion(controller_networks)}")
-    if management and management_net.overlaps(pool):
+    if management_net is not None and management_net.overlaps(pool):
         problems.append(f"mlx_fleet_ip_pool: {pool} overlaps the management network {management_net}; "
                         "pick a pool the Macs do not already use")
     for name, hv in hosts.items():

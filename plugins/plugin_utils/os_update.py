@@ -179,8 +179,10 @@ def now() -> str:
 
 # --- after a Mac came back ------------------------------------------------------------------------
 
-def check_after(name: str, before: dict, after: dict, build: str, rdma_expected: bool | None) -> list[dict]:
-    """What is wrong with a Mac after its update; each {reason, visit (a person must go), steps}."""
+def check_after(name: str, before: dict, after: dict, build: str, rdma_expected: bool | None, *,
+                converge: str) -> list[dict]:
+    """What is wrong with a Mac after its update; each {reason, visit (a person must go), steps}. CONVERGE: the
+    command that converges the cluster, in the install's form (plugin_utils.fixes.run_command)."""
     problems = []
     if after["build"] != build:
         problems.append({"reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
@@ -197,10 +199,10 @@ def check_after(name: str, before: dict, after: dict, build: str, rdma_expected:
                   for addr in addrs if addr not in (after.get("addresses") or {}).get(dev, []))
     if lost:
         problems.append({"reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
-                         "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
+                         "steps": [f"Run {converge}, then mlx-fleet os-update again"]})
     if before.get("mlx_imports") and not after.get("mlx_imports"):
         problems.append({"reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
-                         "visit": False, "steps": ["Run mlx-fleet converge, then mlx-fleet os-update again"]})
+                         "visit": False, "steps": [f"Run {converge}, then mlx-fleet os-update again"]})
     return problems
 
 
@@ -239,9 +241,10 @@ WAIT_PROBLEMS = {
 }
 
 
-def install_problem(message: str) -> dict:
-    """softwareupdate --install refused or did not start: nothing changed on the Mac."""
-    if "failed to authorize" in message:
+def install_problem(message: str, error: str = "") -> dict:
+    """softwareupdate --install refused or did not start: nothing changed on the Mac. ERROR is softwareupdate's
+    own line that says why (macos_update's error), MESSAGE the step's line for a person."""
+    if "failed to authorize" in error:
         steps = ["Check the volume owner's password (--password-file, or the one typed) and that the user "
                  "(mlx_fleet_os_update_user, default ansible_user) can unlock this Mac's disk (an administrator in "
                  "System Settings > Users & Groups)"]

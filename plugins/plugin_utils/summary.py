@@ -42,7 +42,8 @@ class RunOutcome:
     changed: set[str] = field(default_factory=set)
     controller_changed: bool = False  # a step run once for the cluster rewrote the controller's files
     failed: dict[str, list[str]] = field(default_factory=dict)
-    cluster_failed: list[str] = field(default_factory=list)  # steps run once for the whole cluster
+    cluster_failed: list[tuple[str, str]] = field(default_factory=list)  # (step, what it said) of the steps run
+    # once for the whole cluster
     unreachable: dict[str, str] = field(default_factory=dict)
     results: dict[str, list[dict]] = field(default_factory=dict)
     # A warning's text -> the Macs whose own tasks gave it (none: a cluster step's or Ansible's, which say
@@ -90,7 +91,7 @@ class RunOutcome:
             if action == ARGUMENT_CHECK:
                 task = "the role's variables"  # not "Validating arguments against arg spec 'main' - ..."
             if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
-                self.cluster_failed.append(f"{task}:\n{text}")
+                self.cluster_failed.append((task, text))
             elif text or not bad:
                 self.failed.setdefault(host, []).append(f"{task}: {text}")
 
@@ -109,7 +110,7 @@ class RunOutcome:
         for host in natural(self.unreachable):
             out.append(f"unreachable: {host}: {self.unreachable[host]}")
         failures = [f"{host}: {text}" for host in natural(self.failed) for text in self.failed[host]]
-        for failure in failures + self.cluster_failed:
+        for failure in failures + [f"{task}:\n{text}" for task, text in self.cluster_failed]:
             first, *more = failure.splitlines()
             out += [f"failed: {first}", *(f"  {line}" for line in more)]
         out += extra or []

@@ -21,8 +21,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (
     FIX_CONVERGE, FIX_ENV, FIX_NODE, FIX_RECOVERY)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import ACTIVE
@@ -54,7 +54,12 @@ class Finding:
     fix: str
     cleared: str  # what is said when it is gone
     macs: list[str]
-    cable: str = ""
+    cable: Cable | None = None  # the cable it is about, ends as in the cluster model (lower end first)
+
+    @property
+    def ports(self) -> list[list]:
+        """The cable's ends as [host, Thunderbolt port] pairs (status.json and the events carry them)."""
+        return self.cable.ports if self.cable else []
 
 
 @dataclass
@@ -62,7 +67,7 @@ class Baseline:
     """What the last converge recorded (the output folder) and the inventory declares."""
 
     hosts: list[str]
-    cables: dict[str, str] = field(default_factory=dict)  # cable -> its /30 (cluster_model.last_links)
+    cables: list[LinkModel] = field(default_factory=list)  # the last converge's (cluster_model.last_links)
     rdma_ready: list[str] = field(default_factory=list)  # Macs the RDMA ledger saw ready
     models: dict[str, str] = field(default_factory=dict)  # host -> mlx_fleet_model
     bridge: str = "disabled"  # mlx_fabric_bridge
@@ -206,17 +211,14 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                         f"`ssh {host}`", f"{host} is back: it answers over ssh", [host]))
     read = {h for h in up if macs[h].get("bridge") is not None}  # the Thunderbolt reads parsed
     owner = {p["domain_uuid"]: (h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
-    links = {str(link): link for link in links_found(baseline.hosts, macs)}
+    links = {link.cable.key: link for link in links_found(baseline.hosts, macs)}
     ready = set(baseline.rdma_ready)
-    for cable, network in sorted(baseline.cables.items()):
-        try:
-            parsed = parse_cable(cable)
-        except CablePlanError:
-            continue
-        a, b = parsed.a, parsed.b
+    for last in sorted(baseline.cables, key=lambda item: str(item.cable)):
+        cable = last.cable
+        a, b = cable.a, cable.b
         if not {a.host, b.host} <= read:
             continue  # a Mac down says it; a Mac whose ports could not be read has a warning
-        link = links.get(cable)
+        link = links.get(cable.key)
         if link is None:
             add(Finding(
                 f"cable {cable}", "cable",
@@ -232,7 +234,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                         f"Macs do {rated} Gb/s", "replace it with a Thunderbolt 5 cable (a Thunderbolt 4 or a "
                         "damaged cable links at 40 Gb/s)", f"cable {cable} is back at {rated} Gb/s",
                         [a.host, b.host], cable))
-        for end, address in zip((a, b), ends(network)):
+        for end, address in zip((a, b), (last.a.address, last.b.address)):
             port = _port(macs[end.host], end.number) or {}
             addresses = [i.split("/")[0] for i in port.get("inet", [])]
             if address not in addresses:
@@ -244,7 +246,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
             gid = field_checks.rdma_gid(port, port.get("inet", [])) if macs[end.host].get("rdma_enabled") else ""
             if gid:
                 add(Finding(f"rdma-gid {end}", "rdma-gid", f"{port_name(end.host, end.number)}: {gid}",
-                            field_checks.rdma_gid_fix(inventory),
+                            _fix(field_checks.RDMA_GID_FIX, inventory),
                             f"{port_name(end.host, end.number)}: RDMA port has its IPv4-mapped GID again",
                             [end.host], cable))
             if macs[end.host].get("rdma_enabled") and port.get("rdma_device") and port.get("rdma_state") not in (
@@ -254,12 +256,11 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                             f"{port['rdma_state']} on a cable that links", f"reboot {end.host} (an RDMA port that "
                             "stays down on a linked cable comes back only with a restart)",
                             f"{port_name(end.host, end.number)}: RDMA port active again", [end.host], cable))
-    found_cables = set(links) - set(baseline.cables)
-    for cable in sorted(found_cables if baseline.cables else ()):
-        link = links[cable]
+    found_cables = set(links) - {last.cable.key for last in baseline.cables}
+    for cable in sorted((links[key].cable for key in found_cables), key=str) if baseline.cables else ():
         add(Finding(f"extra {cable}", "extra-cable", f"cable {cable} is not one the last converge configured",
                     f"{_fix(FIX_CONVERGE, inventory)} (or unplug it)", f"cable {cable} is gone",
-                    [link.a.host, link.b.host], cable))
+                    [cable.a.host, cable.b.host], cable))
     for host in sorted(up, key=baseline.hosts.index):
         mac = macs[host]
         bridge = mac.get("bridge") or {}
@@ -351,11 +352,12 @@ def changes(baseline: Baseline, before: dict[str, dict], now: dict[str, dict]) -
                                  "Console's crash reports)", [host]))
         if old.get("build") and new.get("build") and old["build"] != new["build"]:
             events.append(_event("build", f"{host}: macOS changed from {old['build']} to {new['build']}",
-                                 "check RDMA and the bridge (updates switch them): mlx-fleet audit", [host]))
+                                 "check RDMA and the bridge (updates switch them): " + _fix("{audit}", baseline.inventory),
+                                 [host]))
         if old.get("fingerprint") != new.get("fingerprint") and old.get("fingerprint") is not None:
             events.append(_event("environment", f"{host}: the MLX environment changed (fingerprint "
                                  f"{str(old['fingerprint'])[:12]} -> {str(new.get('fingerprint'))[:12]})",
-                                 "mlx-fleet audit shows what; the env play puts the lock back", [host]))
+                                 _fix("{audit} shows what; {env} puts the lock back", baseline.inventory), [host]))
         if old.get("power") and new.get("power") and old["power"] != new["power"]:
             moved = [f"{k} {old['power'].get(k)} -> {new['power'].get(k)}" for k in sorted(
                 set(old["power"]) | set(new["power"])) if old["power"].get(k) != new["power"].get(k)]
@@ -368,24 +370,30 @@ def _when(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _event(kind: str, message: str, fix: str, macs: list[str], state: str = "changed", cable: str = "",
+def _event(kind: str, message: str, fix: str, macs: list[str], state: str = "changed", finding: Finding | None = None,
            key: str = "") -> dict:
-    return {"event": kind, "state": state, "message": message, "fix": fix, "macs": macs, "cable": cable,
+    return {"event": kind, "state": state, "message": message, "fix": fix, "macs": macs,
+            "cable": str(finding.cable) if finding and finding.cable else "", "ports": finding.ports if finding else [],
             "key": key or f"{kind} {' '.join(macs)}"}
 
 
 def events(before: dict[str, Finding], now: dict[str, Finding]) -> list[dict]:
     """The findings that appeared (state "new") and those gone (state "cleared"), each once."""
-    found = [_event(f.kind, f.message, f.fix, f.macs, "new", f.cable, key) for key, f in now.items()
-             if key not in before]
-    gone = [_event(f.kind, f.cleared, "", f.macs, "cleared", f.cable, key) for key, f in before.items()
-            if key not in now]
+    found = [_event(f.kind, f.message, f.fix, f.macs, "new", f, key) for key, f in now.items() if key not in before]
+    gone = [_event(f.kind, f.cleared, "", f.macs, "cleared", f, key) for key, f in before.items() if key not in now]
     return gone + found
 
 
 def findings_from(data: dict) -> dict[str, Finding]:
-    return {key: Finding(**value) for key, value in (data or {}).items()}
+    """Findings as status.json keeps them: the cable from its ports, never from its text."""
+    found = {}
+    for key, value in (data or {}).items():
+        value = {name: value[name] for name in Finding.__dataclass_fields__ if name in value}
+        value["cable"] = Cable.from_ports(data[key]["ports"]) if data[key].get("ports") else None
+        found[key] = Finding(**value)
+    return found
 
 
 def findings_data(findings: dict[str, Finding]) -> dict:
-    return {key: asdict(f) for key, f in findings.items()}
+    """Findings for status.json: the cable as its text for a person, and its ends (ports) for programs."""
+    return {key: {**asdict(f), "cable": str(f.cable) if f.cable else "", "ports": f.ports} for key, f in findings.items()}

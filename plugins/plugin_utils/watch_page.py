@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_picture
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding as PictureFinding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
@@ -37,9 +36,10 @@ def _labels(**labels) -> str:
 
 
 def cables(baseline: watch.Baseline, links: list[Link]) -> dict[str, Link | None]:
-    """Every cable to show: the last converge's, linked or not, and any other found."""
-    found = {str(link): link for link in links}
-    return {cable: found.get(cable) for cable in sorted(set(baseline.cables) | set(found))}
+    """Every cable to show, by its name: the last converge's, linked or not, and any other found."""
+    found = {link.cable.key: link for link in links}
+    named = {last.cable.key: str(last.cable) for last in baseline.cables} | {key: str(link) for key, link in found.items()}
+    return {name: found.get(key) for key, name in sorted(named.items(), key=lambda item: item[1])}
 
 
 def metrics(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict, now: float) -> str:
@@ -69,20 +69,17 @@ def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, wat
     dashed lines, slow cables and Macs down in red."""
     drawn = []
     for finding in findings.values():
-        if finding.kind == "cable":
-            try:
-                cable = parse_cable(finding.cable)
-            except CablePlanError:
-                continue
-            drawn.append(PictureFinding("missing", finding.cable, finding.message, True,
-                                        gap=(cable.a.host, cable.b.host),
+        cable = finding.cable
+        if finding.kind == "cable" and cable:
+            drawn.append(PictureFinding("missing", str(cable), finding.message, True, gap=(cable.a.host, cable.b.host),
                                         note=f"OUT: TB{cable.a.number} -- TB{cable.b.number}"))
-        elif finding.cable and finding.kind in ("slow", "extra-cable", "no-ipv4", "rdma-port", "rdma-gid"):
-            drawn.append(PictureFinding(finding.kind, finding.cable, finding.message, False, link=finding.cable,
+        elif cable and finding.kind in ("slow", "extra-cable", "no-ipv4", "rdma-port", "rdma-gid"):
+            drawn.append(PictureFinding(finding.kind, str(cable), finding.message, False, link=str(cable),
                                         note=finding.kind))
         if finding.kind in ("down", "bridge", "stale-rdma", "rdma-off"):
             drawn.append(PictureFinding(finding.kind, "", finding.message, True, hosts=tuple(finding.macs)))
-    return fabric_picture.dot(baseline.hosts, baseline.models, links, baseline.cables, title, drawn)
+    addresses = {str(last.cable): last.network for last in baseline.cables}
+    return fabric_picture.dot(baseline.hosts, baseline.models, links, addresses, title, drawn)
 
 
 def render_html(status: dict, svg: str | None, why: str, every: float | None) -> str:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
@@ -221,19 +221,12 @@ def _new_host_file(folder: Path, name: str, host_vars: dict) -> Path:
     return path
 
 
-def _cable_key(text: str) -> str:
-    """An advised cable as the fabric names it (lower end first), to compare with its results as they are."""
-    try:
-        return str(Cable(*parse_cable(text).key))
-    except CablePlanError:
-        return text
-
-
 def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path, timeout: float,
                     extravars: dict, stream=sys.stdout) -> bool:
     """Read the cabling until every advised cable is in, saying what is seen; a cable in a wrong
-    port gets the fabric's line with the move that fixes it. False after the timeout."""
-    wanted = {_cable_key(c): c for c in advised}
+    port gets the fabric's line with the move that fixes it. False after the timeout. The advised cables
+    are the onboarding plan's ``add``, named as the fabric names the cables it finds (lower end first)."""
+    wanted = list(advised)
     started = time.monotonic()
     said: set[str] = set()
     last = None
@@ -243,7 +236,7 @@ def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path
                                      output_dir=output_dir, progress=False)
         fabric = report.result("mlx_fleet.cluster.fabric") or {}
         found = set(fabric.get("cables", {}))  # the fabric names each cable lower end first
-        seen = [c for key, c in wanted.items() if key in found]
+        seen = [c for c in wanted if c in found]
         elapsed = time.monotonic() - started
         for finding in fabric.get("findings", []):
             if finding["kind"] in ("wrong port", "extra") and finding["message"] not in said and (
@@ -254,7 +247,7 @@ def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path
             if message not in said:
                 said.add(message)
                 stream.write(("\r\033[K" if live else "") + f"unreachable: {host}: {message}\n")
-        waiting = [c for key, c in wanted.items() if key not in found]
+        waiting = [c for c in wanted if c not in found]
         line = (f"cables: {len(seen)}/{len(wanted)} in"
                 + (f"; waiting for {', '.join(waiting)}" if waiting else ""))
         if live:
@@ -304,7 +297,7 @@ def run_onboard(args, summarize) -> int:
 
     output_dir = runner.output_dir_from(args)
     inventory_text = " ".join(f"-i {shlex.quote(i)}" for i in args.inventory)
-    converge = f"mlx-fleet converge {inventory_text}"
+    converge = fixes.run_command("site", args.inventory, cli=True)
     extravars = {"mlx_fleet_output_dir": str(output_dir)}
     # Sudo on the new Mac asks for its admin password unless the drop-in went in: that Mac's alone.
     options = runner.PlaybookOptions(verbosity=args.verbose, become_password=others, host_become_passwords=(

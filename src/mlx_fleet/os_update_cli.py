@@ -57,7 +57,7 @@ def run_os_update(args) -> int:
                                      output_dir=runner.output_dir_from(args))
     plan = report.result(PLAN_ACTION)
     if not plan or "plan" not in plan:  # refused or could not read every Mac: nothing changed
-        refused = [line for failure in report.cluster_failed for line in failure.splitlines()[1:]]
+        refused = [line for dummy, text in report.cluster_failed for line in text.splitlines()]
         if refused:
             print("\n".join(f"refused: {line}" for line in refused), file=sys.stderr)
             status = EXIT_BAD_INPUT if report.input_errors else EXIT_ATTENTION
@@ -78,12 +78,13 @@ def run_os_update(args) -> int:
                                  os_update.FAILED: f"stopped: {mac.get('reason')}",
                                  os_update.STARTED: "started, not finished"}.get(status, "untouched"))
     for res in report.results.get(UPDATE_ACTION, []):
-        out += [line for line in (res.get("msg") or "").splitlines() if line.startswith("visit sheet:")]
+        if res.get("visit_sheet"):
+            out.append(f"visit sheet: {res['visit_sheet']}")
         problem = res.get("problem")
         if problem and not problem["visit"]:  # a visit sheet holds the steps otherwise
             out += [f"  to do: {step}" for step in problem["steps"]]
     if not any(res.get("problem") for res in report.results.get(UPDATE_ACTION, [])):  # failed elsewhere: say why
-        out += [f"failed: {line.splitlines()[0]}" for line in report.cluster_failed]
+        out += [f"failed: {task}:" for task, dummy in report.cluster_failed]
         out += [f"failed: {host}: {msg.splitlines()[0]}" for host in sorted(report.failed)
                 for msg in report.failed[host]]
     for host, why in sorted(report.unreachable.items()):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import fingerprint_path
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import last_links
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
 from mlx_fleet import watch_service
@@ -62,14 +62,15 @@ def add_watch_parser(sub, command) -> None:
     service.add_argument("--uninstall", action="store_true", help="stop and remove that service")
 
 
-def _hostfile_envs(path: Path) -> list[str]:
+def _hostfile_envs(path: Path, inventory: str) -> list[str]:
     """The environment the last converge's hostfile gives the ranks (none without a hostfile)."""
     try:
         envs = json.loads(path.read_text()).get("envs") or []
     except FileNotFoundError:
         return []
     except (OSError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a hostfile ({exc}); rewrite it: mlx-fleet hostfile -i INVENTORY") from None
+        raise ValueError(f"{path}: not a hostfile ({exc}); rewrite it: "
+                         f"{fixes.run_command('hostfile', inventory, cli=True)}") from None
     return [str(e) for e in envs]
 
 
@@ -108,9 +109,9 @@ class Watch:
     def read_records(self) -> None:
         """The last converge's records, read again each round: a converge while watching moves the baseline."""
         try:
-            self.baseline.cables = {str(link.cable): link.network for link in last_links(self.records)}
+            self.baseline.cables = last_links(self.records)
             self.baseline.rdma_ready = list(read_ledger(self.records / LEDGER_FILE)["nodes"])
-            self.baseline.hostfile_envs = _hostfile_envs(self.records / HOSTFILE)
+            self.baseline.hostfile_envs = _hostfile_envs(self.records / HOSTFILE, self.baseline.inventory)
         except ValueError as exc:
             raise UserError(str(exc)) from None
 

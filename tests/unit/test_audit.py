@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import CLUSTER, run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import declared_state
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
 from mlx_fleet import record as records
 from test_fabric import Cluster
@@ -319,9 +320,11 @@ def test_cluster_checks_name_no_mac():
 
 def test_cables_against_a_declared_plan():
     state = converged()
-    plan = sorted(str(link.cable) for link in state[3]["model"].links)
+    plan = declared_state({"mlx_fleet_cables": sorted(str(link.cable) for link in state[3]["model"].links)},
+                          lambda value, variables, role: value, lambda value: value)
+    assert plan["cables"][0] == [["mini-1", 1], ["mini-2", 1]] and plan["cable_problems"] == []
     for d in state[2].values():
-        d["cables"] = plan
+        d.update(cables=plan["cables"], cable_problems=plan["cable_problems"])
     assert audit(state).findings == []
     cluster = Cluster.of("mini-m4-pro", 4, "ring")
     cluster.unplug("mini-3:2").unplug("mini-4:1").cable("mini-1:3", "mini-3:3")
@@ -497,3 +500,16 @@ def test_a_port_cabled_to_a_mac_outside_the_cluster_needs_no_ipv4_mapped_gid():
     node(state, "mini-2")["addresses"][free["device"]] = []
     found = lines(state)
     assert not [line for line in found if "IPv4-mapped GID" in line], found
+
+
+def test_a_cable_the_inventory_misspells_is_a_finding_not_a_crash():
+    state = converged()
+    plan = declared_state({"mlx_fleet_cables": ["mini-1:1 -- mini-2:1", "mini-2 3 -- mini-3:1"]},
+                          lambda value, variables, role: value, lambda value: value)
+    assert plan["cables"] == [[["mini-1", 1], ["mini-2", 1]]]
+    assert plan["cable_problems"] == ["mlx_fleet_cables: cable end 'mini-2 3' is not host:port (port = Thunderbolt "
+                                      "receptacle number)"]
+    for d in state[2].values():
+        d.update(cables=plan["cables"], cable_problems=plan["cable_problems"])
+    wrong = [f for f in audit(state).findings if f.fact == "mlx_fleet_cables"]
+    assert [(f.macs, f.found) for f in wrong] == [([CLUSTER], plan["cable_problems"][0])]

@@ -1,6 +1,7 @@
 """explain's knowledge base on real logs (tests/fixtures/logs: each file's name starts with the cause its first
 line must name), on noise, on messages several causes produce, and narrowed by what the Macs show."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,4 +74,19 @@ def test_each_rule_example_is_its_own_and_docs_troubleshooting_lists_them_all():
         assert explain.match(rule.example)[0][1] is rule, rule.example
         assert f"| `{rule.example}` | {rule.says} |" in doc, rule.example
     for cause in explain.CAUSES:
-        assert f"### {cause}\n" in doc and explain.FIX[cause] in doc
+        assert f"### {cause}\n" in doc and explain.fix(cause) in doc
+
+
+def test_the_fixes_take_their_commands_from_the_one_place_in_the_install_s_form():
+    # The knowledge base spells no command of its own: each comes from plugin_utils.fixes.
+    for cause, text in explain.FIX.items():
+        assert not re.search(r"mlx-fleet (converge|checklist|hostfile|audit)|ansible-playbook|site\.yml", text), cause
+    assert explain.fix("rdma-off", "lab/hosts.yml") == (
+        "the Recovery step: mlx-fleet checklist -i lab/hosts.yml, then mlx-fleet converge -i lab/hosts.yml")
+    assert explain.fix("rdma-off", "lab/hosts.yml", cli=False) == (
+        "the Recovery step: ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.checklist, then "
+        "ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.site")
+    lines = explain.report(explain.explain("[ring] Couldn't bind socket (error: 49)"), "my lab/hosts.yml", "out")
+    assert "  fix: mlx-fleet converge -i 'my lab/hosts.yml' (the fabric step puts the addresses back); if it comes " \
+           "back, look for a network manager resetting the ports (exo's io.exo.networksetup LaunchDaemon)" in lines
+    assert "  fix: mlx-fleet hostfile -i 'my lab/hosts.yml', and launch with out/hostfile.json" in lines

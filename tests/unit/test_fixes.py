@@ -28,6 +28,7 @@ def test_the_command_fits_the_install(playbook, cli, want):
 
 def test_an_inventory_path_is_quoted_for_the_shell():
     assert fixes.run_command("site", "my lab/hosts.yml", cli=True) == "mlx-fleet converge -i 'my lab/hosts.yml'"
+    assert fixes.run_command("site", ["inv", "my lab"], cli=True) == "mlx-fleet converge -i inv -i 'my lab'"
     assert fixes.fill("{checklist}, then {site}; {inventory}", "a;b") == (
         "ansible-playbook -i 'a;b' mlx_fleet.cluster.checklist, then ansible-playbook -i 'a;b' mlx_fleet.cluster.site; "
         "'a;b'")

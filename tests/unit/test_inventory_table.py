@@ -215,11 +215,18 @@ def test_a_cable_to_a_host_outside_the_cluster_group_names_it_as_such():
 
 
 def test_a_problem_with_an_extra_variable_is_labelled_as_one():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import labelled
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import inventory_problems, labelled
 
-    problems = check_inventory(HOSTS, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_backend": "mpi"}, CONTROLLER)
+    problems = inventory_problems(HOSTS, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_backend": "mpi"}, CONTROLLER)
     assert labelled(problems, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_ip": "x"}) == [
         "inventory: mlx_fleet_backend: unknown backend 'mpi'; use one of jaccl, jaccl-ring, ring, auto",
         "extra variable (-e): mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set; write the network itself, 10.0.0.0/8"]
-    host_level = check_inventory(HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {}, CONTROLLER)
+    host_level = inventory_problems(HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {}, CONTROLLER)
     assert labelled(host_level, {"mlx_fleet_model": "studio-m2"})[0].startswith("extra variable (-e): s3: unknown model")
+    # The label comes from the variables a problem is about, not from reading its line: a -e variable that a
+    # line happens to name but that is not what is wrong leaves it the inventory's.
+    assert labelled(host_level, {"macos_node_local_host_name": "x"})[0].startswith("inventory: s3: unknown model")
+    mentioned = inventory_problems(HOSTS, {"mlx_fleet_envs": ["mlx_fleet_model"]}, CONTROLLER)
+    assert labelled(mentioned, {"mlx_fleet_model": "x"}) == [
+        "inventory: mlx_fleet_envs: 'mlx_fleet_model' is not NAME=VALUE with a NAME of letters, digits and "
+        "underscores; write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. [\"OMP_NUM_THREADS=4\"]"]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
 
 NAMES = ["m1", "m2", "m3", "m4"]
@@ -63,12 +64,16 @@ def test_checks_after_the_restart():
     before = {"build": "25C56", "version": "26.2", "rdma_enabled": True, "addresses": {"en2": ["192.168.0.1"]},
               "mlx_imports": True}
     good = dict(before, build="25F84", version="26.5.2")
-    assert ou.check_after("m2", before, good, "25F84", True) == []
+    assert ou.check_after("m2", before, good, "25F84", True, converge="c") == []
     bad = dict(good, rdma_enabled=False, addresses={"en2": []}, mlx_imports=False, mlx_error="ImportError")
-    problems = ou.check_after("m2", before, bad, "25F84", True)
+    problems = ou.check_after("m2", before, bad, "25F84", True,
+                              converge=fixes.run_command("site", "lab/hosts.yml", cli=False))
     assert [p["visit"] for p in problems] == [True, False, False]
     assert problems[0]["reason"].startswith("RDMA is off after the update")
     assert "en2 192.168.0.1" in problems[1]["reason"]
+    # The fix names the converge of the install in use: here the collection's playbook, no clone's site.yml.
+    assert problems[1]["steps"] == ["Run ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.site, then "
+                                    "mlx-fleet os-update again"]
     assert ou.wait_problem("no-return", timeout=60, build="25C56")["visit"] is True
 
 
@@ -103,8 +108,12 @@ def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path
     ou.mark(record, "m2", ou.STARTED, installed=True)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
     assert ou.hold_reason(tmp_path).startswith("the cluster is held")
-    problem = ou.install_problem("softwareupdate --install failed: failed to authorize for installation")
+    said = "failed to authorize for installation"  # softwareupdate's line (tests/fixtures/macos/README.md)
+    problem = ou.install_problem(f"softwareupdate --install failed: {said}", said)
     assert problem["visit"] is False and "volume owner's password" in problem["steps"][0]
+    # What the step says for a person is not read back: only softwareupdate's own line counts.
+    other = ou.install_problem("softwareupdate --install failed: failed to authorize for installation", "Error 5")
+    assert "volume owner's password" not in other["steps"][0]
 
 
 def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_every_mac_is_done(tmp_path):

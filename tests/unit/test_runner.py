@@ -159,6 +159,7 @@ def test_a_cluster_steps_failure_names_no_mac_and_indents_its_lines():
                res={"msg": f"{why}\nthe picture, faults in red: /o/fabric.svg", CLUSTER_STEP: True}),
         _event("runner_on_failed", host="mini-2", task="Give each port its network", res={"msg": "boom\nexit 1"}))
     assert report.failed == {"mini-2": ["Give each port its network: boom\nexit 1"]} and report.exit_status == 1
+    assert report.cluster_failed == [("Build the fabric", f"{why}\nthe picture, faults in red: /o/fabric.svg")]
     out = io.StringIO()
     runner.print_summary(report, stream=out)
     assert out.getvalue().splitlines()[:5] == [

@@ -566,3 +566,12 @@ def test_an_interrupted_job_stops_its_launcher_and_its_readers_before_the_log_cl
     assert failures == []
     with pytest.raises(ProcessLookupError):
         os.killpg(started[0], 0)  # the launcher's group is gone
+
+
+def test_a_folder_without_hostfiles_names_the_command_that_writes_them(tmp_path):
+    from mlx_fleet.verify.plan import load_cluster
+
+    with pytest.raises(VerifyError) as error:
+        load_cluster(tmp_path, "lab/hosts.yml")
+    assert str(error.value) == (f"{tmp_path / 'hostfile.json'}: no hostfile; write the hostfiles first: "
+                                "mlx-fleet hostfile -i lab/hosts.yml")

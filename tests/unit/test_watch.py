@@ -8,7 +8,8 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, watch, watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import nodes
 from test_module_thunderbolt_facts import OUTPUTS
@@ -64,8 +65,8 @@ def mac(ports, **extra):
             "rdma_enabled": True, "rdma_stale": False, "ports": ports, "warnings": []} | extra
 
 
-BASE = watch.Baseline(["a", "b"], {"a:1 -- b:2": "192.168.0.0/30"}, ["a", "b"], {"a": "mini-m4-pro", "b": "mini-m4-pro"},
-                      inventory="inv")
+BASE = watch.Baseline(["a", "b"], [cluster_model.link(Cable(Port("b", 2), Port("a", 1)), "192.168.0.0/30")], ["a", "b"],
+                      {"a": "mini-m4-pro", "b": "mini-m4-pro"}, inventory="inv")
 
 
 def cabled():
@@ -181,3 +182,44 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid_is_said_once():
         "JACCL's queue pairs fail with 'Changing queue pair to RTR failed with errno 22'")
     macs["b"]["ports"][0]["rdma_gids"] = None  # not listed (ibv_devinfo without -v): nothing said
     assert watch.assess(BASE, macs) == {}
+
+
+def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
+    pulled = cabled()
+    pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
+    pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
+    found = watch.assess(BASE, pulled)["cable a:1 -- b:2"]
+    assert found.cable == Cable(Port("a", 1), Port("b", 2))
+    assert found.fix.endswith("if it was moved on purpose: mlx-fleet converge -i inv")
+    event = watch.events({}, {"cable a:1 -- b:2": found})[0]
+    assert (event["cable"], event["ports"]) == ("a:1 -- b:2", [["a", 1], ["b", 2]])
+    # status.json keeps the text for a person and the ends for programs; read back, it is the same finding.
+    data = watch.findings_data({"cable a:1 -- b:2": found})
+    assert data["cable a:1 -- b:2"]["cable"] == "a:1 -- b:2" and data["cable a:1 -- b:2"]["ports"] == [["a", 1], ["b", 2]]
+    assert watch.findings_from(data) == {"cable a:1 -- b:2": found}
+    # The picture draws it from the ends, not from the text.
+    dot = watch_page.picture(BASE, [], {"cable a:1 -- b:2": found}, "t")
+    assert '"a" -- "b" [label="OUT: TB1 -- TB2", style=dashed, color=red, fontcolor=red];' in dot
+
+
+def test_a_cable_found_that_the_last_converge_did_not_configure_is_extra():
+    macs = cabled()
+    macs["a"]["ports"].append(port(2, "A2", "B1"))
+    macs["b"]["ports"].append(port(1, "B1", "A2"))
+    found = watch.assess(BASE, macs)
+    assert list(found) == ["extra a:2 -- b:1"]
+    assert found["extra a:2 -- b:1"].cable == Cable(Port("a", 2), Port("b", 1))
+    assert sorted(watch_page.cables(BASE, watch.links_found(BASE.hosts, macs))) == ["a:1 -- b:2", "a:2 -- b:1"]
+
+
+def test_the_watchs_hints_name_the_clis_commands_with_the_inventory():
+    macs = cabled()
+    for host in macs:
+        macs[host]["ports"][0]["rdma_gids"] = ["fe80::1"]
+    found = watch.assess(BASE, macs)
+    assert found["rdma-gid a:1"].fix == ("give the port its IPv4 address back: mlx-fleet converge -i inv "
+                                         "(ibv_devinfo -v then lists ::ffff:<its address>)")
+    after = copy.deepcopy(cabled())
+    after["b"]["build"] = "26.3 (25D20)"
+    build = next(e for e in watch.changes(BASE, cabled(), after) if e["event"] == "build")
+    assert build["fix"] == "check RDMA and the bridge (updates switch them): mlx-fleet audit -i inv"

@@ -70,7 +70,7 @@ def run_verify(args, argv: list[str] | None = None) -> int:
         held = os_update.hold_reason(folder)
         if held:
             raise VerifyError(held)
-        cluster = load_cluster(folder)
+        cluster = load_cluster(folder, args.inventory[0])
         launcher = mlx_launch()
     except (VerifyError, LaunchError) as exc:
         raise UserError(str(exc)) from None

@@ -200,8 +200,8 @@ def cables_from_addresses(addresses: dict[str, str], hosts: list[str]) -> list[C
     return cables_from_model(coerce(addresses), hosts)
 
 
-def load_cluster(folder: Path) -> Cluster:
-    fix = f"write the hostfiles first: {fixes.run_command('hostfile', 'INVENTORY', cli=True)}"
+def load_cluster(folder: Path, inventory: str = "INVENTORY") -> Cluster:
+    fix = f"write the hostfiles first: {fixes.run_command('hostfile', inventory, cli=True)}"
     hostfile = _read_json(folder / HOSTFILE, "hostfile", fix)
     ring = folder / RING_HOSTFILE
     ring_hostfile = _read_json(ring, "ring hostfile", fix) if ring.exists() else None
