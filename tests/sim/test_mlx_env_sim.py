@@ -260,7 +260,7 @@ def _python_build(dest: Path) -> tuple[str, str]:
 
 def test_managed_python_from_a_mirror_verified_by_hash(make_sim, tmp_path):
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE
-    from mlx_fleet.sim.cluster import SIM_ENV_LOCK
+    from mlx_fleet.sim.access import SIM_ENV_LOCK
 
     sim = make_sim(nodes=1)
     node = sim.nodes[0]

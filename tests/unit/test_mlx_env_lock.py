@@ -16,7 +16,7 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
-from mlx_fleet.sim.cluster import SIM_ENV_LOCK, environment_vars
+from mlx_fleet.sim.access import SIM_ENV_LOCK, environment_vars
 
 REPO = Path(__file__).resolve().parents[2]
 DECL = {"python_version": "3.12", "uv_version": "0.13.9", "mlx_version": "0.32.4", "mlx_lm_version": "0.32.2",
