@@ -21,7 +21,6 @@ else:
     PACKAGING_MISSING = None
 
 
-
 def _glibc_wheel(arch: str) -> re.Pattern:
     return re.compile(rf"^(manylinux_\d+_\d+|manylinux1|manylinux2010|manylinux2014|linux)_{arch}$")
 

@@ -29,7 +29,7 @@ def inventory_environment(inventory: str, group: str = CLUSTER_GROUP) -> tuple[d
             odd = [h for h, v in values.items() if v != values[first]]
             if odd:
                 raise EnvLockError(f"{key} differs between {first} and {odd[0]}: the environment is one for the whole "
-                                "cluster")
+                                   "cluster")
             raw[key] = values[first]
     except InventoryViewError as exc:
         raise EnvLockError(str(exc)) from None

@@ -49,7 +49,7 @@ def plain_name(text, what: str) -> str:
     """text if it is a plain file name (_PLAIN_NAME), else EnvLockError naming what it is."""
     if not isinstance(text, str) or not _PLAIN_NAME.fullmatch(text):
         raise EnvLockError(f"{what} {text!r} is not a plain file name (it becomes a path on the controller and the "
-                        "Macs); run mlx-fleet lock")
+                           "Macs); run mlx-fleet lock")
     return text
 
 

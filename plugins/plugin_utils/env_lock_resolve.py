@@ -29,6 +29,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import (
     INDEX_SCHEMES, PYPI_SIMPLE, download, fetch_json, index_files, wheel_platforms)
 
+
 def parse_compiled(text: str) -> list[dict]:
     """Parse `uv pip compile --generate-hashes` output into [{name, version, marker, hashes}]."""
     joined = re.sub(r"\\\s*\n", " ", text)
@@ -108,7 +109,7 @@ def python_builds(decl: dict, index: str = PYPI_SIMPLE, fetch=fetch_json, downlo
         best = max(candidates, key=lambda b: (b["patch"], b.get("build") or "", b["url"].endswith("_stripped.tar.gz")))
         if not best.get("sha256") or not best["url"].startswith(PYTHON_BUILD_BASE + "/"):
             raise EnvLockError(f"uv {decl['uv_version']}'s download metadata gives no sha256 or an unknown place for "
-                            f"{best['url']}")
+                               f"{best['url']}")
         version = f"{best['major']}.{best['minor']}.{best['patch']}"
         key_os = "macos" if os_name == "darwin" else os_name
         what = f"uv {decl['uv_version']}'s download metadata: the CPython build"
@@ -123,7 +124,7 @@ def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=fetch_json, d
     """Resolve DECL into a lock (a dict ready for json.dump) from INDEX (https:// or file://)."""
     if not index.startswith(INDEX_SCHEMES):
         raise EnvLockError(f"--index {index}: give an https:// (or file://) index; over plain http anyone on the "
-                        "way could answer with other wheels and hashes")
+                           "way could answer with other wheels and hashes")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "requirements.in"
         src.write_text("\n".join(requirements_in(decl)) + "\n")

@@ -36,8 +36,6 @@ def wheel_platforms(filename: str) -> set[str]:
 
 
 @functools.lru_cache(maxsize=None)
-
-
 def _python_tags(python_version: str, platform_tag: str) -> frozenset:
     version = tuple(int(x) for x in python_version.split("."))
     abi = f"cp{version[0]}{version[1]}"

@@ -22,9 +22,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import (  # noqa: F401 (the readiness API: callers use rdma.READY, ...)
-    ACTIVE, ENABLED_NOT_WORKING, NEEDS_RECOVERY, NOT_CAPABLE, RDMA_MIN_MACOS, READY, STATUSES, PortState, Readiness,
-    judge_node)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import (
+    ENABLED_NOT_WORKING, NEEDS_RECOVERY, NOT_CAPABLE, RDMA_MIN_MACOS, READY, Readiness, judge_node)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_text import STATUS_WORDS, describe
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_text import join as _join
 
