@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
@@ -24,7 +25,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record impor
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import sha256_file
 
 ARGS = {
-    "group": {"type": "str", "default": "mlx_cluster"},
+    "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
     "output_dir": {"type": "path"},
     "inventory": {"type": "str"},
 }

@@ -28,7 +28,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import L
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 
 ARGS = {
-    "group": {"type": "str", "default": "mlx_cluster"},
+    "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
     "output_dir": {"type": "path", "required": True},
     "write": {"type": "bool", "default": True},
     "bridge": {"type": "str", "choices": ["disabled", "enabled", "unchanged"]},

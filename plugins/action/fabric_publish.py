@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
@@ -21,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import L
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 
 ARGS = {
-    "group": {"type": "str", "default": "mlx_cluster"},
+    "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
     "output_dir": {"type": "path", "required": True},
     "fabric": {"type": "dict", "required": True},
     "network": {"type": "dict", "default": {}},

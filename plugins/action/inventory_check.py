@@ -8,6 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.utils.vars import load_extra_vars
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, check_inventory, labelled
@@ -32,7 +33,7 @@ def _known(variables, names: tuple[str, ...]) -> dict:
 
 
 class ActionModule(ClusterAction):
-    ARGS = {"group": {"type": "str", "default": "mlx_cluster"}}
+    ARGS = {"group": {"type": "str", "default": defaults.CLUSTER_GROUP}}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

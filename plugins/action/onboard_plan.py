@@ -18,7 +18,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import Uns
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 ARGS = {
-    "group": {"type": "str", "default": "mlx_cluster"},
+    "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
     "host": {"type": "str", "required": True},
     "output_dir": {"type": "path", "required": True},
     "inventory": {"type": "str", "required": True},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, ClusterAction, refusal
 
@@ -16,7 +17,7 @@ FACT = "mlx_fleet_os_update"
 
 class ActionModule(ClusterAction):
     ARGS = {
-        "group": {"type": "str", "default": "mlx_cluster"},
+        "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
         "output_dir": {"type": "path", "required": True},
         "to": {"type": "str"},
         "canary": {"type": "str"},

@@ -18,7 +18,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
 ARGS = {
-    "group": {"type": "str", "default": "mlx_cluster"},
+    "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
     "output_dir": {"type": "path", "required": True},
     "inventory": {"type": "str"},
 }

@@ -41,7 +41,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 
 def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_networks=(), *,
-                    outside: tuple[str, ...] = (), group: str = "mlx_cluster") -> list[str]:
+                    outside: tuple[str, ...] = (), group: str = defaults.CLUSTER_GROUP) -> list[str]:
     """Problems with the cluster as declared.
 
     ``hosts`` maps each host in the cluster group to its variables (the merged host and
@@ -200,7 +200,7 @@ def _env_problems(envs) -> list[str]:
     return problems
 
 
-def _cables(hosts: dict[str, dict], cables, outside=(), group: str = "mlx_cluster") -> tuple[list[str], list[str]]:
+def _cables(hosts: dict[str, dict], cables, outside=(), group: str = defaults.CLUSTER_GROUP) -> tuple[list[str], list[str]]:
     """(the cables that parse, a problem line for each that does not)."""
     if not isinstance(cables, list):
         return [], ["mlx_fleet_cables: must be a list of 'host:port -- host:port'"]

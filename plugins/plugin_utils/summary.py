@@ -45,7 +45,9 @@ class RunOutcome:
     cluster_failed: list[str] = field(default_factory=list)  # steps run once for the whole cluster
     unreachable: dict[str, str] = field(default_factory=dict)
     results: dict[str, list[dict]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    # A warning's text -> the Macs whose own tasks gave it (none: a cluster step's or Ansible's, which say
+    # where themselves); the same warning from several Macs is one line naming them all.
+    warnings: dict[str, list[str]] = field(default_factory=dict)
     input_errors: list[str] = field(default_factory=list)
     check: bool = False  # --check: "changed" means "would change", and nothing was written
 
@@ -76,7 +78,9 @@ class RunOutcome:
                 self.changed.add(host)
         if action:
             self.results.setdefault(action, []).append(res)
-        self.warnings.extend(first_line(w) for w in res.get("warnings", []) or [])
+        mac = None if res.get(CLUSTER_STEP) or host == CONTROLLER else host
+        for warning in res.get("warnings", []) or []:
+            self.warn(first_line(warning), mac)
         if failed:
             # The checks mark the lines that are bad input (plugin_utils.actions.refusal); a line two
             # Macs share (the same Mac listed twice) is said once.
@@ -90,6 +94,13 @@ class RunOutcome:
             elif text or not bad:
                 self.failed.setdefault(host, []).append(f"{task}: {text}")
 
+    def warn(self, text: str, host: str | None = None) -> None:
+        """A warning, from HOST's own task when given."""
+        if text:
+            hosts = self.warnings.setdefault(text, [])
+            if host and host not in hosts:
+                hosts.append(host)
+
     def lines(self, extra: list[str] | None = None) -> list[str]:
         """The lines a person acts on: what failed and where, EXTRA, the warnings, what changed."""
         out = []
@@ -102,8 +113,8 @@ class RunOutcome:
             first, *more = failure.splitlines()
             out += [f"failed: {first}", *(f"  {line}" for line in more)]
         out += extra or []
-        for warning in dict.fromkeys(w for w in self.warnings if w):
-            out.append(f"warning: {warning}")
+        for warning, hosts in self.warnings.items():
+            out.append(f"warning: {', '.join(natural(hosts))}: {warning}" if hosts else f"warning: {warning}")
         if self.changed:
             out.append(f"{'would change' if self.check else 'changed'}: {', '.join(natural(self.changed))}")
         elif self.controller_changed:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
 
-GROUP = "mlx_cluster"
 CABLES = "mlx_fleet_cables"
 BACKUP_SUFFIX = ".mlx-fleet.bak"
 # (mapping indent, sequence indent, sequence dash offset) as people write YAML inventories.

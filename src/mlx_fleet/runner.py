@@ -201,7 +201,7 @@ class _Events:
             if kind == "runner_on_ok" and self.report.diff:
                 self._diff(render_diff(host, data.get("task", "") or action, res))
         elif kind == "warning":
-            self.report.warnings.append(first_line(data.get("warning") or event.get("stdout")))
+            self.report.warn(first_line(data.get("warning") or event.get("stdout")))
         return True  # keep every event in the artifacts
 
     def _diff(self, text: str) -> None:

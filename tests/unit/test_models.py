@@ -166,3 +166,62 @@ def test_the_checklist_page_of_a_mac_with_an_unknown_rdma_wording_says_what_was_
             "                a wording no real Mac has shown)\n---") in text
     assert "says disabled" not in text and "says <code>disabled</code>" not in html
     assert "<code>ibv_devices</code> lists no <code>rdma_*</code> device" in html
+
+
+# Port count and Thunderbolt generation per key, as the pages in docs/models.md give them; a change to the catalogue
+# that no source backs fails here.
+CHECKED_PORTS = {
+    "studio-m3-ultra": (6, 5), "studio-m4-max": (4, 5), "studio-m2-ultra": (6, 4), "studio-m2-max": (4, 4),
+    "studio-m1-ultra": (6, 4), "studio-m1-max": (4, 4), "mini-m4-pro": (3, 5), "mini-m4": (3, 4),
+    "mini-m2-pro": (4, 4), "mini-m2": (2, 4), "mini-m1": (2, 4), "macbook-pro-m5-max": (3, 5),
+    "macbook-pro-m5-pro": (3, 5), "macbook-pro-m5": (3, 4), "macbook-pro-m4-max": (3, 5),
+    "macbook-pro-m4-pro": (3, 5), "macbook-pro-m4": (3, 4), "macbook-pro-m3-max": (3, 4),
+    "macbook-pro-m3-pro": (3, 4), "macbook-pro-m3": (2, 4), "macbook-pro-m2-max": (3, 4),
+    "macbook-pro-m2-pro": (3, 4), "macbook-pro-m2": (2, 4), "macbook-pro-m1-max": (3, 4),
+    "macbook-pro-m1-pro": (3, 4), "macbook-pro-m1": (2, 4), "macbook-air-m4": (2, 4), "macbook-air-m3": (2, 4),
+    "macbook-air-m2": (2, 4), "macbook-air-m1": (2, 4), "imac-m4": (4, 4), "imac-m4-two-port": (2, 4),
+    "imac-m3": (2, 4), "imac-m1": (2, 4), "mac-pro-m2-ultra": (8, 4),
+}
+
+
+def test_port_counts_and_generations_are_the_checked_ones():
+    assert {k: (m.port_count, m.tb_generation) for k, m in MODELS.items()} == CHECKED_PORTS
+
+
+@pytest.mark.parametrize("identifier, key", [
+    # M5 Pro MacBook Pro: 14-inch and 16-inch (the catalogue had none).
+    ("Mac17,9", "macbook-pro-m5-pro"), ("Mac17,8", "macbook-pro-m5-pro"),
+    # The M4 iMac: four ports (Mac16,3) and two ports (Mac16,2) are two models, not one with four ports.
+    ("Mac16,3", "imac-m4"), ("Mac16,2", "imac-m4-two-port"),
+    # Every size and chip variant of a key.
+    ("Mac16,6", "macbook-pro-m4-max"), ("Mac16,8", "macbook-pro-m4-pro"), ("Mac16,7", "macbook-pro-m4-pro"),
+    ("Mac15,10", "macbook-pro-m3-max"), ("Mac15,11", "macbook-pro-m3-max"), ("Mac14,5", "macbook-pro-m2-max"),
+    ("Mac14,10", "macbook-pro-m2-pro"), ("MacBookPro18,2", "macbook-pro-m1-max"), ("Mac14,15", "macbook-air-m2"),
+    ("Mac16,13", "macbook-air-m4"), ("iMac21,2", "imac-m1"), ("Mac15,4", "imac-m3"),
+    # Not in the catalogue: the M5 MacBook Air (ports unconfirmed) is judged from its own facts.
+    ("Mac17,3", None), ("Mac17,4", None),
+])
+def test_corrected_identifiers_map_to_keys(identifier, key):
+    found = models.by_identifier(identifier)
+    assert (found.key if found else None) == key
+
+
+def test_a_two_port_m4_imac_declared_as_the_four_port_one_is_a_contradiction():
+    assert models.mismatch("i1", "imac-m4", macos("Mac16,2", "iMac", "Apple M4")) == (
+        "i1: mlx_fleet_model says imac-m4 (iMac, Apple M4) but the Mac is an iMac (Mac16,2, Apple M4); set "
+        "mlx_fleet_model: imac-m4-two-port, or check that the inventory names the right Mac")
+    assert MODELS["imac-m4-two-port"].thunderbolt_devices == [(1, "en1"), (2, "en2")]
+
+
+def test_every_entry_names_the_pages_it_was_checked_against_and_the_docs_link_them():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "models.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines() if line.startswith("| `")}
+    for key, m in MODELS.items():
+        assert m.evidence, key
+        for page in m.evidence:
+            assert page.startswith("https://") or (root / page).is_file(), (key, page)
+            assert (page if page.startswith("https://") else "../" + page) in rows[key], (key, page)
+        assert (m.unconfirmed or "-") in rows[key], key

@@ -45,9 +45,19 @@ def test_a_fabric_left_alone_for_a_mac_that_dropped_out_is_a_warning_in_the_summ
     why = ("the fabric changed nothing and the hostfiles stay as they were: mini-3 failed or did not answer earlier "
            "in this run; fix that and run again")
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric",
-                            res={"changed": False, "dropped": ["mini-3"], "msg": why, "warnings": [why]}))
-    assert report.warnings == [why]  # the summary's warning line says it, once
+                            res={"changed": False, "dropped": ["mini-3"], "msg": why, "warnings": [why],
+                                 CLUSTER_STEP: True}))
+    assert report.lines() == [f"warning: {why}", "nothing changed"]  # said once, not as mini-1's
     assert cli._fabric_lines(report) == []
+
+
+def test_a_macs_own_warning_names_the_mac_and_one_shared_by_several_is_one_line():
+    said = "pmset: this Mac has no 'autorestart' setting; left alone"
+    report = _report(*(_event("runner_on_ok", host=mac, action="mlx_fleet.cluster.macos_node", res={"warnings": [said]})
+                       for mac in ("mbp-10", "mbp-2", "mbp-10")),
+                     {"event": "warning", "event_data": {"warning": "a deprecation Ansible itself prints"}})
+    assert [line for line in report.lines() if line.startswith("warning:")] == [
+        f"warning: mbp-2, mbp-10: {said}", "warning: a deprecation Ansible itself prints"]
 
 
 def test_failures_unreachable_and_bad_input_map_to_their_exit_status():
@@ -87,7 +97,7 @@ def test_summary_names_what_to_act_on():
     assert runner.print_summary(report, stream=out, extra=["backend: ring (why)"]) == 4
     lines = out.getvalue().splitlines()
     assert lines[0] == "unreachable: mini-3: timed out"
-    assert "backend: ring (why)" in lines and "warning: bridge0 is on" in lines and "changed: mini-1" in lines
+    assert "backend: ring (why)" in lines and "warning: mini-1: bridge0 is on" in lines and "changed: mini-1" in lines
     assert lines[-1] == "result: some Macs are unreachable (exit 4)"
 
 
@@ -100,7 +110,7 @@ def test_a_value_a_mac_reported_reaches_the_terminal_escaped():
     runner.print_summary(report, stream=out)
     text = out.getvalue()
     assert "\x1b" not in text and "\x07" not in text
-    assert "warning: serial C02X\\x1b[2J\\x1b[Hresult: ok" in text.splitlines()
+    assert "warning: mini-1: serial C02X\\x1b[2J\\x1b[Hresult: ok" in text.splitlines()
     assert "unreachable: mini-3: no route \\x1b]0;owned\\x07" in text.splitlines()
 
 
@@ -376,7 +386,7 @@ def test_check_says_which_bridges_it_would_turn_off_not_a_warning():
 def test_rdma_enabled_but_not_working_points_below_where_the_details_are():
     rdma = {"summary": "no Mac needs the Recovery step; mini-1 has RDMA enabled but not working",
             "enabled_not_working": ["mini-1"], "needs_recovery": [],
-            "warnings": ["mini-1: enabled but not working: Thunderbolt 2 is PORT_DOWN"]}
+            "warnings": ["mini-1: enabled but not working: Thunderbolt 2 is PORT_DOWN"], CLUSTER_STEP: True}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.rdma_readiness", res=rdma))
     out = io.StringIO()
     runner.print_summary(report, stream=out, extra=cli._rdma_lines(report))

@@ -66,7 +66,7 @@ def test_the_callback_prints_the_cli_summary_lines():
         "to do at the rack: Recovery step for mini-2; checklist /out/recovery-checklist.html "
         "(text: /out/recovery-checklist.txt)",
         "backend: ring (auto chose ring: mini-2 has RDMA off)",
-        "warning: odd",
+        "warning: mini-1: odd",
         "changed: mini-1",
     ]
 
