@@ -19,7 +19,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import load_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import sha256_file
 
@@ -35,7 +36,7 @@ def controller_state(output_dir: Path, lock_file: str) -> dict:
     """What the controller keeps: hostfiles, the cluster model, RDMA ledger, the lock."""
     try:
         lock = (load_lock(lock_file)[0], None)
-    except LockError as exc:
+    except EnvLockError as exc:
         lock = (None, str(exc))
     try:
         state = {"model": read_model(output_dir),

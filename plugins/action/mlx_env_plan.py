@@ -9,7 +9,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import plan_run
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
 
 ARGS = {
     "lock_file": {"type": "path", "required": True},
@@ -37,7 +37,7 @@ class ActionModule(ClusterAction):
             plan = plan_run(args["lock_file"], args["declaration"], args["python_interpreter"], args["store"],
                             args["cache_dir"], facts, python_mirror=args["python_mirror"],
                             bundles=not self._task.check_mode)
-        except LockError as exc:
+        except EnvLockError as exc:
             raise AnsibleActionFail(f"mlx_env: {exc}") from None
         result.update(plan)
         # Only the controller's cache changes here; nodes change in later tasks.

@@ -264,6 +264,193 @@ def _extract_python(module, store, build, archive):
     os.rename(marker + ".tmp", marker)
 
 
+class _Run:
+    """One run of the module: the plan, the folders it works on, and what it did (actions, changes)."""
+
+    def __init__(self, module):
+        p, plan = module.params, module.params["plan"]
+        problems = path_problems(p["path"], p["store"])
+        if problems:
+            module.fail_json(msg="mlx_env: " + "; ".join(problems))
+        self.module, self.plan, self.lock_hash, self.check = module, plan, p["lock_hash"], module.check_mode
+        self.path, self.store, self.interpreter = os.path.normpath(p["path"]), os.path.normpath(p["store"]), plan["interpreter"]
+        self.layout = store_paths(self.store)
+        self.build, self.uv = plan["python_build"], plan["uv"] or {}
+        self.actions, self.changes = [], list(plan["changes"])
+        self.venv_python = os.path.join(self.path, "bin", "python")
+        # A venv that must change is built whole beside it and proved there; mlx_env_switch then swaps the two
+        # in one rename, so an interrupt at any point leaves the old venv as it was.
+        self.new = next_path(self.path)
+        self.new_python = os.path.join(self.new, "bin", "python")
+        self.staging = None
+
+
+def _prepare_store(run):
+    """Claim the folders, make the store's own, clear what an interrupted run left, stage (not in check mode)."""
+    if run.check:
+        return
+    for folder, marker in ((run.store, STORE_MARKER), (run.path, VENV_MARKER), (run.new, VENV_MARKER)):
+        claim(run.module, folder, marker)
+    layout = run.layout
+    for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
+        if not os.path.isdir(sub):
+            os.makedirs(sub)
+    _remove_leftovers(run.store)
+    run.staging = tempfile.mkdtemp(dir=layout["incoming"])
+
+
+def _receive_bundle(run):
+    """1. What arrived: the bundle, every file checked against the lock; its files by name in the bundle."""
+    files = {}
+    if not run.plan["bundle"]:
+        return files
+    run.actions.append("unpack_bundle")
+    if run.check:
+        return files
+    uv, build = run.uv, run.build
+    expected = {"wheels/%s" % r["filename"]: r["sha256"] for r in run.plan["requirements"]}
+    if uv.get("wheel"):
+        expected["uv/%s" % uv["wheel"]["filename"]] = uv["wheel"]["sha256"]
+    if build:
+        expected["python/%s" % build["filename"]] = build["sha256"]
+    files = _unpack(run.module, run.plan["bundle"], dict((n, expected.get(n)) for n in run.plan["push"]), run.staging)
+    for name, tmp in files.items():
+        if name.startswith("wheels/"):
+            os.rename(tmp, os.path.join(run.layout["wheels"], name.split("/", 1)[1]))
+    return files
+
+
+def _install_tools(run, files):
+    """2. uv and the Python build, re-checked before use."""
+    uv, build, layout = run.uv, run.build, run.layout
+    if uv.get("wheel"):
+        run.actions.append("install_uv")
+        if not run.check:
+            _install_uv(run.module, files["uv/%s" % uv["wheel"]["filename"]], layout["uv"], uv["sha256"])
+    if not build:
+        return
+    if run.check:
+        if not os.access(run.interpreter, os.X_OK):
+            run.actions.append("extract_python")
+        return
+    state = build_state(run.store, build["key"])
+    if not state or state["sha256"] != build["sha256"] or not state["intact"]:
+        archive = files.get("python/%s" % build["filename"])
+        if archive is None:
+            run.module.fail_json(msg="mlx_env: the Python build %s is missing or altered in %s and the controller "
+                                     "did not send it; run the play again" % (build["key"], layout["pythons"]))
+        run.actions.append("extract_python")
+        _extract_python(run.module, run.store, build, archive)
+
+
+def _read_venv(run):
+    """3. The venv as it is against the locked set: whether it must be rebuilt, and the diff."""
+    module, interpreter, path = run.module, run.interpreter, run.path
+    target = None
+    if os.access(interpreter, os.X_OK):
+        target, error = run_probe(module, interpreter)
+        if target is None:
+            module.fail_json(msg="mlx_env: %s does not run: %s" % (interpreter, error))
+    current, installed = None, {}
+    if os.access(run.venv_python, os.X_OK):
+        current, dummy = run_probe(module, run.venv_python, "installed", "prove")
+        if current is not None:
+            installed = current.get("installed", {})
+    right_base = (current is not None and target is not None and current["version"] == target["version"]
+                  and current["base_prefix"] == target["prefix"])
+    desired = dict((r["name"], str(r["version"])) for r in run.plan["requirements"])
+    # Rebuilt when made from another interpreter, holding another set or not running MLX, as read now
+    # (after the Python build was repaired, say); a wrong fingerprint alone is rewritten in place.
+    rebuild = not right_base or installed != desired or not (current or {}).get("proof", {}).get("ok")
+    if not right_base:
+        run.actions.append("create_venv")
+    if run.check and rebuild:
+        run.actions.append("sync")
+    before_label = "%s (%s)" % (pyvenv_home(path), ".".join(map(str, current["version"]))) if current else ""
+    after_label = "%s (%s)" % (os.path.dirname(interpreter), ".".join(map(str, target["version"]))) \
+        if target else os.path.dirname(interpreter)
+    diff = {"before_header": path, "after_header": path,
+            "before": _listing(before_label, installed) if current else "",
+            "after": _listing(after_label, desired)}
+    return dict(target=target, current=current, installed=installed, before=dict(installed), desired=desired,
+                rebuild=rebuild, diff=diff)
+
+
+def _sync_new_venv(run):
+    """Make the new venv from the interpreter and install exactly the locked set into it, offline."""
+    module, layout = run.module, run.layout
+    _check_uv(module, layout["uv"], run.uv.get("sha256"))
+    claim(module, run.new, VENV_MARKER, clear=True)
+    # Relocatable: its scripts find their Python beside them, so they run once it is renamed to PATH.
+    _run(module, [layout["uv"], "venv", "--relocatable", "--allow-existing", "--python", run.interpreter, run.new],
+         "uv venv")
+    handle, reqfile = tempfile.mkstemp(prefix="mlx-env-", suffix=".txt")
+    try:
+        with os.fdopen(handle, "w") as req:
+            for r in run.plan["requirements"]:
+                req.write("%s==%s --hash=sha256:%s\n" % (r["name"], r["version"], r["sha256"]))
+        # uv's cache lives (and goes) with the staging folder: the venv keeps uv's
+        # platform link mode (a clone on APFS, a hard link on Linux), no second copy.
+        _run(module, [layout["uv"], "pip", "sync", "--python", run.new_python, "--offline", "--no-index",
+                      "--find-links", layout["wheels"], "--require-hashes", reqfile],
+             "uv pip sync", {"UV_CACHE_DIR": os.path.join(run.staging, "uv-cache")})
+    finally:
+        os.unlink(reqfile)
+
+
+def _rebuild_venv(run, venv):
+    """The new venv, synced and read back: it holds the locked set, and run.changes says what changed."""
+    _sync_new_venv(run)
+    current, error = run_probe(run.module, run.new_python, "installed", "prove")
+    if current is None:
+        run.module.fail_json(msg="mlx_env: the new venv's Python does not run: %s" % error)
+    installed, before = current.get("installed", {}), venv["before"]
+    if sorted(installed) != sorted(venv["desired"]):
+        run.module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
+                             installed=installed, desired=venv["desired"])
+    run.changes = ["%s %s -> %s" % (n, before.get(n) or "(none)", installed.get(n) or "(removed)")
+                   for n in sorted(set(before) | set(installed)) if before.get(n) != installed.get(n)]
+    run.actions.append("sync")  # the locked set, installed whole into the new venv
+    venv.update(current=current, installed=installed)
+
+
+def _prove(run, current):
+    """4. Proof: import mlx.core, compute, versions, device, architecture. The node's machine, and the proof."""
+    module = run.module
+    rc, machine, err = module.run_command([module.get_bin_path("uname", required=True), "-m"])
+    machine = machine.strip()
+    if run.check:
+        return machine, None
+    proof = dict(current["proof"], machine=current["machine"], uname_machine=machine)
+    if not proof.get("ok"):
+        module.fail_json(msg="mlx_env: %s cannot use MLX: %s" % (run.venv_python, proof.get("error", proof)), proof=proof)
+    if current["machine"] != machine:
+        module.fail_json(msg="mlx_env: %s runs as %s but the node is %s (a Rosetta or foreign Python); "
+                             "use a native %s interpreter" % (run.venv_python, current["machine"], machine, machine),
+                         proof=proof)
+    return machine, proof
+
+
+def _write_fingerprint(run, venv, machine):
+    """5. The fingerprint, in the venv (the new one when rebuilt). The fact, and whether a new venv was built."""
+    version = ".".join(map(str, (venv["current"] or venv["target"] or {}).get("version", [])))
+    fact = fingerprint(run.lock_hash, venv["desired"] if run.check else venv["installed"], version, machine)
+    try:
+        with open(fingerprint_path(run.path)) as handle:
+            on_disk = json.load(handle)
+    except (IOError, OSError, ValueError):
+        on_disk = None
+    if on_disk != fact:
+        run.actions.append("write_fingerprint")
+    built = not run.check and venv["rebuild"]
+    if built or (on_disk != fact and not run.check):
+        # Written last: in the new venv, it says the venv is whole (mlx_env_switch checks it).
+        fp_path = fingerprint_path(run.new if built else run.path)
+        run.module.atomic_move(_write_tmp(run.module, fact), fp_path)
+        run.module.set_mode_if_different(fp_path, "0644", False)
+    return fact, built
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -274,159 +461,22 @@ def main():
         ),
         supports_check_mode=True,
     )
-    p, plan = module.params, module.params["plan"]
-    problems = path_problems(p["path"], p["store"])
-    if problems:
-        module.fail_json(msg="mlx_env: " + "; ".join(problems))
-    path, store, interpreter = os.path.normpath(p["path"]), os.path.normpath(p["store"]), plan["interpreter"]
-    layout = store_paths(store)
-    build, uv = plan["python_build"], plan["uv"] or {}
-    check = module.check_mode
-    actions, changes = [], list(plan["changes"])
-    venv_python = os.path.join(path, "bin", "python")
-    # A venv that must change is built whole beside it and proved there; mlx_env_switch then swaps the two
-    # in one rename, so an interrupt at any point leaves the old venv as it was.
-    new = next_path(path)
-    new_python = os.path.join(new, "bin", "python")
-
-    staging = None
-    if not check:
-        for folder, marker in ((store, STORE_MARKER), (path, VENV_MARKER), (new, VENV_MARKER)):
-            claim(module, folder, marker)
-        for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
-            if not os.path.isdir(sub):
-                os.makedirs(sub)
-        _remove_leftovers(store)
-        staging = tempfile.mkdtemp(dir=layout["incoming"])
+    run = _Run(module)
+    _prepare_store(run)
     try:
-        # 1. What arrived: the bundle, every file checked against the lock.
-        files = {}
-        if plan["bundle"]:
-            actions.append("unpack_bundle")
-            if not check:
-                expected = {"wheels/%s" % r["filename"]: r["sha256"] for r in plan["requirements"]}
-                if uv.get("wheel"):
-                    expected["uv/%s" % uv["wheel"]["filename"]] = uv["wheel"]["sha256"]
-                if build:
-                    expected["python/%s" % build["filename"]] = build["sha256"]
-                files = _unpack(module, plan["bundle"], dict((n, expected.get(n)) for n in plan["push"]), staging)
-                for name, tmp in files.items():
-                    if name.startswith("wheels/"):
-                        os.rename(tmp, os.path.join(layout["wheels"], name.split("/", 1)[1]))
-
-        # 2. uv and the Python build, re-checked before use.
-        if uv.get("wheel"):
-            actions.append("install_uv")
-            if not check:
-                _install_uv(module, files["uv/%s" % uv["wheel"]["filename"]], layout["uv"], uv["sha256"])
-        if build:
-            state = build_state(store, build["key"]) if not check else None
-            if check:
-                if not os.access(interpreter, os.X_OK):
-                    actions.append("extract_python")
-            elif not state or state["sha256"] != build["sha256"] or not state["intact"]:
-                archive = files.get("python/%s" % build["filename"])
-                if archive is None:
-                    module.fail_json(msg="mlx_env: the Python build %s is missing or altered in %s and the controller "
-                                         "did not send it; run the play again" % (build["key"], layout["pythons"]))
-                actions.append("extract_python")
-                _extract_python(module, store, build, archive)
-
-        # 3. The venv: made from the right interpreter, holding exactly the locked set.
-        target = None
-        if os.access(interpreter, os.X_OK):
-            target, error = run_probe(module, interpreter)
-            if target is None:
-                module.fail_json(msg="mlx_env: %s does not run: %s" % (interpreter, error))
-        current, installed = None, {}
-        if os.access(venv_python, os.X_OK):
-            current, dummy = run_probe(module, venv_python, "installed", "prove")
-            if current is not None:
-                installed = current.get("installed", {})
-        home = pyvenv_home(path)
-        right_base = (current is not None and target is not None and current["version"] == target["version"]
-                      and current["base_prefix"] == target["prefix"])
-        before = dict(installed)
-        desired = dict((r["name"], str(r["version"])) for r in plan["requirements"])
-        # Rebuilt when made from another interpreter, holding another set or not running MLX, as read now
-        # (after the Python build was repaired, say); a wrong fingerprint alone is rewritten in place.
-        rebuild = not right_base or installed != desired or not (current or {}).get("proof", {}).get("ok")
-        if not right_base:
-            actions.append("create_venv")
-        if check and rebuild:
-            actions.append("sync")
-        before_label = "%s (%s)" % (home, ".".join(map(str, current["version"]))) if current else ""
-        after_label = "%s (%s)" % (os.path.dirname(interpreter), ".".join(map(str, target["version"]))) \
-            if target else os.path.dirname(interpreter)
-        diff = {"before_header": path, "after_header": path,
-                "before": _listing(before_label, installed) if current else "",
-                "after": _listing(after_label, desired)}
-
-        if not check and rebuild:
-            _check_uv(module, layout["uv"], uv.get("sha256"))
-            claim(module, new, VENV_MARKER, clear=True)
-            # Relocatable: its scripts find their Python beside them, so they run once it is renamed to PATH.
-            _run(module, [layout["uv"], "venv", "--relocatable", "--allow-existing", "--python", interpreter, new],
-                 "uv venv")
-            handle, reqfile = tempfile.mkstemp(prefix="mlx-env-", suffix=".txt")
-            try:
-                with os.fdopen(handle, "w") as req:
-                    for r in plan["requirements"]:
-                        req.write("%s==%s --hash=sha256:%s\n" % (r["name"], r["version"], r["sha256"]))
-                # uv's cache lives (and goes) with the staging folder: the venv keeps uv's
-                # platform link mode (a clone on APFS, a hard link on Linux), no second copy.
-                _run(module, [layout["uv"], "pip", "sync", "--python", new_python, "--offline", "--no-index",
-                              "--find-links", layout["wheels"], "--require-hashes", reqfile],
-                     "uv pip sync", {"UV_CACHE_DIR": os.path.join(staging, "uv-cache")})
-            finally:
-                os.unlink(reqfile)
-            current, error = run_probe(module, new_python, "installed", "prove")
-            if current is None:
-                module.fail_json(msg="mlx_env: the new venv's Python does not run: %s" % error)
-            installed = current.get("installed", {})
-            if sorted(installed) != sorted(desired):
-                module.fail_json(msg="mlx_env: after uv pip sync the venv still differs from the lock",
-                                 installed=installed, desired=desired)
-            changes = ["%s %s -> %s" % (n, before.get(n) or "(none)", installed.get(n) or "(removed)")
-                       for n in sorted(set(before) | set(installed)) if before.get(n) != installed.get(n)]
-            actions.append("sync")  # the locked set, installed whole into the new venv
+        files = _receive_bundle(run)
+        _install_tools(run, files)
+        venv = _read_venv(run)
+        if venv["rebuild"] and not run.check:
+            _rebuild_venv(run, venv)
     finally:
-        if staging:
-            shutil.rmtree(staging, ignore_errors=True)
-
-    # 4. Proof: import mlx.core, compute, versions, device, architecture.
-    rc, machine, err = module.run_command([module.get_bin_path("uname", required=True), "-m"])
-    machine = machine.strip()
-    proof = None
-    if not check:
-        proof = dict(current["proof"], machine=current["machine"], uname_machine=machine)
-        if not proof.get("ok"):
-            module.fail_json(msg="mlx_env: %s cannot use MLX: %s" % (venv_python, proof.get("error", proof)), proof=proof)
-        if current["machine"] != machine:
-            module.fail_json(msg="mlx_env: %s runs as %s but the node is %s (a Rosetta or foreign Python); "
-                                 "use a native %s interpreter" % (venv_python, current["machine"], machine, machine),
-                             proof=proof)
-
-    # 5. The fingerprint, in the venv.
-    version = ".".join(map(str, (current or target or {}).get("version", [])))
-    fact = fingerprint(p["lock_hash"], desired if check else installed, version, machine)
-    try:
-        with open(fingerprint_path(path)) as handle:
-            on_disk = json.load(handle)
-    except (IOError, OSError, ValueError):
-        on_disk = None
-    if on_disk != fact:
-        actions.append("write_fingerprint")
-    built = not check and rebuild
-    if built or (on_disk != fact and not check):
-        # Written last: in the new venv, it says the venv is whole (mlx_env_switch checks it).
-        fp_path = fingerprint_path(new if built else path)
-        module.atomic_move(_write_tmp(module, fact), fp_path)
-        module.set_mode_if_different(fp_path, "0644", False)
-
-    module.exit_json(changed=bool(actions), actions=actions, changes=changes, proof=proof, diff=diff,
-                     switch={"next": new, "path": path, "digest": fact["digest"]} if built else None,
-                     ansible_facts={"mlx_env_fingerprint": fact})
+        if run.staging:
+            shutil.rmtree(run.staging, ignore_errors=True)
+    machine, proof = _prove(run, venv["current"])
+    fact, built = _write_fingerprint(run, venv, machine)
+    module.exit_json(changed=bool(run.actions), actions=run.actions, changes=run.changes, proof=proof,
+                     diff=venv["diff"], switch={"next": run.new, "path": run.path, "digest": fact["digest"]} if built
+                     else None, ansible_facts={"mlx_env_fingerprint": fact})
 
 
 def _write_tmp(module, fact):

@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_che
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError, check_declaration
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, check_declaration
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, mismatch
 
 FORMAT = "mlx-fleet-audit/1"
@@ -455,7 +455,7 @@ def _lock(macs, declared, lock_state, checks):
     if lock is not None and error is None:
         try:
             check_declaration(lock, declared[macs[0]]["declaration"], declared[macs[0]]["lock_file"])
-        except LockError as exc:
+        except EnvLockError as exc:
             error = str(exc)
     checks.append(Check("lock", "environment lock", [CLUSTER], "made from the inventory's declaration",
                         error or "made from it", error is None, FIX_LOCK))

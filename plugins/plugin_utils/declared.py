@@ -21,7 +21,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import wired_limit_mb
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import DECLARATION_KEYS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import DECLARATION_KEYS
 
 AUDITED_ROLES = ("macos_node", "mlx_env", "mlx_fabric")
 

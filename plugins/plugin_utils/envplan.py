@@ -27,9 +27,11 @@ try:
     from packaging.utils import canonicalize_name, parse_wheel_filename
     from packaging.version import InvalidVersion, Version
 except ImportError:
-    pass  # lock.PACKAGING_MISSING: a plan starts by checking the declaration, which then fails with it
+    pass  # env_declaration.PACKAGING_MISSING: a plan starts by checking the declaration, which then fails with it
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError, check_declaration, load_lock, open_http
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, check_declaration
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import open_http
 
 # manylinux legacy aliases (PEP 599/571/513)
 _LEGACY_MANYLINUX = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
@@ -37,7 +39,7 @@ _UV_OS = {"darwin": "macos", "linux": "linux"}
 _UV_ARCH = {"arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64", "amd64": "x86_64"}
 
 
-class PlanError(LockError):
+class PlanError(EnvLockError):
     """A one-line problem planning a node's environment."""
 
 

@@ -4,8 +4,9 @@ From each Mac's ``mlx_fleet_macos`` and ``mlx_fleet_thunderbolt`` facts, its mod
 the fabric found: which Macs are ready, which need a person to run the Recovery step, which cannot
 do RDMA at all (and must not be sent to Recovery), and which have RDMA on but not working. The
 cabling questions (which ports are cables, which backend the cables allow) are answered by
-``plugin_utils.fabric_discovery`` and ``fabric_backend``, here as everywhere. Pure Python: the
-action plugin is a thin wrapper.
+``plugin_utils.fabric_discovery`` and ``fabric_backend``, here as everywhere. One Mac is judged in
+``rdma_state`` and put in words in ``rdma_text``; here the cluster, and the ledger of Macs last seen ready.
+Pure Python: the action plugin is a thin wrapper.
 
 Nothing here, or anywhere in mlx-fleet, switches RDMA on: only a person at the Mac can, in macOS
 Recovery. The toolkit says who needs that visit and checks afterwards that it worked.
@@ -13,7 +14,7 @@ Recovery. The toolkit says who needs that visit and checks afterwards that it wo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,226 +22,25 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model, generation_from_facts, model_for
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import (
+    ENABLED_NOT_WORKING, NEEDS_RECOVERY, NOT_CAPABLE, RDMA_MIN_MACOS, READY, Readiness, judge_node)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_text import STATUS_WORDS, describe
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_text import join as _join
 
-READY = "ready"
-NEEDS_RECOVERY = "needs_recovery"
-NOT_CAPABLE = "not_capable"
-ENABLED_NOT_WORKING = "enabled_not_working"
-STATUSES = (READY, NEEDS_RECOVERY, NOT_CAPABLE, ENABLED_NOT_WORKING)
-# Each status as a person reads it in a table.
-STATUS_WORDS = {READY: "ready", NEEDS_RECOVERY: "off: Recovery step to do", NOT_CAPABLE: "not capable",
-                ENABLED_NOT_WORKING: "on, not working"}
-
-RDMA_MIN_MACOS = "26.2"  # the first macOS with RDMA over Thunderbolt (rdma_ctl)
-ACTIVE = "PORT_ACTIVE"
 LEDGER_FILE = "rdma-ledger.json"
-NOT_WORKING = "enabled but not working"
 LEDGER_FORMAT = "mlx-fleet-rdma-ledger/1"
 LEDGER_FIELDS = ("last_seen_ready", "product_version", "build_version")  # what a regression message quotes
-
-
-def _join(items: list[str]) -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-@dataclass
-class PortState:
-    """One cabled Thunderbolt port as RDMA sees it."""
-
-    receptacle: int
-    device: str | None
-    rdma_device: str | None
-    rdma_state: str | None
-    peer: str | None  # the inventory host at the other end, None when unknown
-    outcome: str  # "active" | "waiting" (peer not enabled yet) | "peer not capable" | "down" | "broken port" | "no device"
-
-    @property
-    def name(self) -> str:
-        return f"Thunderbolt {self.receptacle}"
-
-
-@dataclass
-class Readiness:
-    """One Mac's RDMA readiness as data: its status, the state in words, what was found and the fix;
-    message is the line rendered from them."""
-
-    host: str
-    status: str  # one of STATUSES
-    state: str  # the status in words: "ready", "needs the Recovery step", ...
-    found: str  # what was found
-    fix: str  # what to do ("" when ready)
-    model: str | None  # plugin_utils.models key, when known
-    model_name: str
-    model_identifier: str
-    chip: str
-    serial_number: str
-    product_version: str
-    build_version: str
-    location: str | None = None
-    reason: str | None = None  # not_capable: "thunderbolt 4" | "macos" | "no rdma_ctl"
-    ports: list[PortState] = field(default_factory=list)
-    regression_text: str | None = None  # set from the ledger: RDMA switched off since last seen ready
-    rdma_status: str | None = None  # rdma_ctl status as read: enabled, disabled, unknown; None: no rdma_ctl
-    rdma_devices: list[str] = field(default_factory=list)  # what ibv_devices lists
-    unread: list[dict] = field(default_factory=list)  # outputs no real Mac has shown: {command, output}
-
-    def text(self) -> str:
-        """The line without the host: the state, what was found and the fix."""
-        return f"{self.state}: {self.found}" + (f"; {self.fix}" if self.fix else "")
-
-    @property
-    def message(self) -> str:  # one line
-        return f"{self.host}: {self.text()}"
-
-    @property
-    def regression(self) -> str | None:
-        return f"{self.host}: {self.regression_text}" if self.regression_text else None
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "message": self.message, "regression": self.regression}
-
-
-# --- one Mac --------------------------------------------------------------------------------------
-
-
-def _tb_generation(model: Model | None, thunderbolt: dict) -> int | None:
-    # A model the catalogue cannot place is judged from its own ports.
-    return model.tb_generation if model else generation_from_facts(thunderbolt)
-
-
-def _cabled_ports(host: str, thunderbolt: dict, cabled: dict[int, str | None] | None) -> dict[int, str | None]:
-    """receptacle -> peer host: the fabric's cables when given, else every port with a Mac directly on it."""
-    if cabled is not None:
-        return dict(cabled)
-    return {p["receptacle"]: None for p in thunderbolt.get("ports", [])
-            if any(peer.get("direct") for peer in p.get("peers", []))}
 
 
 def classify_node(host: str, macos: dict, thunderbolt: dict, *, model: str | None = None,
                   location: str | None = None, cabled: dict[int, str | None] | None = None,
                   peer_status: dict[str, str] | None = None) -> Readiness:
-    """Classify one Mac.
-
-    cabled: receptacle -> the inventory host on its other end (``cables_by_host`` from the fabric);
-    without it, every port with a Mac directly attached counts, peers unknown. peer_status: host ->
-    its own first-pass status (READY, NEEDS_RECOVERY, ...), so that a port down only because the
-    Mac at the other end has RDMA off is waiting for that Mac, not a fault of this one.
-    """
-    found = model_for(model, macos)
-    info = dict(
-        host=host, model=found.key if found else model,
-        model_name=macos.get("model_name") or (found.model_name if found else "Mac"),
-        model_identifier=macos.get("model_identifier", ""), chip=macos.get("chip", ""),
-        serial_number=macos.get("serial_number", ""), product_version=str(macos.get("product_version", "")),
-        build_version=macos.get("build_version", ""), location=location, rdma_status=thunderbolt.get("rdma_status"),
-        rdma_devices=list(thunderbolt.get("rdma_devices") or []), unread=list(thunderbolt.get("rdma_unread") or []),
-    )
-    macos_text = f"macOS {info['product_version']} ({info['build_version']})"
-    what = f"{info['model_name']} ({found.key if found else info['model_identifier'] or 'model unknown'})"
-
-    # Not capable: never send anyone to Recovery for these.
-    tb4 = _tb_generation(found, thunderbolt) == 4
-    old = version_tuple(info["product_version"]) < version_tuple(RDMA_MIN_MACOS)
-    old_text = f"{macos_text} is older than {RDMA_MIN_MACOS}, the first macOS with RDMA over Thunderbolt"
-    ring = "use the ring backend for it (a Recovery visit cannot help)"
-    if tb4:
-        text = (f"{what} has Thunderbolt 4 ports, and RDMA over Thunderbolt needs Thunderbolt 5"
-                + (f" (and {macos_text} is older than {RDMA_MIN_MACOS})" if old else ""))
-        fix, reason = ring, "thunderbolt 4"
-    elif old:
-        text, fix, reason = old_text, f"update macOS, until then {ring}", "macos"
-    elif thunderbolt.get("rdma_enabled") is None:
-        text, fix, reason = f"{macos_text} has no rdma_ctl", ring, "no rdma_ctl"
-    else:
-        text = fix = reason = None
-    if reason:
-        return Readiness(status=NOT_CAPABLE, state="not capable of RDMA", found=text, fix=fix, reason=reason, **info)
-
-    # rdma_ctl's wording unknown: rdma_enabled is what MLX trusts, whether ibv_devices lists rdma_* devices.
-    said = ("ibv_devices lists no rdma_* device (the RDMA tools printed a wording no real Mac has shown)"
-            if thunderbolt.get("rdma_status") == "unknown" else "rdma_ctl status says disabled")
-    if not thunderbolt.get("rdma_enabled"):
-        return Readiness(status=NEEDS_RECOVERY, state="needs the Recovery step",
-                         found=f"{said} on this {what}, {macos_text}",
-                         fix="a person at the Mac enables RDMA in macOS Recovery (see the checklist)", **info)
-
-    devices = thunderbolt.get("rdma_devices") or []
-    if not devices:
-        return Readiness(status=ENABLED_NOT_WORKING, state=NOT_WORKING,
-                         found="rdma_ctl status says enabled but ibv_devices lists no RDMA device",
-                         fix="restart the Mac (RDMA comes up at boot), and if it stays empty do the Recovery step "
-                             "again", **info)
-
-    by_receptacle = {p["receptacle"]: p for p in thunderbolt.get("ports", [])}
-    peer_status = peer_status or {}
-    ports = []
-    for receptacle, peer in sorted(_cabled_ports(host, thunderbolt, cabled).items()):
-        port = by_receptacle.get(receptacle, {"receptacle": receptacle})
-        state = port.get("rdma_state")
-        if port.get("rdma_device") is None:
-            outcome = "no device"
-        elif state == ACTIVE:
-            outcome = "active"
-        elif found and receptacle in found.rdma_broken_ports:
-            outcome = "broken port"
-        elif peer_status.get(peer) == NEEDS_RECOVERY:
-            outcome = "waiting"
-        elif peer_status.get(peer) == NOT_CAPABLE:
-            outcome = "peer not capable"
-        else:
-            outcome = "down"
-        ports.append(PortState(receptacle, port.get("device"), port.get("rdma_device"), state, peer, outcome))
-
-    def named(p: PortState) -> str:
-        to = f", cabled to {p.peer}" if p.peer else ""
-        return f"{p.name} ({p.rdma_device or p.device}{to})"
-
-    problems = []  # (what was found, its fix)
-    down = [p for p in ports if p.outcome == "down"]
-    if down:
-        ends = [host] + sorted({p.peer for p in down if p.peer})
-        peers = _join(sorted({p.peer for p in down if p.peer})) or "the Mac at the other end"
-        problems.append((
-            f"{_join([named(p) for p in down])} {'is' if len(down) == 1 else 'are'} "
-            f"{_join(sorted({p.rdma_state or 'not active' for p in down}))}; likely causes: the cable, the "
-            f"Thunderbolt Bridge still active, RDMA not enabled on {peers}",
-            f"restarting both ends ({_join(ends) if len(ends) > 1 else host + ' and its peer'}) is the known remedy"))
-    for p in (p for p in ports if p.outcome == "broken port"):
-        problems.append((f"{named(p)} is {p.rdma_state or 'not active'}: it is the {info['model_name']} port "
-                         "beside Ethernet, where RDMA never comes up", "move the cable to another port"))
-    missing = [p for p in ports if p.outcome == "no device"]
-    if missing:
-        problems.append((f"{_join([named(p) for p in missing])} {'has' if len(missing) == 1 else 'have'} no RDMA "
-                         "device although RDMA is enabled", "restart the Mac"))
-    if problems:
-        # Each problem's fix stays beside it in the line; the last one's is the fix (the others' are in found).
-        *first, (last_found, last_fix) = problems
-        return Readiness(status=ENABLED_NOT_WORKING, state=NOT_WORKING, ports=ports, **info,
-                         found="; ".join([f"{what}; {fix}" for what, fix in first] + [last_found]), fix=last_fix)
-
-    active = [p for p in ports if p.outcome == "active"]
-    waiting = [p for p in ports if p.outcome == "waiting"]
-    incapable = [p for p in ports if p.outcome == "peer not capable"]
-    parts = [f"RDMA enabled, {_plural(len(devices), 'device')}"]
-    if active:
-        parts.append(f"{_join([p.name for p in active])} {ACTIVE}")
-    elif not ports:
-        parts.append("no Thunderbolt cable to another Mac yet")
-    if waiting:
-        parts.append(f"{_join([named(p) for p in waiting])} come{'s' if len(waiting) == 1 else ''} up once "
-                     f"{_join(sorted({p.peer for p in waiting}))} {'is' if len({p.peer for p in waiting}) == 1 else 'are'}"
-                     " enabled")
-    if incapable:
-        parts.append(f"{_join([named(p) for p in incapable])} cannot carry RDMA (the peer cannot do RDMA)")
-    return Readiness(status=READY, state="ready", found="; ".join(parts), fix="", ports=ports, **info)
+    """Classify one Mac: the judgment (rdma_state.judge_node, whose arguments these are) with its words
+    (rdma_text.describe)."""
+    node = judge_node(host, macos, thunderbolt, model=model, location=location, cabled=cabled,
+                      peer_status=peer_status)
+    node.state, node.found, node.fix = describe(node)
+    return node
 
 
 def unread_warnings(nodes: dict[str, Readiness]) -> list[str]:

@@ -25,7 +25,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import ACTIVE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import ACTIVE
 
 FORMAT = "mlx-fleet-watch/1"
 # What the probe reads (macos_commands.READS): the ports and RDMA as the modules read them, and the rest;

@@ -87,9 +87,9 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="tool", required=True)
     for name, (_, _, summary, description, examples) in PLAYBOOK_COMMANDS.items():
         add_playbook_options(_command(sub, name, summary, description, examples))
-    from mlx_fleet.lock_cli import add_lock_parser
+    from mlx_fleet.env_lock_cli import add_env_lock_parser
 
-    add_lock_parser(sub, _command)
+    add_env_lock_parser(sub, _command)
     from mlx_fleet.verify.cli import add_verify_parser
 
     add_verify_parser(sub, _command)
@@ -144,9 +144,9 @@ def _dispatch(args, argv: list[str] | None) -> int:
 
         return run_os_update(args)
     if args.tool == "lock":
-        from mlx_fleet.lock_cli import run_lock
+        from mlx_fleet.env_lock_cli import run_env_lock
 
-        return run_lock(args)
+        return run_env_lock(args)
     if args.tool == "watch":
         from mlx_fleet.watch_cli import run_watch
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     args = build_parser(given[0] if given else "").parse_args(argv)
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
     from mlx_fleet.capture import CaptureError
     from mlx_fleet.interrupt import raise_keyboard_interrupt
 
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args, argv)
     except Busy as exc:
         return _say(args.tool, exc, EXIT_BUSY)
-    except (UserError, CablePlanError, CaptureError, LockError) as exc:
+    except (UserError, CablePlanError, CaptureError, EnvLockError) as exc:
         return _say(args.tool, exc, EXIT_BAD_INPUT)
     except Interrupted as exc:
         return _say(args.tool, exc, EXIT_INTERRUPTED)

@@ -144,7 +144,7 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
     # other bytes under the same name: the wheel is sent again (judged by hash, not name)
     # and the locked MLX put back; nothing else changes.
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import Cache, best_wheel
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import index_files
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import index_files
 
     odd = sim.nodes[1]
     old_dir = Path("/var/tmp/mlx-fleet-old-mlx")
@@ -259,8 +259,8 @@ def _python_build(dest: Path) -> tuple[str, str]:
 
 
 def test_managed_python_from_a_mirror_verified_by_hash(make_sim, tmp_path):
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE
-    from mlx_fleet.sim.cluster import SIM_ENV_LOCK
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE
+    from mlx_fleet.sim.access import SIM_ENV_LOCK
 
     sim = make_sim(nodes=1)
     node = sim.nodes[0]

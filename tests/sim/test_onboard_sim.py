@@ -17,7 +17,7 @@ import pytest
 
 from simlib import BIN, MLX_FLEET, Sim, cable_networks, mlx_fleet
 
-from mlx_fleet.sim.cluster import environment_vars
+from mlx_fleet.sim.access import environment_vars
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]

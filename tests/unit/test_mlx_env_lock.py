@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import LockError
-from mlx_fleet.sim.cluster import SIM_ENV_LOCK, environment_vars
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import env_declaration, env_inventory, env_lock, env_lock_resolve, package_index
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from mlx_fleet.sim.access import SIM_ENV_LOCK, environment_vars
 
 REPO = Path(__file__).resolve().parents[2]
 DECL = {"python_version": "3.12", "uv_version": "0.13.9", "mlx_version": "0.32.4", "mlx_lm_version": "0.32.2",
@@ -29,7 +29,7 @@ def test_declaration_normalized_from_role_variable_names():
     raw = {f"mlx_env_{k}": v for k, v in DECL.items()}
     raw["mlx_env_extra_packages"] = ["tqdm==4.70.1", "numpy"]
     raw["mlx_env_platforms"] = ["macos-arm64", "linux-x86_64", "macos-arm64"]
-    decl = lock.normalize_declaration(raw)
+    decl = env_declaration.normalize_declaration(raw)
     assert decl["extra_packages"] == ["numpy", "tqdm==4.70.1"]
     assert decl["platforms"] == ["linux-x86_64", "macos-arm64"]
 
@@ -44,15 +44,15 @@ def test_declaration_normalized_from_role_variable_names():
     ("platforms", [], "mlx_env_platforms must list some of macos-arm64, linux-x86_64, linux-aarch64, not []"),
 ])
 def test_bad_declaration_one_line(key, value, message):
-    with pytest.raises(LockError) as err:
-        lock.normalize_declaration(dict(DECL, **{key: value}))
+    with pytest.raises(EnvLockError) as err:
+        env_declaration.normalize_declaration(dict(DECL, **{key: value}))
     assert str(err.value) == message
 
 
 def test_requirements_ask_for_mlx_per_declared_platform():
-    assert lock.requirements_in(dict(DECL, extra_packages=["rich"])) == [
+    assert env_declaration.requirements_in(dict(DECL, extra_packages=["rich"])) == [
         "mlx==0.32.4 ; sys_platform == 'darwin'", "mlx-lm==0.32.2", "rich"]
-    assert lock.requirements_in(dict(DECL, platforms=["linux-x86_64", "macos-arm64"])) == [
+    assert env_declaration.requirements_in(dict(DECL, platforms=["linux-x86_64", "macos-arm64"])) == [
         "mlx==0.32.4 ; sys_platform == 'darwin'", "mlx[cpu]==0.32.4 ; sys_platform == 'linux'", "mlx-lm==0.32.2"]
 
 
@@ -62,15 +62,15 @@ def test_requirements_ask_for_mlx_per_declared_platform():
     ({"platforms": ["linux-x86_64"]}, "mlx_env_platforms=['linux-x86_64'] (lock: ['macos-arm64'])"),
 ])
 def test_declaration_mismatch_says_run_mlx_fleet_lock(change, shown):
-    with pytest.raises(LockError) as err:
-        lock.check_declaration({"declaration": DECL}, dict(DECL, **change), "mlx-env.lock.json")
+    with pytest.raises(EnvLockError) as err:
+        env_declaration.check_declaration({"declaration": DECL}, dict(DECL, **change), "mlx-env.lock.json")
     assert str(err.value) == f"the inventory's environment does not match mlx-env.lock.json: {shown}; run mlx-fleet lock"
-    assert lock.check_declaration({"declaration": DECL}, dict(DECL))["uv_version"] == "0.13.9"
+    assert env_declaration.check_declaration({"declaration": DECL}, dict(DECL))["uv_version"] == "0.13.9"
 
 
 def test_unreadable_lock():
-    with pytest.raises(LockError, match="run mlx-fleet lock"):
-        lock.load_lock("/nonexistent/mlx-env.lock.json")
+    with pytest.raises(EnvLockError, match="run mlx-fleet lock"):
+        env_lock.load_lock("/nonexistent/mlx-env.lock.json")
 
 
 def test_without_packaging_the_plugins_import_and_a_plan_stops_with_one_line():
@@ -79,10 +79,11 @@ def test_without_packaging_the_plugins_import_and_a_plan_stops_with_one_line():
     script = (
         "import sys; sys.modules['packaging'] = None\n"
         "from ansible_collections.mlx_fleet.cluster.plugins.action import audit, mlx_env_plan, node_state\n"
-        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, lock\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (\n"
+        "    env_declaration, env_inventory, env_lock, env_lock_resolve, envplan, package_index)\n"
         "try:\n"
         "    envplan.check_declaration({'declaration': {}}, {})\n"
-        "except lock.LockError as exc:\n"
+        "except env_declaration.EnvLockError as exc:\n"
         "    print(exc)\n")
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert (run.returncode, run.stderr) == (0, "")
@@ -96,14 +97,14 @@ def _check_hashed(data: dict) -> None:
     for pkg in data["packages"]:
         assert pkg["files"] and all(len(f["sha256"]) == 64 and f["url"].startswith("https://") for f in pkg["files"])
     for build in data["python_builds"]:
-        assert len(build["sha256"]) == 64 and build["url"].startswith(lock.PYTHON_BUILD_BASE + "/")
+        assert len(build["sha256"]) == 64 and build["url"].startswith(env_lock.PYTHON_BUILD_BASE + "/")
 
 
 def test_example_inventory_lock_is_for_macs_with_a_hashed_python_build():
-    raw, lock_file = lock.inventory_environment(str(REPO / "inventory" / "example"))
+    raw, lock_file = env_inventory.inventory_environment(str(REPO / "inventory" / "example"))
     assert lock_file == str(REPO / "inventory" / "example" / ".mlx-env.lock.json")
-    data, _ = lock.load_lock(lock_file)
-    decl = lock.check_declaration(data, lock.declaration_from(raw, {}))
+    data, _ = env_lock.load_lock(lock_file)
+    decl = env_declaration.check_declaration(data, env_inventory.declaration_from(raw, {}))
     assert decl["platforms"] == ["macos-arm64"] and decl["python_version"] == "3.12"
     _check_hashed(data)
     assert [(b["key"], b["filename"]) for b in data["python_builds"]] == [
@@ -118,10 +119,10 @@ def test_sim_lock_is_what_the_sim_inventory_declares(tmp_path):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"children": {"mlx_cluster": {
         "hosts": {"mini-1": {}}, "vars": environment_vars()}}}}))
-    raw, lock_file = lock.inventory_environment(str(inventory))
+    raw, lock_file = env_inventory.inventory_environment(str(inventory))
     assert lock_file == str(SIM_ENV_LOCK)
-    data, _ = lock.load_lock(lock_file)
-    decl = lock.check_declaration(data, lock.declaration_from(raw, {}))
+    data, _ = env_lock.load_lock(lock_file)
+    decl = env_declaration.check_declaration(data, env_inventory.declaration_from(raw, {}))
     assert decl["platforms"] == ["linux-aarch64", "linux-x86_64"]
     _check_hashed(data)
     assert {"mlx", "mlx-cpu", "mlx-lm"} <= {p["name"] for p in data["packages"]}
@@ -132,11 +133,11 @@ def test_inventory_environment_is_one_per_cluster(tmp_path):
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"mlx_cluster": {"hosts": {
         "a": {}, "b": {"mlx_env_mlx_version": "0.33.0"}}}}}}))
     (tmp_path / "group_vars" / "mlx_cluster.yml").write_text("mlx_env_python_version: '3.13'\n")
-    with pytest.raises(LockError) as err:
-        lock.inventory_environment(str(tmp_path))
+    with pytest.raises(EnvLockError) as err:
+        env_inventory.inventory_environment(str(tmp_path))
     assert str(err.value) == "mlx_env_mlx_version differs between a and b: the environment is one for the whole cluster"
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"mlx_cluster": {"hosts": {"a": {}}}}}}))
-    raw, lock_file = lock.inventory_environment(str(tmp_path))
+    raw, lock_file = env_inventory.inventory_environment(str(tmp_path))
     assert raw["mlx_env_python_version"] == "3.13" and raw["mlx_env_platforms"] == ["macos-arm64"]
     assert lock_file == f"{tmp_path}/.mlx-env.lock.json"
 
@@ -147,7 +148,7 @@ def test_parse_compiled_uv_output():
     text = ("mlx==0.32.4 ; sys_platform == 'darwin' or sys_platform == 'linux' \\\n"
             f"    --hash=sha256:{'a' * 64} \\\n    --hash=sha256:{'b' * 64}\n"
             f"numpy==2.4.6 ; python_full_version < '3.12' \\\n    --hash=sha256:{'c' * 64}\n")
-    assert lock.parse_compiled(text) == [
+    assert env_lock_resolve.parse_compiled(text) == [
         {"name": "mlx", "version": "0.32.4", "marker": 'sys_platform == "darwin" or sys_platform == "linux"',
          "hashes": ["a" * 64, "b" * 64]},
         {"name": "numpy", "version": "2.4.6", "marker": 'python_full_version < "3.12"', "hashes": ["c" * 64]}]
@@ -155,8 +156,8 @@ def test_parse_compiled_uv_output():
 
 @pytest.mark.parametrize("line", ["mlx>=0.3", "mlx==0.32.4", "mlx==0.32.4 --hash=md5:abc"])
 def test_parse_compiled_refuses_unpinned_or_unhashed_lines(line):
-    with pytest.raises(LockError, match="unpinned or unhashed line"):
-        lock.parse_compiled(line + "\n")
+    with pytest.raises(EnvLockError, match="unpinned or unhashed line"):
+        env_lock_resolve.parse_compiled(line + "\n")
 
 
 def _index(*files):
@@ -172,10 +173,10 @@ def test_index_files_keeps_locked_hashes_platforms_and_python():
         ("mlx-0.32.3-cp312-cp312-macosx_14_0_arm64.whl", "5" * 64),
         ("mlx-0.32.4-cp311-cp311-macosx_14_0_arm64.whl", "7" * 64),
         ("mlx-0.32.4.tar.gz", "6" * 64))
-    got = lock.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64, "3" * 64, "7" * 64], ["macos-arm64"], "3.12",
+    got = package_index.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64, "3" * 64, "7" * 64], ["macos-arm64"], "3.12",
                            fetch=fetch)
     assert [f["filename"] for f in got] == ["mlx-0.32.4-cp312-cp312-macosx_14_0_arm64.whl"]
-    both = lock.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64], ["macos-arm64", "linux-x86_64"], "3.12", fetch=fetch)
+    both = package_index.index_files("mlx", "0.32.4", ["1" * 64, "2" * 64], ["macos-arm64", "linux-x86_64"], "3.12", fetch=fetch)
     assert len(both) == 2
 
 
@@ -183,27 +184,27 @@ def test_index_wheel_with_a_hash_uv_did_not_resolve_is_left_out():
     # The right name and platform, other bytes than uv pip compile resolved: never locked.
     fetch = _index(("mlx_metal-0.32.4-py3-none-macosx_14_0_arm64.whl", "e" * 64),
                    ("mlx_metal-0.32.4-py3-none-macosx_15_0_arm64.whl", "1" * 64))
-    got = lock.index_files("mlx-metal", "0.32.4", ["1" * 64], ["macos-arm64"], "3.12", fetch=fetch)
+    got = package_index.index_files("mlx-metal", "0.32.4", ["1" * 64], ["macos-arm64"], "3.12", fetch=fetch)
     assert [f["sha256"] for f in got] == ["1" * 64]
-    assert lock.index_files("mlx-metal", "0.32.4", ["f" * 64], ["macos-arm64"], "3.12", fetch=fetch) == []
-    with pytest.raises(LockError) as err:
-        lock._require_wheels("mlx-metal==0.32.4", [], ["macos-arm64"], "https://pypi.org/simple")
+    assert package_index.index_files("mlx-metal", "0.32.4", ["f" * 64], ["macos-arm64"], "3.12", fetch=fetch) == []
+    with pytest.raises(EnvLockError) as err:
+        env_lock_resolve._require_wheels("mlx-metal==0.32.4", [], ["macos-arm64"], "https://pypi.org/simple")
     assert str(err.value) == ("mlx-metal==0.32.4 has no wheel for macos-arm64 on https://pypi.org/simple "
                               "with a hash uv resolved")
 
 
 def test_versions_compare_as_versions():
     fetch = _index(("fsspec-2026.9.0-py3-none-any.whl", "1" * 64))
-    assert len(lock.index_files("fsspec", "2026.09.0", None, ["macos-arm64"], "3.12", fetch=fetch)) == 1
-    assert lock.index_files("fsspec", "2026.9.1", None, ["macos-arm64"], "3.12", fetch=fetch) == []
+    assert len(package_index.index_files("fsspec", "2026.09.0", None, ["macos-arm64"], "3.12", fetch=fetch)) == 1
+    assert package_index.index_files("fsspec", "2026.9.1", None, ["macos-arm64"], "3.12", fetch=fetch) == []
 
 
 def test_packages_for_other_platforms_are_dropped():
-    assert lock.platforms_needing('sys_platform == "win32"', ["macos-arm64"], "3.12") == []
-    assert lock.platforms_needing('sys_platform == "linux"', ["linux-x86_64", "macos-arm64"], "3.12") == ["linux-x86_64"]
-    assert lock.platforms_needing('python_full_version >= "3.12.4"', ["macos-arm64"], "3.12") == ["macos-arm64"]
-    assert lock.platforms_needing('python_full_version < "3.12"', ["macos-arm64"], "3.12") == []
-    assert lock.platforms_needing("", ["macos-arm64"], "3.12") == ["macos-arm64"]
+    assert env_lock_resolve.platforms_needing('sys_platform == "win32"', ["macos-arm64"], "3.12") == []
+    assert env_lock_resolve.platforms_needing('sys_platform == "linux"', ["linux-x86_64", "macos-arm64"], "3.12") == ["linux-x86_64"]
+    assert env_lock_resolve.platforms_needing('python_full_version >= "3.12.4"', ["macos-arm64"], "3.12") == ["macos-arm64"]
+    assert env_lock_resolve.platforms_needing('python_full_version < "3.12"', ["macos-arm64"], "3.12") == []
+    assert env_lock_resolve.platforms_needing("", ["macos-arm64"], "3.12") == ["macos-arm64"]
 
 
 # ---------------------------------------------------------------- the CPython builds' hashes
@@ -213,7 +214,7 @@ def _build(os_name, arch, libc, patch, sha="a" * 64, variant=None, kind="install
     filename = f"cpython-3.12.{patch}%2B20261110-{arch}-{triple}-{kind}.tar.gz"
     return {"name": "cpython", "arch": {"family": arch, "variant": None}, "os": os_name, "libc": libc, "major": 3,
             "minor": 12, "patch": patch, "prerelease": prerelease, "variant": variant, "build": "20261110",
-            "url": f"{lock.PYTHON_BUILD_BASE}/20261110/{filename}", "sha256": sha}
+            "url": f"{env_lock.PYTHON_BUILD_BASE}/20261110/{filename}", "sha256": sha}
 
 
 def _uv_sdist(metadata: dict) -> bytes:
@@ -241,7 +242,7 @@ def test_python_builds_take_their_sha256_from_the_locked_uv_release():
         "l16m": _build("linux", "x86_64", "musl", 16, "6" * 64),
     }
     body = _uv_sdist(metadata)
-    got = lock.python_builds(dict(DECL, platforms=["linux-x86_64", "macos-arm64"]),
+    got = env_lock_resolve.python_builds(dict(DECL, platforms=["linux-x86_64", "macos-arm64"]),
                              fetch=_sdist_index(body), download=lambda url: body)
     assert got["source"] == {"filename": "uv-0.13.9.tar.gz", "url": "https://files/uv-0.13.9.tar.gz",
                              "sha256": hashlib.sha256(body).hexdigest()}
@@ -253,12 +254,12 @@ def test_python_builds_take_their_sha256_from_the_locked_uv_release():
 
 def test_python_builds_refuse_a_tampered_uv_release_or_a_build_without_hash():
     body = _uv_sdist({"m16": _build("darwin", "aarch64", "none", 16, None)})
-    with pytest.raises(LockError, match="uv-0.13.9.tar.gz from https://files/uv-0.13.9.tar.gz has sha256"):
-        lock.python_builds(DECL, fetch=_sdist_index(body, "0" * 64), download=lambda url: body)
-    with pytest.raises(LockError, match="gives no sha256"):
-        lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
-    with pytest.raises(LockError, match="knows no CPython 3.11 build for macos-arm64"):
-        lock.python_builds(dict(DECL, python_version="3.11"), fetch=_sdist_index(body), download=lambda url: body)
+    with pytest.raises(EnvLockError, match="uv-0.13.9.tar.gz from https://files/uv-0.13.9.tar.gz has sha256"):
+        env_lock_resolve.python_builds(DECL, fetch=_sdist_index(body, "0" * 64), download=lambda url: body)
+    with pytest.raises(EnvLockError, match="gives no sha256"):
+        env_lock_resolve.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
+    with pytest.raises(EnvLockError, match="knows no CPython 3.11 build for macos-arm64"):
+        env_lock_resolve.python_builds(dict(DECL, python_version="3.11"), fetch=_sdist_index(body), download=lambda url: body)
 
 
 # ---------------------------------------------------------------- fetching (a server on this machine)
@@ -300,8 +301,8 @@ def test_fetches_send_only_their_headers_and_keep_the_bytes_the_server_sent(tmp_
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         base = f"http://127.0.0.1:{server.server_port}"
-        assert lock._fetch_json(base + "/moved") == {"files": []}
-        assert lock._download(base + "/uv.tar.gz") == gzipped
+        assert package_index.fetch_json(base + "/moved") == {"files": []}
+        assert package_index.download(base + "/uv.tar.gz") == gzipped
     finally:
         server.shutdown()
         server.server_close()
@@ -319,14 +320,14 @@ def test_fetches_send_only_their_headers_and_keep_the_bytes_the_server_sent(tmp_
     ("build", "key", ".hidden"),
 ])
 def test_a_lock_whose_file_names_would_leave_their_folder_is_refused(tmp_path, where, name, value):
-    data, _ = lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
+    data, _ = env_lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
     (data["packages"][0]["files"][0] if where == "wheel" else data["python_builds"][0])[name] = value
     path = tmp_path / "lock.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(LockError, match=rf"{path}: the .* {re.escape(repr(value))} is not a plain file name"):
-        lock.load_lock(path)
-    with pytest.raises(LockError, match="is not a plain file name"):
-        lock.write_lock(data, tmp_path / "new.json")
+    with pytest.raises(EnvLockError, match=rf"{path}: the .* {re.escape(repr(value))} is not a plain file name"):
+        env_lock.load_lock(path)
+    with pytest.raises(EnvLockError, match="is not a plain file name"):
+        env_lock.write_lock(data, tmp_path / "new.json")
     assert not (tmp_path / "new.json").exists()
 
 
@@ -334,15 +335,15 @@ def test_python_builds_refuse_a_build_name_with_a_path_in_it():
     escaping = _build("darwin", "aarch64", "none", 16, "2" * 64)
     escaping["url"] = escaping["url"].replace("cpython-3.12.16", "..%2F..%2Fcpython-3.12.16")
     body = _uv_sdist({"m16": escaping})
-    with pytest.raises(LockError, match=r"the CPython build file name '\.\./\.\./cpython-3\.12\.16"):
-        lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
+    with pytest.raises(EnvLockError, match=r"the CPython build file name '\.\./\.\./cpython-3\.12\.16"):
+        env_lock_resolve.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
     body = _uv_sdist({"m16": dict(_build("darwin", "aarch64", "none", 16, "2" * 64), patch="16/../../x")})
-    with pytest.raises(LockError, match="the CPython build key 'cpython-3.12.16/../../x-macos-aarch64-none'"):
-        lock.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
+    with pytest.raises(EnvLockError, match="the CPython build key 'cpython-3.12.16/../../x-macos-aarch64-none'"):
+        env_lock_resolve.python_builds(DECL, fetch=_sdist_index(body), download=lambda url: body)
 
 
 def test_a_lock_that_cannot_be_written_whole_leaves_the_previous_one(tmp_path, monkeypatch):
-    data, _ = lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
+    data, _ = env_lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
     path = tmp_path / ".mlx-env.lock.json"
     path.write_text("the previous lock\n")
 
@@ -351,10 +352,10 @@ def test_a_lock_that_cannot_be_written_whole_leaves_the_previous_one(tmp_path, m
 
     monkeypatch.setattr("os.fsync", disk_full)
     with pytest.raises(OSError, match="No space left"):
-        lock.write_lock(data, path)
+        env_lock.write_lock(data, path)
     assert path.read_text() == "the previous lock\n" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
 def test_a_lock_is_never_resolved_from_a_plain_http_index():
-    with pytest.raises(LockError, match=r"--index http://pypi.example/simple: give an https:// \(or file://\) index"):
-        lock.make_lock(DECL, "/nonexistent/uv", index="http://pypi.example/simple")
+    with pytest.raises(EnvLockError, match=r"--index http://pypi.example/simple: give an https:// \(or file://\) index"):
+        env_lock_resolve.make_lock(DECL, "/nonexistent/uv", index="http://pypi.example/simple")

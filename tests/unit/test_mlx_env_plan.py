@@ -17,7 +17,8 @@ import pytest
 from packaging import tags as ptags
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import PYTHON_BUILD_BASE, LockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE, fingerprint
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -297,7 +298,7 @@ def test_cache_rejects_wrong_bytes(tmp_path):
 
 def test_plan_run_stops_on_declaration_drift(tmp_path):
     lock_file, _ = _write(_lock(), tmp_path)
-    with pytest.raises(LockError, match="run mlx-fleet lock$"):
+    with pytest.raises(EnvLockError, match="run mlx-fleet lock$"):
         envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE, mlx_lm_version="0.33.0"), "", "/opt/s",
                          str(tmp_path), {})
 

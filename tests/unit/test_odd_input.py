@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, fabric_addresses, hostfile, lock, rdma, run_record, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, env_declaration, env_lock, fabric_addresses, hostfile, rdma, run_record, runlock
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
@@ -338,10 +338,10 @@ def test_the_macs_network_record_fails_the_module_in_one_line(text):
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(odd([json.dumps({"format": lock.LOCK_FORMAT, "declaration": {}, "packages": []}, indent=2)]))
+@given(odd([json.dumps({"format": env_lock.LOCK_FORMAT, "declaration": {}, "packages": []}, indent=2)]))
 def test_the_environment_lock_raises_only_lock_error(text):
     counted("ledgers")
-    read_written("mlx-env.lock.json", text, lock.load_lock, lock.LockError)
+    read_written("mlx-env.lock.json", text, env_lock.load_lock, env_declaration.EnvLockError)
 
 
 # --- the capture loader -------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_mbp_reference_gives_the_catalogue_m5_max_with_its_recorded_ports(tmp_pa
 
 def test_a_capture_without_a_model_identifier_writes_no_model_key_in_the_inventory(tmp_path):
     from replay_dirs import THUNDERBOLT, reference_thunderbolt
-    from mlx_fleet.sim.cluster import inventory_host_vars
+    from mlx_fleet.sim.access import inventory_host_vars
 
     r = replay.derive(replay.load_capture(write_capture(tmp_path / "anon", {
         "thunderbolt": (THUNDERBOLT, reference_thunderbolt())})))

@@ -18,7 +18,8 @@ import time
 import traceback
 from pathlib import Path
 
-from mlx_fleet.sim.cluster import LIBEXEC, Cluster
+from mlx_fleet.sim.cluster import Cluster
+from mlx_fleet.sim.state import LIBEXEC
 
 POLL_SECONDS = 0.2
 

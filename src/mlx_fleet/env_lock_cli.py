@@ -1,4 +1,4 @@
-"""`mlx-fleet lock`: resolve the declared environment into the lock (logic: plugin_utils.lock)."""
+"""`mlx-fleet lock`: resolve the declared environment into its lock (logic: plugin_utils.env_lock_resolve)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.lock import (
-    PYPI_SIMPLE, LockError, declaration_from, inventory_environment, make_lock, write_lock)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_inventory import declaration_from, inventory_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import write_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import make_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import PYPI_SIMPLE
 from mlx_fleet.errors import UserError
 
 
-def add_lock_parser(sub, command) -> None:
+def add_env_lock_parser(sub, command) -> None:
     p = command(sub, "lock", "resolve the declared MLX environment into the lock file (with hashes)",
                 "Resolve the environment the inventory declares (mlx_env_* variables) with uv into a JSON lock "
                 "beside the inventory, with the sha256 of every wheel, uv and managed Python build, for the "
@@ -40,11 +43,11 @@ def _find_uv(explicit: str | None) -> str:
 
     found = which("uv")
     if not found:
-        raise LockError("uv not found: install it (pip install uv) or pass --uv-bin")
+        raise EnvLockError("uv not found: install it (pip install uv) or pass --uv-bin")
     return found
 
 
-def run_lock(args: argparse.Namespace) -> int:
+def run_env_lock(args: argparse.Namespace) -> int:
     try:
         overrides = {k: getattr(args, k) for k in ("python_version", "uv_version", "mlx_version", "mlx_lm_version")}
         raw, lock_file = inventory_environment(args.inventory)
@@ -52,7 +55,7 @@ def run_lock(args: argparse.Namespace) -> int:
         lock = make_lock(decl, _find_uv(args.uv_bin), index=args.index)
         output = args.output or lock_file
         digest = write_lock(lock, output)
-    except LockError as exc:
+    except EnvLockError as exc:
         raise UserError(str(exc)) from None
     n_files = sum(len(p["files"]) for p in lock["packages"])
     print(f"mlx-fleet lock: {len(lock['packages'])} packages, {n_files} wheels, uv {decl['uv_version']}, "
