@@ -5,7 +5,6 @@ last good hostfiles in place, and the one that stopped answering is named within
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import run_lock
 from simlib import BIN, Sim
 from test_preflight_sim import logins
 
@@ -96,32 +96,17 @@ def test_a_bad_inventory_stops_before_any_login(cluster, tmp_path, command, grou
 
 
 def test_two_runs_at_once_never_mix(cluster):
+    # The test holds the folder's run lock as a run does; a second command on it waits its 1 s, then
+    # refuses in one line naming the holder, exit 3, and writes nothing.
     sim, out = cluster
-    baseline = (out / "hostfile.json").read_bytes()
-    first = subprocess.Popen([str(BIN / "mlx-fleet"), "hostfile", "-i", str(sim.dir / "inventory.yml")],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd="/",
-                             stdin=subprocess.DEVNULL)
-    def holder() -> int | None:
-        try:
-            return json.loads((out / "run.lock").read_text()).get("pid")
-        except ValueError:  # being written
-            return None
-
-    deadline = time.monotonic() + 30
-    while holder() != first.pid:
-        assert time.monotonic() < deadline, "the first run never took the lock"
-        time.sleep(0.1)
-    second = hostfile(sim.dir / "inventory.yml", env={"MLX_FLEET_LOCK_WAIT": "2"})
-    assert first.wait(timeout=300) == 0, first.stdout.read()
-    # The second either found the lock held and refused after its 2 s, naming the first run, or (the
-    # first run being quicker than that) took it in turn; never both at once.
-    assert second.returncode in (0, 3), second.stderr
-    if second.returncode == 3:
-        assert second.stderr.startswith(f"mlx-fleet hostfile: {out} is in use by mlx-fleet running hostfile "
-                                        f"(pid {first.pid}, started "), second.stderr
-        assert second.stderr.count("\n") == 1
-    assert (out / "hostfile.json").read_bytes() == baseline
-    json.loads(baseline)
+    before = digests(out)
+    with run_lock(out, "a run the test holds") as held:
+        second = hostfile(sim.dir / "inventory.yml", env={"MLX_FLEET_LOCK_WAIT": "1"})
+    assert second.returncode == 3, second.stdout + second.stderr
+    assert second.stderr == (f"mlx-fleet hostfile: {out} is in use by a run the test holds (pid {os.getpid()}, "
+                             f"started {held['started']}); waited 1 s: let that run finish (or stop it) and run "
+                             "again\n"), second.stderr
+    assert digests(out) == before
 
 
 def test_a_mac_failing_its_network_step_keeps_the_last_hostfiles(cluster):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from test_fabric import Cluster
+from factories import Cluster
 
 HOSTS = [f"studio-{i}" for i in range(1, 33)]
 
