@@ -26,8 +26,7 @@ import pexpect
 import pytest
 import yaml
 
-from simlib import MLX_FLEET, Sim
-from test_audit_sim import ENV_CACHE
+from simlib import ENV_CACHE, MLX_FLEET, Sim
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
 

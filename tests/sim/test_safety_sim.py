@@ -1,25 +1,22 @@
 """Safe on a real rack, on one simulated 3-Mac mesh: a bad inventory stops every command before any
 login; two runs at once never mix; a Mac that fails its network step, or stops answering, leaves the
-last good hostfiles in place, and the one that stopped answering is named within 90 s."""
+last good hostfiles in place, and the one that stopped answering is named (its wait bounded by the
+connection timeouts; how long it takes is `make bench`'s to measure)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import run_lock
-from simlib import BIN, Sim
-from test_preflight_sim import logins
+from simlib import BIN, Sim, digests, logins
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
-HOSTFILES = ("hostfile.json", "hostfile-ring.json", "cluster.json")
 
 
 def run(argv: list[str], env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -32,10 +29,6 @@ def hostfile(inventory: Path, env: dict | None = None, timeout: float = 300) -> 
     env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"} | (env or {})  # the packaged config
     return subprocess.run([str(BIN / "mlx-fleet"), "hostfile", "-i", str(inventory)], capture_output=True,
                           text=True, env=env, timeout=timeout, cwd="/", stdin=subprocess.DEVNULL)
-
-
-def digests(out: Path) -> dict[str, str]:
-    return {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in HOSTFILES}
 
 
 @pytest.fixture(scope="module")
@@ -134,12 +127,8 @@ def test_a_mac_that_stops_answering_fails_alone_and_quickly(cluster):
     sim, out = cluster
     before = digests(out)
     sim.cli("exec", "mini-3", "--", "ip", "link", "set", "en0", "down")
-    started = time.monotonic()
-    result = hostfile(sim.dir / "inventory.yml", timeout=150)
-    seconds = time.monotonic() - started
-    assert seconds < 90, f"{seconds:.0f} s"
+    result = hostfile(sim.dir / "inventory.yml", timeout=150)  # a bound so the test cannot hang
     assert result.returncode == 4, result.stdout + result.stderr
     assert [line for line in result.stdout.splitlines() if line.startswith("unreachable: ")][0].startswith(
         "unreachable: mini-3: "), result.stdout
     assert digests(out) == before
-    print(f"\nmini-3 off its management network: mlx-fleet hostfile exit 4 after {seconds:.0f} s")
