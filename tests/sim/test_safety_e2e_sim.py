@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import ENV_CACHE, HOSTFILES, MLX_FLEET, Sim, digests, host_stats, listing, runner_events
+from simlib import CALLBACKS, ENV_CACHE, HOSTFILES, MLX_FLEET, Sim, digests, host_stats, listing, runner_events
 
 pytestmark = pytest.mark.sim
-CALLBACKS = Path(__file__).parent / "callbacks"
 FIX = "manage the Mac over Ethernet or Wi-Fi (its ansible_host)"
 
 

@@ -39,7 +39,7 @@ def test_site_check_converge_and_no_change(make_sim, tmp_path):
     summary = host_stats(again)
     assert changed_per_host(again) == dict.fromkeys(summary, 0), again.stdout
     # A converged Mac's hostfiles are not sent again: the network step hashed them.
-    push = task_results(again, "Put the hostfiles on every Mac whose copies differ")
+    push = task_results(again.recorded, "Put the hostfiles on every Mac whose copies differ")
     assert sorted(host for host, done in push.items() if done.get("skipped")) == sorted(sim.nodes), push
     diffed, _ = site(sim, out, "--check", "--diff")
     assert diffed.returncode == 0 and set(changed_per_host(diffed).values()) == {0}, diffed.stdout
