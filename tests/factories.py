@@ -169,12 +169,12 @@ class ReadinessCluster:
 
 
 def minis(n=4, **kwargs):
+    """n M4 Pro Mac minis, mini-1..mini-n, not yet cabled."""
     return ReadinessCluster({f"mini-{i}": "mini-m4-pro" for i in range(1, n + 1)}, **kwargs)
 
 
-# --- a Mac that passes the preflight -------------------------------------------------------------------
+# --- a Mac that passes the preflight, as macos_facts returns it ---------------------------------------
 
-# A Mac that passes the preflight, as macos_facts returns it.
 GOOD = {
     "product_version": "26.2", "build_version": "25C56", "model_identifier": "Mac16,11", "model_name": "Mac mini",
     "chip": "Apple M4 Pro", "apple_silicon": True, "user": "admin", "sudo": "passwordless",
@@ -192,7 +192,7 @@ def planned(cluster: Cluster) -> dict:
             for host, ports in cluster.fabric().network.items()}
 
 
-HOSTS = ["mini-1", "mini-2", "mini-3"]
+HOSTS = ["mini-1", "mini-2", "mini-3"]  # of Cluster.of("mini-m4-pro", 3)
 
 
 def plan(cluster: Cluster) -> dict:
@@ -279,14 +279,17 @@ def converged():
 
 
 def audit(state):
+    """The audit of a state as converged() gives it (or changed), as the CLI runs it."""
     return run_audit(*state[:3], state[3], inventory=INVENTORY, cli=True)
 
 
 def lines(state):
+    """The audit's summary lines for a state."""
     return audit_report.summary_lines(audit(state).to_dict("now", INVENTORY))
 
 
 def node(state, host="mini-2"):
+    """What node_state read on one Mac of a state (mlx_fleet_node), to change in place."""
     return state[1][host]["mlx_fleet_node"]
 
 
@@ -302,6 +305,7 @@ MESH = ["studio-1:2 -- studio-2:2", "studio-1:3 -- studio-3:2", "studio-2:3 -- s
 
 
 def onboarding_macos(cluster: Cluster, **new) -> dict:
+    """mlx_fleet_macos of each Mac of the cluster; new: facts of the last one (the joining Mac) changed."""
     facts = {}
     for i, (host, key) in enumerate(cluster.models.items()):
         model = MODELS[key]
@@ -313,6 +317,8 @@ def onboarding_macos(cluster: Cluster, **new) -> dict:
 
 
 def joining(new_model: str = "studio-m3-ultra", cables=MESH, rdma_new=False, **new):
+    """(cluster, macos facts) of a 3-Studio mesh and a Mac "new" of new_model not yet cabled (RDMA off
+    unless rdma_new); new: facts of the new Mac changed."""
     cluster = Cluster.of("studio-m3-ultra", 3)
     joined = Cluster({**cluster.models, "new": new_model}, no_rdma=() if rdma_new else ("new",))
     joined.facts.update(cluster.facts)
