@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -105,3 +106,119 @@ def node_python() -> tuple[str, str]:
 def cable_networks(folder: Path) -> dict[str, str]:
     """Each cable's /30 ("a:1 -- b:2" -> network) by the cluster model the last converge wrote in folder."""
     return {link["cable"]: link["network"] for link in json.loads((folder / "cluster.json").read_text())["links"]}
+
+
+# --- shared by the sim test modules (no test module imports another) -------------------------------------
+
+# What a run could change on a Mac, read through the Mac's own tools. Not ls's "total" lines: they count the
+# blocks the files occupy, which the file system changes by itself after a write (a large file written by
+# the last run, e.g. the store's uv, may get an extent block when its data is written back, ~30 s later).
+STATE = ("ls -laR /opt /Library/LaunchDaemons /Library/Preferences/SystemConfiguration | grep -v '^total '; "
+         "pmset -g custom; scutil --get ComputerName; networksetup -listnetworkserviceorder; ifconfig; "
+         "sysctl iogpu.wired_limit_mb")
+ENV_CACHE = "/var/tmp/mlx-fleet-env-cache"  # the warm download cache the env tests share
+HOSTFILES = ("hostfile.json", "hostfile-ring.json", "cluster.json")
+
+
+def digests(out: Path) -> dict[str, str]:
+    """The published hostfiles and cluster model of an output folder, by content."""
+    return {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in HOSTFILES}
+
+
+
+def logins(sim: Sim) -> int:
+    """SSH logins the simulated Macs have accepted so far (their sshd logs)."""
+    return sum((sim.dir / "nodes" / n / "console.log").read_text().count("Accepted publickey") for n in sim.nodes)
+
+
+
+def listing(sim: Sim) -> dict[str, str]:
+    """What a run could change on each Mac (STATE, and every file of /Library by content), read through the
+    Mac's own tools at its console: not a plain ssh, which another cluster's Mac of that name may answer."""
+    command = STATE + "; find /Library -type f -exec shasum -a 256 {} + | sort"
+    return {node: sim.cli("exec", node, "--", "sh", "-c", command).stdout for node in sim.nodes}
+
+
+
+def mlx_fleet_packaged(*argv: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """mlx-fleet with the config it ships (no ANSIBLE_CONFIG), as a user runs it; prefix: e.g. `ip netns exec NS`."""
+    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}  # the packaged config
+    return subprocess.run([*prefix, MLX_FLEET, *argv], capture_output=True, text=True, env=env, timeout=600, cwd="/",
+                          stdin=subprocess.DEVNULL)
+
+
+def converge(inventory: Path, *extra: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return mlx_fleet_packaged("converge", "-i", str(inventory), "-e", f"mlx_env_cache_dir={ENV_CACHE}", *extra, prefix=prefix)
+
+
+def lines(result: subprocess.CompletedProcess, *starts: str) -> list[str]:
+    """The output lines that start with one of starts."""
+    return [line for line in result.stdout.splitlines() if line.startswith(starts)]
+
+
+def plan_file(path: Path, nodes: dict[str, str], cables: list[str]) -> str:
+    """A `sim up --topology` plan file: these nodes and models, these cables."""
+    path.write_text(yaml.safe_dump({"nodes": {n: {"model": m} for n, m in nodes.items()}, "cables": cables}))
+    return str(path)
+
+
+# --- what a playbook run did, from its JSON, never from the recap text ------------------------------------
+
+CALLBACKS = Path(__file__).resolve().parent / "callbacks"
+
+
+def run_recorded(argv: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run of an ansible-playbook command with the test-only record_json callback on (beside the
+    callbacks the run has, e.g. the summary): result.recorded is what it wrote (plays, tasks, per-host stats)."""
+    with tempfile.TemporaryDirectory(prefix="mlx-fleet-record-") as folder:
+        record = Path(folder) / "record.json"
+        enabled = [name for name in env.get("ANSIBLE_CALLBACKS_ENABLED", "mlx_fleet.cluster.summary").split(",") if name]
+        env = env | {"ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "MLX_FLEET_RECORD": str(record),
+                     "ANSIBLE_CALLBACKS_ENABLED": ",".join([*enabled, "record_json"])}
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, **kwargs)
+        result.recorded = json.loads(record.read_text()) if record.exists() else None
+    return result
+
+
+def run_folder(result: subprocess.CompletedProcess) -> Path:
+    """A mlx-fleet command's ansible-runner artifacts, from its summary's `full output: FOLDER/stdout (N s)` line."""
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("full output: ")]
+    return Path(line.split()[2]).parent
+
+
+def runner_events(result: subprocess.CompletedProcess, name: str) -> list[dict]:
+    """The event_data of a mlx-fleet command's ansible-runner events of this name (runner_on_ok, ...), in order."""
+    events = [json.loads(path.read_text()) for path in (run_folder(result) / "job_events").glob("*.json")]
+    return [event["event_data"] for event in sorted(events, key=lambda event: event.get("counter", 0))
+            if event.get("event") == name]
+
+
+# ansible-runner's playbook_on_stats names -> the names of ansible's own per-host summary (record_json's).
+_RUNNER_STATS = {"ok": "ok", "changed": "changed", "unreachable": "dark", "failures": "failures",
+                 "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+
+
+def host_stats(result: subprocess.CompletedProcess) -> dict[str, dict[str, int]]:
+    """Per host, what the playbook run did (ok, changed, unreachable, failures, skipped, rescued, ignored): from
+    record_json (run_recorded), or for a mlx-fleet command from ansible-runner's job events of its run."""
+    if getattr(result, "recorded", None) is not None:
+        return result.recorded["stats"]
+    if hasattr(result, "recorded"):
+        raise AssertionError(f"the run recorded nothing:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+    (stats,) = runner_events(result, "playbook_on_stats")
+    return {host: {name: stats.get(key, {}).get(host, 0) for name, key in _RUNNER_STATS.items()}
+            for host in stats["processed"]}
+
+
+def changed_per_host(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """Per host, how many tasks the run changed."""
+    return {host: counts["changed"] for host, counts in host_stats(result).items()}
+
+
+def task_results(recorded: dict, name_part: str) -> dict[str, dict]:
+    """Per host, the result of the first task whose name has name_part, in what record_json wrote."""
+    for play in recorded["plays"]:
+        for task in play["tasks"]:
+            if name_part in task["task"]["name"]:
+                return task["hosts"]
+    raise AssertionError(f"no task {name_part!r}")

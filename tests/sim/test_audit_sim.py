@@ -23,13 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import BIN, MLX_FLEET, REPO, Sim, cable_networks
-from test_site_sim import STATE
+from simlib import BIN, ENV_CACHE, MLX_FLEET, REPO, STATE, Sim, cable_networks
 
 pytestmark = pytest.mark.sim
 
 MAC = "mini-2"
-ENV_CACHE = "/var/tmp/mlx-fleet-env-cache"  # the warm download cache the env tests share
 OLD_WHEELS = Path("/var/tmp/mlx-fleet-old-mlx")  # hand-installed wheels, shared with test_mlx_env_sim
 UV = "/opt/mlx-fleet/store/bin/uv pip {} --python /opt/mlx-fleet/venv/bin/python"
 SITE_PACKAGES = "/opt/mlx-fleet/venv/lib/python3.11/site-packages"

@@ -11,37 +11,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from simlib import BIN, MLX_FLEET, Sim, cable_networks, node_python
-from test_audit_sim import ENV_CACHE
-from test_safety_e2e_sim import listing
+from simlib import BIN, Sim, cable_networks, converge, lines, listing, mlx_fleet_packaged, node_python, plan_file
 
 pytestmark = pytest.mark.sim
-
-
-def mlx_fleet(*argv: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}  # the packaged config
-    return subprocess.run([*prefix, MLX_FLEET, *argv], capture_output=True, text=True, env=env, timeout=600, cwd="/",
-                          stdin=subprocess.DEVNULL)
-
-
-def converge(inventory: Path, *extra: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    return mlx_fleet("converge", "-i", str(inventory), "-e", f"mlx_env_cache_dir={ENV_CACHE}", *extra, prefix=prefix)
-
-
-def lines(result: subprocess.CompletedProcess, *starts: str) -> list[str]:
-    return [line for line in result.stdout.splitlines() if line.startswith(starts)]
-
-
-def plan_file(path: Path, nodes: dict[str, str], cables: list[str]) -> str:
-    path.write_text(yaml.safe_dump({"nodes": {n: {"model": m} for n, m in nodes.items()}, "cables": cables}))
-    return str(path)
 
 
 def addresses_on(sim: Sim, node: str) -> set[str]:
@@ -106,7 +84,7 @@ def test_auto_falls_back_to_ring_where_rdma_cannot_run_and_the_hostfile_runs(mak
         inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
         inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_backend"] = "jaccl"
         (sim.dir / "jaccl.yml").write_text(yaml.safe_dump(inventory))
-        refused = mlx_fleet("hostfile", "-i", str(sim.dir / "jaccl.yml"), "--output-dir", str(out))
+        refused = mlx_fleet_packaged("hostfile", "-i", str(sim.dir / "jaccl.yml"), "--output-dir", str(out))
         assert refused.returncode == 1, refused.stdout
         assert ("jaccl needs RDMA on every host: base-4 cannot do RDMA (a Thunderbolt 4 Mac): Mac mini "
                 "(mini-m4) has Thunderbolt 4 ports, and RDMA over Thunderbolt needs Thunderbolt 5; use the ring "

@@ -1,9 +1,7 @@
-"""networksetup services in the doubles against real iproute2 (the netns of test_doubles_netns.py)."""
-
-from test_doubles_netns import netns  # noqa: F401  (a fixture: root and iproute2 needed)
+"""networksetup services in the doubles against real iproute2 (the netns fixture: root and iproute2 needed)."""
 
 
-def test_an_additional_route_off_the_subnet_is_skipped_not_fatal(netns):  # noqa: F811
+def test_an_additional_route_off_the_subnet_is_skipped_not_fatal(netns):
     # configd stores the route and IPMonitor skips it while its gateway is unreachable; the
     # networksetup call that re-applies the service (here: a new address) still succeeds.
     def ok(*argv):

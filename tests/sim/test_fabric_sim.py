@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import BIN, Sim, cable_networks, node_python
+from simlib import BIN, Sim, cable_networks, changed_per_host, node_python, run_recorded
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
@@ -27,14 +27,14 @@ def hostfile_cmd(inventory: Path, out: Path) -> subprocess.CompletedProcess:
     return run([str(BIN / "mlx-fleet"), "hostfile", "-i", str(inventory), "--output-dir", str(out)])
 
 
+def playbook(*argv: str) -> subprocess.CompletedProcess:
+    """ansible-playbook, its results recorded as JSON (changed_per_host reads them)."""
+    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    return run_recorded([str(BIN / "ansible-playbook"), *argv], env, timeout=300, cwd="/", stdin=subprocess.DEVNULL)
+
+
 def converge(inventory: Path, out: Path) -> subprocess.CompletedProcess:
-    return run([str(BIN / "ansible-playbook"), "-i", str(inventory), "-e", f"mlx_fleet_output_dir={out}",
-                str(REPO / "playbooks/fabric.yml")])
-
-
-def recap_changed(output: str) -> dict[str, int]:
-    return {line.split()[0]: int(line.split("changed=")[1].split()[0])
-            for line in output.splitlines() if "changed=" in line and "ok=" in line}
+    return playbook("-i", str(inventory), "-e", f"mlx_fleet_output_dir={out}", str(REPO / "playbooks/fabric.yml"))
 
 
 def distributed_config(sim: Sim, backend: str, out: Path) -> subprocess.CompletedProcess:
@@ -119,7 +119,7 @@ def test_ring_all_sum_over_our_addresses_survives_reboots_and_reconverges_to_no_
 
     again = converge(sim.dir / "inventory.yml", out)
     assert again.returncode == 0, again.stdout
-    assert set(recap_changed(again.stdout).values()) == {0}, again.stdout
+    assert set(changed_per_host(again).values()) == {0}, again.stdout
 
 
 @pytest.fixture(scope="module")
@@ -206,11 +206,11 @@ def test_the_fabric_comes_off_again(make_sim, tmp_path):
     assert "(3) Thunderbolt 1" in sim.ssh("mini-1", services, own_config=True).stdout
     hostfiles = "ls /opt/mlx-fleet | grep -c hostfile || true"
     assert {n: sim.ssh(n, hostfiles, own_config=True).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "2\n")
-    undo = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
+    undo = playbook("-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml"))
     assert undo.returncode == 0, undo.stdout
     assert {n: sim.ssh(n, services, own_config=True).stdout for n in sim.nodes} == before
     # No hostfile left naming the addresses the undo took away; the controller keeps its copy.
     assert {n: sim.ssh(n, hostfiles, own_config=True).stdout for n in sim.nodes} == dict.fromkeys(sim.nodes, "0\n")
     assert (tmp_path / "out" / "hostfile.json").exists()
-    again = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml")])
-    assert again.returncode == 0 and set(recap_changed(again.stdout).values()) == {0}, again.stdout
+    again = playbook("-i", str(sim.dir / "inventory.yml"), str(REPO / "playbooks/fabric_undo.yml"))
+    assert again.returncode == 0 and set(changed_per_host(again).values()) == {0}, again.stdout

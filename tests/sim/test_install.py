@@ -149,9 +149,9 @@ def test_collection_with_ansible_core_only(collection_tarball, work, cluster):
     _run([str(bin_dir / "ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections),
           str(collection_tarball)], cwd=work, env=env)
     output_dir = work / "out-galaxy"
+    # _run: exit 0, so no Mac failed or was unreachable.
     result = _run([str(bin_dir / "ansible-playbook"), "-i", str(cluster.dir / "inventory.yml"),
                    "-e", f"mlx_fleet_output_dir={output_dir}", "mlx_fleet.cluster.hostfile"], cwd=work, env=env)
-    assert "failed=0" in result.stdout
     assert len(json.loads((output_dir / "hostfile.json").read_text())["hosts"]) == 3
     summary = result.stdout.rsplit("MLX FLEET SUMMARY", 1)[1].splitlines()[1:]
     assert any(line.startswith(f"hostfiles: {output_dir / 'hostfile.json'}") for line in summary), result.stdout

@@ -26,13 +26,11 @@ import pexpect
 import pytest
 import yaml
 
-from simlib import MLX_FLEET, Sim
-from test_audit_sim import ENV_CACHE
+from simlib import CALLBACKS, ENV_CACHE, MLX_FLEET, Sim
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
 
 pytestmark = pytest.mark.sim
-CALLBACKS = Path(__file__).parent / "callbacks"
 AT = {"preflight": "Read the Mac and its Thunderbolt ports through their own tools",
       "environment": "Send what the node lacks as one bundle, install the locked set offline and prove MLX runs",
       "fabric": "Give each cabled port its network"}

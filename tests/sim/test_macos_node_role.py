@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from simlib import host_stats, run_recorded
+
 pytestmark = pytest.mark.sim
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,18 +45,10 @@ def playbook(sim, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, di
     argv = [str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"), "-i", str(sim.dir / "node-vars.yml"),
             str(PLAYBOOK), *args]
     start = time.monotonic()
-    result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    result = run_recorded(argv, env, cwd=REPO, timeout=600)
     elapsed = time.monotonic() - start
     assert result.returncode == 0, f"{' '.join(argv)}\n{result.stdout}\n{result.stderr}"
-    return result, recap(result.stdout), elapsed
-
-
-def recap(stdout: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP lines -> {host: {ok, changed, failed, ...}}."""
-    out = {}
-    for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", stdout.split("PLAY RECAP", 1)[1], re.M):
-        out[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)}
-    return out
+    return result, host_stats(result), elapsed
 
 
 def ssh(sim, node: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -89,13 +83,13 @@ def test_node_settings_converge_idempotently_and_survive_reboot(make_sim):
     # --check --diff on fresh nodes: reports what it would change, changes nothing.
     before = {node: node_state(sim, node) for node in sim.nodes}
     result, counts, times["check_fresh"] = playbook(sim, "--check", "--diff")
-    assert all(c["changed"] > 0 and c["failed"] == 0 for c in counts.values()), counts
+    assert all(c["changed"] > 0 and c["failures"] == 0 for c in counts.values()), counts
     assert "- sleep                1\n" in result.stdout and "+ sleep                0\n" in result.stdout  # pmset diff
     assert "+iogpu.wired_limit_mb: 55705" in result.stdout
     assert {node: node_state(sim, node) for node in sim.nodes} == before
 
     result, counts, times["converge"] = playbook(sim)
-    assert all(c["changed"] > 0 and c["failed"] == 0 for c in counts.values()), counts
+    assert all(c["changed"] > 0 and c["failures"] == 0 for c in counts.values()), counts
     for node in sim.nodes:
         custom = ssh(sim, node, "pmset -g custom").stdout
         for key, value in {"sleep": 0, "disksleep": 0, "womp": 1, "autorestart": 1, "displaysleep": 0}.items():
@@ -113,7 +107,7 @@ def test_node_settings_converge_idempotently_and_survive_reboot(make_sim):
 
     # A second run and a --check --diff run on the converged cluster change nothing.
     result, counts, times["rerun"] = playbook(sim)
-    assert all(c["changed"] == 0 and c["failed"] == 0 for c in counts.values()), (counts, result.stdout)
+    assert all(c["changed"] == 0 and c["failures"] == 0 for c in counts.values()), (counts, result.stdout)
     times["tasks_per_host"] = counts["mini-1"]["ok"]
     result, counts, _ = playbook(sim, "--check", "--diff")
     assert all(c["changed"] == 0 for c in counts.values()), (counts, result.stdout)

@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import pytest
 
-from simlib import BIN, REPO
+from simlib import BIN, REPO, task_results
 
 pytestmark = pytest.mark.sim
 
@@ -61,14 +61,6 @@ def play(sim, *args: str, cache: Path, expect_failure: bool = False) -> dict:
             f"ansible-playbook {args} exited {proc.returncode}: {failed}\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}")
     out["elapsed"] = elapsed
     return out
-
-
-def task_results(out: dict, name_part: str) -> dict:
-    for play_ in out["plays"]:
-        for task in play_["tasks"]:
-            if name_part in task["task"]["name"]:
-                return task["hosts"]
-    raise AssertionError(f"no task {name_part!r}")
 
 
 def listing(sim) -> dict:

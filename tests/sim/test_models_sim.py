@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_backend_pool_sim import converge, lines, plan_file
+from simlib import converge, lines, plan_file
 
 pytestmark = pytest.mark.sim
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simlib import BIN, MLX_FLEET, Sim, cable_networks, mlx_fleet
+from simlib import BIN, MLX_FLEET, Sim, cable_networks, changed_per_host, mlx_fleet, run_recorded
 
 from mlx_fleet.sim.access import environment_vars
 
@@ -205,10 +205,9 @@ def test_a_fourth_studio_joins_the_mesh(cluster):
     sim.cli("reboot", "studio-4")
     env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     for attempt in ("after Recovery", "again"):
-        site = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "site.yml")],
-                              capture_output=True, text=True, env=env, timeout=900, stdin=subprocess.DEVNULL)
+        site = run_recorded([str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / "site.yml")],
+                            env, timeout=900, stdin=subprocess.DEVNULL)
         assert site.returncode == 0, f"{attempt}: {site.stdout[-4000:]}"
     hostfile = json.loads((out / "hostfile.json").read_text())
     assert hostfile["backend"] == "jaccl" and len(hostfile["hosts"]) == 4
-    recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", site.stdout, re.M))
-    assert recap == {"localhost": "0", **dict.fromkeys([*OLD, "studio-4"], "0")}, site.stdout[-3000:]
+    assert changed_per_host(site) == {"localhost": 0, **dict.fromkeys([*OLD, "studio-4"], 0)}, site.stdout[-3000:]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import BIN, Sim
+from simlib import BIN, Sim, logins
 
 pytestmark = pytest.mark.sim
 REPO = Path(__file__).resolve().parents[2]
@@ -20,11 +20,6 @@ def playbook(inventory: Path, *args: str, playbook: str = "playbooks/preflight.y
     env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), str(REPO / playbook), *args],
                           capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
-
-
-def logins(sim: Sim) -> int:
-    """SSH logins the simulated Macs have accepted so far (their sshd logs)."""
-    return sum((sim.dir / "nodes" / n / "console.log").read_text().count("Accepted publickey") for n in sim.nodes)
 
 
 @pytest.fixture(scope="module")

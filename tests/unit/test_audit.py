@@ -12,99 +12,11 @@ import subprocess
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import CLUSTER, run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import CLUSTER
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import declared_state
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
 from mlx_fleet import record as records
-from test_fabric import Cluster
-
-INVENTORY = "inv/hosts.yml"
-LOCK = {
-    "format": 1,
-    "declaration": {"python_version": "3.12", "uv_version": "0.13.9", "mlx_version": "0.32.4",
-                    "mlx_lm_version": "0.32.2", "extra_packages": [],
-                    "platforms": ["linux-x86_64", "macos-arm64"]},
-    "python_versions": ["3.11", "3.12"],
-    "packages": [
-        {"name": "mlx", "version": "0.32.4", "marker": "", "files": []},
-        {"name": "mlx-lm", "version": "0.32.2", "marker": "", "files": []},
-        {"name": "mlx-metal", "version": "0.32.4", "marker": "sys_platform == 'darwin'", "files": []},
-        {"name": "mlx-cpu", "version": "0.32.4", "marker": "sys_platform == 'linux'", "files": []},
-    ],
-    "python_builds": [{"key": "cpython-3.12.12-macos-aarch64-none", "version": "3.12.12", "os": "macos",
-                       "arch": "aarch64", "libc": "none", "filename": "x.tar.gz", "sha256": "0" * 64, "url": "u"}],
-}
-MARKERS = {"sys_platform": "darwin", "platform_machine": "arm64", "python_version": "3.12",
-           "python_full_version": "3.12.12", "implementation_name": "cpython", "os_name": "posix"}
-POWER = {"sleep": 0, "disksleep": 0, "womp": 1, "autorestart": 1}
-HOSTFILE = json.dumps({"backend": "jaccl-ring", "envs": [], "hosts": []})
-SHA = hashlib.sha256(HOSTFILE.encode()).hexdigest()
-RING = "5E6F7A"
-
-
-def converged():
-    """(hosts, observed, declared, controller) of a converged ring of four M4 Pro Mac minis."""
-    cluster = Cluster.of("mini-m4-pro", 4, "ring")
-    fabric = cluster.fabric()
-    hosts = list(cluster.models)
-    observed, declared = {}, {}
-    for i, host in enumerate(hosts):
-        tb = cluster.facts[host]
-        for port in tb["ports"]:
-            port["rdma_state"] = "PORT_ACTIVE" if port["connected"] else "PORT_DOWN"
-        addresses = {p.device: [f"{p.address}/{p.prefix}"] for p in fabric.network[host]}
-        observed[host] = {
-            "mlx_fleet_macos": {"product_version": "26.2", "build_version": "25C56", "model_identifier": "Mac16,11",
-                                "model_name": "Mac mini", "chip": "Apple M4 Pro", "memory_bytes": 64 << 30,
-                                "serial_number": f"SERIAL000{i}"},
-            "mlx_fleet_thunderbolt": tb,
-            "mlx_fleet_node": {
-                "pmset": {"AC Power": dict(POWER, displaysleep=10)},
-                "names": {"ComputerName": host, "LocalHostName": host},
-                "addresses": {p["device"]: addresses.get(p["device"], []) for p in tb["ports"]},
-                "wired_limit": {"now_mb": 16384, "daemon": {
-                    "path": "/Library/LaunchDaemons/org.mlx-fleet.wired-limit.plist", "present": True,
-                    "value_mb": 16384, "loaded": True, "state": "not running"}},
-                "environment": {
-                    "path": "/opt/mlx-fleet/venv", "exists": True, "error": "",
-                    "python": {"version": "3.12.12", "executable": "/opt/mlx-fleet/venv/bin/python",
-                               "prefix": "/opt/mlx-fleet/venv", "sys_platform": "darwin", "machine": "arm64",
-                               "home": "/opt/mlx-fleet/store/python/cpython-3.12.12-macos-aarch64-none/python/bin",
-                               "markers": MARKERS},
-                    "installed": {"mlx": "0.32.4", "mlx-lm": "0.32.2", "mlx-metal": "0.32.4"},
-                    "records": {n: {"files_sha256": n * 4, "checked": 9, "modified": [], "missing": [],
-                                    "modified_count": 0, "missing_count": 0} for n in ("mlx", "mlx-lm", "mlx-metal")}},
-                "hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING},
-                "automatic_macos_updates": False,
-            },
-        }
-        declared[host] = {
-            "model": "mini-m4-pro", "min_macos": "26.2", "backend": "auto", "cables": None,
-            "ip_pool": "192.168.0.0/16", "envs": [], "output_dir": "inv/.mlx-fleet", "power_settings": dict(POWER),
-            "computer_name": host, "local_host_name": host, "wired_limit_mb": 16384,
-            "wired_limit_label": "org.mlx-fleet.wired-limit", "env_path": "/opt/mlx-fleet/venv",
-            "env_store": "/opt/mlx-fleet/store", "python_interpreter": "", "lock_file": "lock.json",
-            "declaration": dict(LOCK["declaration"]), "hostfile_dir": "/opt/mlx-fleet", "bridge": "disabled",
-            "automatic_macos_updates": False}
-    ledger = {"format": rdma.LEDGER_FORMAT, "nodes": {
-        h: {"last_seen_ready": "2026-11-29T17:51:16Z", "product_version": "26.2", "build_version": "25C56",
-            "serial_number": f"SERIAL000{i}"} for i, h in enumerate(hosts)}}
-    controller = {"hostfiles": {"hostfile.json": SHA, "hostfile-ring.json": RING}, "model": fabric.model,
-                  "rdma_ledger": ledger, "lock": (LOCK, None)}
-    return hosts, observed, declared, controller
-
-
-def audit(state):
-    return run_audit(*state[:3], state[3], inventory=INVENTORY, cli=True)
-
-
-def lines(state):
-    return audit_report.summary_lines(audit(state).to_dict("now", INVENTORY))
-
-
-def node(state, host="mini-2"):
-    return state[1][host]["mlx_fleet_node"]
-
+from factories import ENV, FABRIC, HOSTFILE, INVENTORY, NODE, SHA, Cluster, audit, converged, lines, node
 
 def test_converged_cluster_has_no_drift():
     result = audit(converged())
@@ -172,9 +84,6 @@ def hostfile_edited(s):
     node(s)["hostfiles"]["hostfile.json"] = "0" * 64
 
 
-ENV = "  fix: ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.env"
-NODE = "  fix: ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node"
-FABRIC = "  fix: mlx-fleet converge -i inv/hosts.yml (the fabric step configures the Thunderbolt ports)"
 UPDATE = ("macOS: mini-2: expected 26.2 (25C56), as on mini-1, mini-3 and mini-4; found 26.2 (25C57)",
           "  fix: update macOS on mini-1, mini-3 and mini-4 to 26.2 (25C57) (one build on every Mac: RDMA breaks "
           "across mixed builds)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
-from test_rdma import minis
+from factories import minis
 
 FORGED = "Serial number:  C02FORGED01"
 

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import Publication, write_outputs
-from test_fabric import Cluster
+from factories import Cluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cluster"
 

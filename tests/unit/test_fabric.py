@@ -7,7 +7,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import uuid
 from argparse import Namespace
 from pathlib import Path
 
@@ -18,98 +17,17 @@ from mlx._distributed_utils.common import Host
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, fabric_picture, files, hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, write_outputs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet.sim.layout import generated_cables
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
+from factories import Cluster, macos_fact
 
 REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "macos"
 MBP_CAPTURE = REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"
 
 
 # --- facts as thunderbolt_facts returns them ------------------------------------------------------
-
-
-def port_uuid(host, number):
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{host}:{number}")).upper()
-
-
-def mac_fact(host, model_key, *, rdma=True, bridge=False):
-    """An idle Mac: every port empty, rated at its generation's speed."""
-    model = MODELS[model_key]
-    devices = [device for _, device in model.thunderbolt_devices]
-    ports = [{"receptacle": n, "bus": f"thunderboltusb4_bus_{n - 1}", "hardware_port": f"Thunderbolt {n}",
-              "device": device, "rdma_device": f"rdma_{device}" if rdma else None, "rdma_state": None,
-              "domain_uuid": port_uuid(host, n), "speed_gbps": 120 if model.tb_generation >= 5 else 40,
-              "speed_is_max": True, "connected": False, "peers": [], "devices": []}
-             for n, device in model.thunderbolt_devices]
-    return {"ports": ports,
-            "bridge": {"device": "bridge0", "active": bridge, "members": devices if bridge else [],
-                       "service_enabled": bridge},
-            "rdma_enabled": rdma, "rdma_devices": [f"rdma_{d}" for d in devices] if rdma else []}
-
-
-def macos_fact(model_key):
-    """mlx_fleet_macos of a Mac of this model on macOS 26.2, as far as the RDMA judgement reads it."""
-    model = MODELS[model_key]
-    return {"model_name": model.model_name, "model_identifier": model.model_id, "chip": model.chip,
-            "product_version": "26.2", "build_version": "25C56", "serial_number": ""}
-
-
-class Cluster:
-    def __init__(self, nodes, *, no_rdma=(), bridge=False):
-        """nodes: {host: model key} in inventory order; no_rdma: hosts with RDMA off."""
-        self.models = dict(nodes)
-        self.facts = {h: mac_fact(h, m, rdma=h not in no_rdma, bridge=bridge) for h, m in nodes.items()}
-        self.macos = {h: macos_fact(m) for h, m in nodes.items()}
-        self.management = {h: f"10.0.0.{i + 11}" for i, h in enumerate(nodes)}
-
-    @classmethod
-    def of(cls, model_key, n, topology="mesh", **kwargs):
-        prefix = {"studio-m3-ultra": "studio", "mini-m4-pro": "mini", "mini-m4": "mini"}[model_key]
-        cluster = cls({f"{prefix}-{i}": model_key for i in range(1, n + 1)}, **kwargs)
-        for c in generated_cables({h: MODELS[m] for h, m in cluster.models.items()}, topology):
-            cluster.cable(str(c.a), str(c.b))
-        return cluster
-
-    def port(self, end):
-        host, number = end.split(":")
-        return host, self.facts[host]["ports"][int(number) - 1]
-
-    def cable(self, a, b, speed=None):
-        (ha, pa), (hb, pb) = self.port(a), self.port(b)
-        speed = speed or link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
-        # RDMA comes up on a direct cable when both ends have it on, on ports that can carry it.
-        active = all(self.facts[h]["rdma_enabled"] and p["receptacle"] not in MODELS[self.models[h]].rdma_broken_ports
-                     for h, p in ((ha, pa), (hb, pb)))
-        for (host, port), (peer_host, peer) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
-            model = MODELS[self.models[peer_host]]
-            port.update(connected=True, speed_gbps=speed, speed_is_max=False,
-                        rdma_state="PORT_ACTIVE" if active else "PORT_DOWN",
-                        peers=[{"domain_uuid": peer["domain_uuid"], "model": model.model_id,
-                                "name": model.model_name, "direct": True}])
-        return self
-
-    def unplug(self, end):
-        _, port = self.port(end)
-        port.update(connected=False, peers=[], devices=[], speed_is_max=True)
-        return self
-
-    def dock(self, a, b, name="TS4"):
-        """a and b both plugged into one dock: each sees the other one level down."""
-        (ha, pa), (hb, pb) = self.port(a), self.port(b)
-        for port, (peer_host, peer) in ((pa, (hb, pb)), (pb, (ha, pa))):
-            model = MODELS[self.models[peer_host]]
-            port.update(connected=True, speed_gbps=40, speed_is_max=False,
-                        devices=[{"name": name, "vendor": "CalDigit", "depth": 1}],
-                        peers=[{"domain_uuid": peer["domain_uuid"], "model": model.model_id,
-                                "name": model.model_name, "direct": False}])
-        return self
-
-    def fabric(self, **kwargs):
-        kwargs.setdefault("models", self.models)
-        kwargs.setdefault("management_ips", self.management)
-        return build_fabric(self.facts, {h: self.macos.get(h, {}) for h in self.facts}, **kwargs)
 
 
 # --- mlx.distributed_config on the same cables ----------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, fixes
-from test_rdma import minis
+from factories import minis
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
@@ -28,10 +28,7 @@ from mlx_fleet import onboard, onboard_ssh
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import check_program, jobs
-from test_audit import FABRIC, NODE, converged, lines, node
-from test_onboarding import MESH, _joining
-from test_writeguard import HOSTS, plan
-from test_fabric import Cluster
+from factories import FABRIC, HOSTS, MESH, NODE, Cluster, converged, joining, lines, node, plan
 
 
 # --- the run lock ---------------------------------------------------------------------------------------
@@ -105,23 +102,6 @@ def _uv_wheel(binary: bytes) -> bytes:
     with zipfile.ZipFile(buffer, "w") as zf:
         zf.writestr("uv-0.13.9.data/scripts/uv", binary)
     return buffer.getvalue()
-
-
-def test_a_node_s_uv_with_the_wrong_hash_is_sent_again(tmp_path):
-    from test_mlx_env_plan import DECL, HERE, _linux_facts, _lock, _write
-
-    lock_file, bodies = _write(_lock(), tmp_path)
-    facts = {"right": _linux_facts(), "wrong": _linux_facts(), "none": _linux_facts()}
-    first = envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE), "/usr/bin/python3", "/opt/s",
-                             str(tmp_path / "cache"), facts, lambda url: io.BytesIO(bodies[url]))
-    want = first["hosts"]["none"]["uv"]["sha256"]
-    facts["right"]["uv_sha256"], facts["wrong"]["uv_sha256"] = want, "0" * 64
-    again = envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE), "/usr/bin/python3", "/opt/s",
-                             str(tmp_path / "cache"), facts, lambda url: io.BytesIO(bodies[url]))
-    uv_members = {host: [m for m in h["push"] if m.startswith("uv/")] for host, h in again["hosts"].items()}
-    assert uv_members["right"] == [] and again["hosts"]["right"]["uv"]["wheel"] is None
-    assert len(uv_members["wrong"]) == 1 and again["hosts"]["wrong"]["uv"]["wheel"] is not None
-    assert len(uv_members["none"]) == 1
 
 
 class _Failed(Exception):
@@ -226,7 +206,7 @@ def test_a_cable_listed_twice_in_the_plan_is_refused(twice):
 
 @pytest.mark.parametrize("what", ["drive", "dock"])
 def test_a_port_with_a_drive_or_dock_is_not_free_in_the_cable_advice(what):
-    cluster, macos = _joining()
+    cluster, macos = joining()
     models = {h: "studio-m3-ultra" for h in macos if h != "new"}
     plain = assess("new", macos, cluster.facts, models=models, cables=MESH)
     assert plain.add == ["new:2 -- studio-1:4", "new:3 -- studio-2:4", "new:4 -- studio-3:4"]

@@ -9,8 +9,7 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
-from test_preflight import GOOD
-from test_rdma import minis
+from factories import GOOD, minis
 
 RING = (("mini-1:1", "mini-2:1"), ("mini-2:2", "mini-3:1"), ("mini-3:2", "mini-4:1"), ("mini-4:2", "mini-1:2"))
 

@@ -8,16 +8,9 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import network_problems
-from test_fabric import Cluster
+from factories import Cluster, planned
 
 FIX = "manage the Mac over Ethernet or Wi-Fi (its ansible_host)"
-
-
-def planned(cluster: Cluster) -> dict:
-    """The network plan as the fabric action hands it to thunderbolt_network."""
-    return {host: [{"device": p.device, "hardware_port": p.hardware_port, "address": p.address,
-                    "prefix": p.prefix, "peer": p.peer_address} for p in ports]
-            for host, ports in cluster.fabric().network.items()}
 
 
 def macos(cluster: Cluster, **managed_over) -> dict:

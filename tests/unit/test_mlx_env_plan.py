@@ -349,3 +349,19 @@ def _wheels_then_urllib(tmp_path):
     lk = _lock("3.12")
     bodies = {f["url"]: f["body"] for group in [*(p["files"] for p in lk["packages"]), lk["uv"]["files"]] for f in group}
     return lambda url: io.BytesIO(bodies[url]) if url in bodies else urllib.request.urlopen(url)
+
+
+def test_a_node_s_uv_with_the_wrong_hash_is_sent_again(tmp_path):
+    # One of the checks that guard the rack (it lived in test_guards.py).
+    lock_file, bodies = _write(_lock(), tmp_path)
+    facts = {"right": _linux_facts(), "wrong": _linux_facts(), "none": _linux_facts()}
+    first = envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE), "/usr/bin/python3", "/opt/s",
+                             str(tmp_path / "cache"), facts, lambda url: io.BytesIO(bodies[url]))
+    want = first["hosts"]["none"]["uv"]["sha256"]
+    facts["right"]["uv_sha256"], facts["wrong"]["uv_sha256"] = want, "0" * 64
+    again = envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE), "/usr/bin/python3", "/opt/s",
+                             str(tmp_path / "cache"), facts, lambda url: io.BytesIO(bodies[url]))
+    uv_members = {host: [m for m in h["push"] if m.startswith("uv/")] for host, h in again["hosts"].items()}
+    assert uv_members["right"] == [] and again["hosts"]["right"]["uv"]["wheel"] is None
+    assert len(uv_members["wrong"]) == 1 and again["hosts"]["wrong"]["uv"]["wheel"] is not None
+    assert len(uv_members["none"]) == 1

@@ -10,22 +10,11 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_facts
-from module_runner import Commands, fixture, run_module
-
-OUTPUTS = {
-    "thunderbolt": (0, fixture("system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"), ""),
-    "hardware_ports": (0, fixture("networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"), ""),
-    "service_order": (0, fixture("networksetup-listnetworkserviceorder__network-info-script__1.txt"), ""),
-    "ifconfig": (0, fixture("ifconfig-en2__apple-tn3205__1.txt") + fixture("ifconfig-bridge0__apple-tn3205__1.txt"), ""),
-    "ibv_devices": (0, fixture("ibv_devices__apple-tn3205__3.txt"), ""),
-    "ibv_devinfo": (0, fixture("ibv_devinfo__apple-tn3205__1.txt"), ""),
-    # No capture of `rdma_ctl status` exists; Apple's TN3205 says it prints "enabled" or "disabled".
-    "rdma_ctl": (0, "enabled\n", ""),
-}
-
+from captures import THUNDERBOLT_OUTPUTS
+from module_runner import Commands, run_module
 
 def run(missing=(), check_mode=False, **overrides):
-    commands = Commands({READS[name]: answer for name, answer in dict(OUTPUTS, **overrides).items()}, missing)
+    commands = Commands({READS[name]: answer for name, answer in dict(THUNDERBOLT_OUTPUTS, **overrides).items()}, missing)
     return run_module(thunderbolt_facts.main, {}, commands, check_mode=check_mode), commands
 
 

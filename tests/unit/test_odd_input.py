@@ -32,7 +32,7 @@ from mlx_fleet.errors import UserError
 from mlx_fleet.sim import replay
 from mlx_fleet.verify import check_program, jobs, nodes, plan
 from replay_dirs import HARDWARE_PORTS, THUNDERBOLT, reference_hardware_ports, reference_thunderbolt, write_capture
-from test_parsers import parser_for
+from captures import parser_for
 
 COUNT: collections.Counter = collections.Counter()
 SETTINGS = dict(deadline=None, database=None, derandomize=True,

@@ -2,34 +2,12 @@
 
 from __future__ import annotations
 
-from test_fabric import Cluster
+from factories import MESH, Cluster, joining, onboarding_macos
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
-
-MESH = ["studio-1:2 -- studio-2:2", "studio-1:3 -- studio-3:2", "studio-2:3 -- studio-3:3"]
-
-
-def _macos(cluster: Cluster, **new) -> dict:
-    facts = {}
-    for i, (host, key) in enumerate(cluster.models.items()):
-        model = MODELS[key]
-        facts[host] = {"model_name": model.model_name, "model_identifier": model.model_id, "chip": model.chip,
-                       "serial_number": f"SERIAL{i}", "product_version": "26.2", "build_version": "25C56",
-                       "apple_silicon": True}
-    facts[list(facts)[-1]].update(new)
-    return facts
-
-
-def _joining(new_model: str = "studio-m3-ultra", cables=MESH, rdma_new=False, **new):
-    cluster = Cluster.of("studio-m3-ultra", 3)
-    joined = Cluster({**cluster.models, "new": new_model}, no_rdma=() if rdma_new else ("new",))
-    joined.facts.update(cluster.facts)
-    return joined, _macos(joined, **new)
-
 
 def test_a_fourth_studio_gets_a_mesh_its_model_and_the_recovery_step():
-    cluster, macos = _joining()
+    cluster, macos = joining()
     onboarding = assess("new", macos, cluster.facts, models={h: "studio-m3-ultra" for h in macos if h != "new"},
                         cables=MESH)
     assert not onboarding.errors and onboarding.model == "studio-m3-ultra"
@@ -39,14 +17,14 @@ def test_a_fourth_studio_gets_a_mesh_its_model_and_the_recovery_step():
 
 
 def test_a_serial_the_inventory_has_is_refused():
-    cluster, macos = _joining(serial_number="SERIAL1")
+    cluster, macos = joining(serial_number="SERIAL1")
     onboarding = assess("new", macos, cluster.facts, cables=MESH)
     assert onboarding.errors == ["new: serial number SERIAL1 is already in the inventory as studio-2: it is the same "
                                  "Mac; onboard it under that name, or take studio-2 out of the inventory first"]
 
 
 def test_cables_already_plugged_or_planned_are_the_new_mac_s_and_a_missing_plan_is_started():
-    cluster, macos = _joining()
+    cluster, macos = joining()
     cluster.cable("new:2", "studio-1:4")
     onboarding = assess("new", macos, cluster.facts, cables=MESH + ["studio-2:4 -- new:3"])
     assert onboarding.add == ["new:3 -- studio-2:4", "new:2 -- studio-1:4", "new:4 -- studio-3:4"]
@@ -61,7 +39,7 @@ def test_auto_takes_the_ring_when_a_mesh_is_impossible_and_jaccl_stops():
     cluster = Cluster.of("studio-m3-ultra", 4)
     joined = Cluster({**cluster.models, "mini-5": "mini-m4-pro"}, no_rdma=("mini-5",))
     joined.facts.update(cluster.facts)
-    macos = _macos(joined, build_version="25D60", product_version="26.3")
+    macos = onboarding_macos(joined, build_version="25D60", product_version="26.3")
     auto = assess("mini-5", macos, joined.facts, cables=None)
     assert auto.advice.backend == "jaccl-ring" and len(auto.add) == 6 + 2
     assert auto.notes[0] == ("a full mesh is impossible: mini-5 (Mac mini, mini-m4-pro) has 3 Thunderbolt ports "
@@ -77,7 +55,7 @@ def test_auto_takes_the_ring_when_a_mesh_is_impossible_and_jaccl_stops():
 
 
 def test_a_thunderbolt_4_mac_is_said_not_to_fit_an_rdma_backend():
-    cluster, macos = _joining("mini-m4", rdma_new=False)
+    cluster, macos = joining("mini-m4", rdma_new=False)
     onboarding = assess("new", macos, cluster.facts, cables=MESH, backend="jaccl-ring")
     assert onboarding.advice.backend == "jaccl-ring" and not onboarding.needs_recovery
     assert onboarding.notes[-1].endswith("jaccl-ring cannot include it: use ring")

@@ -4,7 +4,7 @@ runs it), and only what the update brought stops the run."""
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 
-from test_audit import INVENTORY, converged, node, sleep_on
+from factories import INVENTORY, converged, node
 
 
 def one_mac(state, host="mini-2"):
@@ -25,7 +25,7 @@ def test_a_mac_on_the_new_build_alone_is_clean():
 
 def test_drift_the_update_brought_stops_the_run_with_one_line_and_the_fix():
     state = updated(converged())
-    sleep_on(state)
+    node(state)["pmset"]["AC Power"]["sleep"] = 10
     findings = one_mac(state)
     assert [f["fact"] for f in findings] == ["pmset sleep"]
     problems = ou.audit_problems(findings, drift_before=[])
@@ -36,7 +36,7 @@ def test_drift_the_update_brought_stops_the_run_with_one_line_and_the_fix():
 
 def test_drift_already_there_before_the_update_does_not_stop_it():
     before = converged()
-    sleep_on(before)
+    node(before)["pmset"]["AC Power"]["sleep"] = 10
     drift_before = [f["fact"] for f in one_mac(before)]
     after = updated(before)
     node(after)["hostfiles"]["hostfile.json"] = "0" * 64  # new after the update

@@ -5,50 +5,8 @@ import re
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
+from captures import parser_for
 from conftest import FIXTURE_DIR, load
-
-def _sysctl_n(prefix):
-    # sysctl-n-<name>-<name>...: the file name lists the names asked for, in order.
-    names = prefix[len("sysctl-n-"):].split("-")
-    return lambda text: mp.parse_sysctl_n(text, names)
-
-
-def parser_for(prefix):
-    """File-name prefix (before the first '__') -> the parser for that command's output."""
-    if prefix.startswith("sysctl-n-"):
-        return _sysctl_n(prefix)
-    if prefix.startswith("ifconfig"):
-        return mp.parse_ifconfig
-    if prefix == "sysctl-kern.boottime":
-        return mp.parse_kern_boottime
-    if prefix.startswith("fdesetup-status"):
-        return mp.parse_fdesetup_status
-    if prefix.startswith("sysctl"):
-        return mp.parse_sysctl
-    if prefix.startswith("scutil-get-"):
-        return mp.parse_scutil_get
-    return PARSERS[prefix]
-
-
-PARSERS = {
-    "system_profiler-SPThunderboltDataType-json": mp.parse_thunderbolt_json,
-    "system_profiler-SPHardwareDataType-json": mp.parse_hardware_json,
-    "networksetup-listallhardwareports": mp.parse_hardware_ports,
-    "networksetup-listnetworkserviceorder": mp.parse_network_service_order,
-    "networksetup-getinfo": mp.parse_network_service_info,
-    "networksetup-getadditionalroutes": mp.parse_additional_routes,
-    "ibv_devices": mp.parse_ibv_devices,
-    "ibv_devinfo": mp.parse_ibv_devinfo,
-    "sw_vers": mp.parse_sw_vers,
-    "pmset-g": mp.parse_pmset,
-    "pmset-g-custom": mp.parse_pmset,
-    "route-n-get": mp.parse_route_get,
-    "launchctl-print": mp.parse_launchctl_print,
-    "softwareupdate-list": mp.parse_softwareupdate_list,
-    "softwareupdate-list-none": mp.parse_softwareupdate_list,
-    "softwareupdate-install": mp.parse_softwareupdate_install,
-    "defaults-read-missing": mp.parse_defaults_bool,
-}
 
 CAPTURES = sorted(FIXTURE_DIR.glob("*__*.txt"))
 

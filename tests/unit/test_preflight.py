@@ -6,13 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
-
-GOOD = {
-    "product_version": "26.2", "build_version": "25C56", "model_identifier": "Mac16,11", "model_name": "Mac mini",
-    "chip": "Apple M4 Pro", "apple_silicon": True, "user": "admin", "sudo": "passwordless",
-    "management_address": "10.0.1.21", "memory_mb": 65536, "serial_number": "H7X2K4QW9Y",
-}
-
+from factories import GOOD
 
 @pytest.mark.parametrize(
     ("change", "host_vars", "become_password", "message"),

@@ -5,85 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
-
-REPO = Path(__file__).resolve().parents[2]
-PAGE = (REPO / "tests" / "fixtures" / "recovery" / "page.txt").read_text()
-
-
-def expected_text(pages: list[dict], inventory: str, stamp: str) -> str:
-    """The text checklist: the fixture page per Mac, a form feed between pages."""
-    n = len(pages)
-    return "\n\f\n".join(PAGE.format(sheet=f"{i} of {n}", inventory=inventory, stamp=stamp, **page)
-                         for i, page in enumerate(pages, 1))
-
-
-def _uuid(host, n):
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{host}:{n}")).upper()
-
-
-class Cluster:
-    """mlx_fleet_macos and mlx_fleet_thunderbolt facts, as the modules return them, for a cabled cluster."""
-
-    def __init__(self, nodes: dict[str, str], *, disabled=(), version=("26.2", "25C56")):
-        self.models = dict(nodes)
-        self.macos, self.tb = {}, {}
-        for i, (host, key) in enumerate(nodes.items()):
-            m = MODELS[key]
-            self.macos[host] = {"product_version": version[0], "build_version": version[1],
-                                "model_identifier": m.model_id, "model_name": m.model_name, "chip": m.chip,
-                                "serial_number": f"SERIAL{i + 1:04d}", "management_address": f"10.0.0.{11 + i}"}
-            on = host not in disabled
-            self.tb[host] = {
-                "ports": [{"receptacle": n, "hardware_port": f"Thunderbolt {n}", "device": dev,
-                           "rdma_device": f"rdma_{dev}" if on else None, "rdma_state": None,
-                           "domain_uuid": _uuid(host, n), "speed_gbps": 120 if m.tb_generation >= 5 else 40,
-                           "speed_is_max": True, "connected": False, "peers": [], "devices": []}
-                          for n, dev in m.thunderbolt_devices],
-                "bridge": {"device": "bridge0", "active": False, "members": [], "service_enabled": False},
-                "rdma_enabled": on, "rdma_devices": [f"rdma_{d}" for _, d in m.thunderbolt_devices] if on else []}
-
-    def port(self, end):
-        host, n = end.split(":")
-        return host, self.tb[host]["ports"][int(n) - 1]
-
-    def cable(self, a, b):
-        (ha, pa), (hb, pb) = self.port(a), self.port(b)
-        speed = link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
-        for (h, p), (oh, op) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
-            m = MODELS[self.models[oh]]
-            p.update(connected=True, speed_gbps=speed, speed_is_max=False,
-                     peers=[{"domain_uuid": op["domain_uuid"], "model": m.model_id, "name": m.model_name, "direct": True}])
-        # PORT_ACTIVE needs RDMA on both ends (as on a Mac, and as macsim does)
-        for (h, p), (oh, _) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
-            if p["rdma_device"]:
-                p["rdma_state"] = "PORT_ACTIVE" if self.tb[oh]["rdma_enabled"] else "PORT_DOWN"
-        return self
-
-    def mesh(self):
-        hosts = list(self.models)
-        used = {h: 0 for h in hosts}
-        for i, a in enumerate(hosts):
-            for b in hosts[i + 1:]:
-                used[a] += 1
-                used[b] += 1
-                self.cable(f"{a}:{used[a]}", f"{b}:{used[b]}")
-        return self
-
-    def assess(self, **kwargs):
-        return rdma.assess(self.macos, self.tb, models=self.models, **kwargs)
-
-
-def minis(n=4, **kwargs):
-    return Cluster({f"mini-{i}": "mini-m4-pro" for i in range(1, n + 1)}, **kwargs)
-
+from factories import REPO, ReadinessCluster, expected_text, minis
 
 # --- classes ---------------------------------------------------------------------------------------
 
@@ -121,7 +48,7 @@ def test_a_ring_gains_jaccl_ring():
 
 
 def test_thunderbolt_4_mac_is_not_capable_and_never_sent_to_recovery():
-    c = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro", "mini-3": "mini-m4"},
+    c = ReadinessCluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro", "mini-3": "mini-m4"},
                 disabled=("mini-2", "mini-3")).mesh()
     a = c.assess()
     assert a.nodes["mini-3"].status == "not_capable"
@@ -173,7 +100,7 @@ def test_enabled_without_devices():
 
 
 def test_mac_studio_port_beside_ethernet():
-    c = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"}).cable("studio-1:1", "studio-2:2")
+    c = ReadinessCluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"}).cable("studio-1:1", "studio-2:2")
     c.tb["studio-1"]["ports"][0]["rdma_state"] = "PORT_DOWN"
     assert c.assess().nodes["studio-1"].message == (
         "studio-1: enabled but not working: Thunderbolt 1 (rdma_en2, cabled to studio-2) is PORT_DOWN: it is the "

@@ -4,11 +4,10 @@ gives its ring or is refused at once, never searched for minutes."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
-from test_fabric import Cluster
+from factories import Cluster
 
 HOSTS = [f"studio-{i}" for i in range(1, 33)]
 
@@ -50,14 +49,13 @@ def unplug_cable(cluster: Cluster, end: str) -> None:
 
 
 def judged(cluster: Cluster, backend: str):
-    """The fabric, built in a thread that must finish: a search without a bound runs for hours."""
+    """The fabric, built in a thread that must finish: a search without a bound runs for hours, and the join's
+    bound keeps this test from hanging with it (how long the search takes is `make bench`'s to measure)."""
     done = {}
-    started = time.monotonic()
     thread = threading.Thread(target=lambda: done.update(fabric=cluster.fabric(backend=backend)), daemon=True)
     thread.start()
     thread.join(60)
-    assert not thread.is_alive(), f"the {backend} fabric of 32 Macs was still being searched after 60 s"
-    print(f"\n32 Macs, {backend}: {time.monotonic() - started:.2f} s")
+    assert not thread.is_alive(), f"the {backend} fabric of 32 Macs was still being searched: the search is unbounded"
     return done["fabric"]
 
 

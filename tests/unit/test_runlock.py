@@ -17,13 +17,28 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import Uns
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 
 
-def test_a_second_run_waits_then_refuses_naming_the_first(tmp_path):
+class FakeClock:
+    """runlock's clock: sleeping moves it on, so a wait is counted, not spent."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_second_run_waits_then_refuses_naming_the_first(tmp_path, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(runlock, "time", clock)
     with run_lock(tmp_path, "mlx-fleet running hostfile") as first:
-        started = time.monotonic()
         with pytest.raises(LockBusy) as refused:
             with run_lock(tmp_path, "mlx-fleet running site", wait=0.5):
                 pytest.fail("two runs held the lock")
-        assert time.monotonic() - started >= 0.5
+    # It waited its whole bound, and no more than one poll beyond it.
+    assert 1000.5 <= clock.now <= 1000.5 + runlock.POLL
     line = str(refused.value)
     assert "\n" not in line
     assert re.fullmatch(rf"{tmp_path} is in use by mlx-fleet running hostfile \(pid {os.getpid()}, started "

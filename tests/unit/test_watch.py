@@ -12,9 +12,9 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_m
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import nodes
-from test_module_thunderbolt_facts import OUTPUTS
+from captures import THUNDERBOLT_OUTPUTS
 
-READS = {name: (rc, out) for name, (rc, out, _) in OUTPUTS.items()} | {
+READS = {name: (rc, out) for name, (rc, out, _) in THUNDERBOLT_OUTPUTS.items()} | {
     "sw_vers": (0, load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt")),
     "boottime": (0, load(FIXTURE_DIR / "sysctl-kern.boottime__chef-ohai-uptime__1.txt")),
     "pmset": (0, load(FIXTURE_DIR / "pmset-g-custom__go-pmset-table-test__1.txt")),

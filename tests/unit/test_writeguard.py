@@ -5,16 +5,7 @@ from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import to_configure
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
-from test_fabric import Cluster
-from test_management import planned
-
-HOSTS = ["mini-1", "mini-2", "mini-3"]
-
-
-def plan(cluster: Cluster) -> dict:
-    """The plan stage's result as the write stage gets it (cables and network)."""
-    return {"cables": {str(link): link.speed_gbps for link in cluster.fabric().links}, "network": planned(cluster)}
-
+from factories import HOSTS, Cluster, plan, planned
 
 def configured(cluster: Cluster, network: dict | None = None) -> dict:
     """The cluster's facts with every planned address on its port, as after the network step."""
