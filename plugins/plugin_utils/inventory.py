@@ -150,34 +150,40 @@ def _host_var_problems(name: str, hv: dict) -> list[InventoryProblem]:
 
     model = hv.get("mlx_fleet_model")
     if model is not None and not isinstance(model, str):
-        add("mlx_fleet_model", f"{name}: mlx_fleet_model is a {_kind(model)}; give one model key, "
-                        f"e.g. mlx_fleet_model: {next(iter(MODELS))}")
+        add("mlx_fleet_model",
+            f"{name}: mlx_fleet_model is a {_kind(model)}; give one model key, "
+            f"e.g. mlx_fleet_model: {next(iter(MODELS))}")
     elif model is not None and model not in MODELS:
         close = difflib.get_close_matches(model, MODELS, n=3, cutoff=0.6)
-        add("mlx_fleet_model", f"{name}: unknown model {model!r} in mlx_fleet_model; "
-                        + (f"did you mean {', '.join(close)}? " if close else "")
-                        + "Or leave it out: the Mac's own facts are read")
+        add("mlx_fleet_model",
+            f"{name}: unknown model {model!r} in mlx_fleet_model; "
+            + (f"did you mean {', '.join(close)}? " if close else "")
+            + "Or leave it out: the Mac's own facts are read")
     location = hv.get("mlx_fleet_location")
     if location is not None and not (isinstance(location, str) and location.isprintable()):
         what = "has control characters" if isinstance(location, str) else f"is a {_kind(location)}"
-        add("mlx_fleet_location", f"{name}: mlx_fleet_location {what}; write where the Mac stands as one line of text "
-                        "(quoted in YAML), e.g. \"rack 2, shelf 3\"")
+        add("mlx_fleet_location",
+            f"{name}: mlx_fleet_location {what}; write where the Mac stands as one line of text "
+            "(quoted in YAML), e.g. \"rack 2, shelf 3\"")
     label = hv.get("macos_node_wired_limit_label")
     if label is not None and not (isinstance(label, str) and _LABEL_RE.fullmatch(label)):
-        add("macos_node_wired_limit_label", f"{name}: macos_node_wired_limit_label {label!r} is not a reverse-DNS launchd label; "
-                        "use one like org.mlx-fleet.wired-limit (letters, digits, hyphens, dot-separated)")
+        add("macos_node_wired_limit_label",
+            f"{name}: macos_node_wired_limit_label {label!r} is not a reverse-DNS launchd label; "
+            "use one like org.mlx-fleet.wired-limit (letters, digits, hyphens, dot-separated)")
     fraction = hv.get("macos_node_wired_limit_fraction")
     if fraction is not None:
         value = _number(fraction)
         if value is None or not 0 <= value <= MAX_WIRED_FRACTION:
-            add("macos_node_wired_limit_fraction", f"{name}: macos_node_wired_limit_fraction {fraction!r} is not a fraction from 0 to "
-                            f"{MAX_WIRED_FRACTION}; above that macOS runs short of memory: use at most "
-                            f"{MAX_WIRED_FRACTION} (0 keeps macOS's default)")
+            add("macos_node_wired_limit_fraction",
+                f"{name}: macos_node_wired_limit_fraction {fraction!r} is not a fraction from 0 to "
+                f"{MAX_WIRED_FRACTION}; above that macOS runs short of memory: use at most "
+                f"{MAX_WIRED_FRACTION} (0 keeps macOS's default)")
     limit = hv.get("macos_node_wired_limit_mb")
     size = _number(limit)
     if limit is not None and (size is None or size < 0 or not size.is_integer()):
-        add("macos_node_wired_limit_mb", f"{name}: macos_node_wired_limit_mb {limit!r} is not a size in MB; give a whole number "
-                        "(0 keeps macOS's default)")
+        add("macos_node_wired_limit_mb",
+            f"{name}: macos_node_wired_limit_mb {limit!r} is not a size in MB; give a whole number "
+            "(0 keeps macOS's default)")
     return problems
 
 
