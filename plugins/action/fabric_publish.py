@@ -25,6 +25,7 @@ ARGS = {
     "output_dir": {"type": "path", "required": True},
     "fabric": {"type": "dict", "required": True},
     "network": {"type": "dict", "default": {}},
+    "held": {"type": "str", "default": ""},
 }
 # The fabric's result as the summary reads it: carried over, so this step's result is the fabric's last word.
 CARRIED = ("backend", "reason", "errors", "cables", "findings", "changes", "addresses", "ip_pool", "ip_pool_note",
@@ -60,9 +61,10 @@ class ActionModule(ClusterAction):
                     if (facts[c["host"]].get("bridge") or {}).get("active") and not (check and c["host"] in turned_off)]
         for warning in warnings:
             self._display.warning(warning)
+        # What each Mac holds in the hostfiles' folder: as its network step or its facts read it (none: written).
+        on_macs = {n: steps[n].get("hostfiles") or hostvars[n].get("mlx_fleet_hostfiles") for n in names}
         result.update({key: judged.get(key) for key in CARRIED}, bridges_off=turned_off, warnings=warnings,
-                      changed=False, write_on=hostfile.macs_to_write(
-                          judged["hostfiles"], {n: steps[n].get("hostfiles") for n in names}))
+                      changed=False, write_on=hostfile.macs_to_write(judged["hostfiles"], on_macs, args["held"]))
         if check:
             result["msg"] = judged["reason"]
             return result
