@@ -78,9 +78,12 @@ bridges_off:
   type: list
   elements: str
 write_on:
-  description: The Macs whose hostfiles (or hold, O(held)) differ from the fabric's, by what each Mac's network
-    step or facts read; the ones M(mlx_fleet.cluster.hostfiles) is to run on.
-  returned: unless skipped
+  description:
+    - The Macs whose hostfiles (or hold, O(held)) differ from the fabric's, by what each Mac's network step or
+      facts read; the ones M(mlx_fleet.cluster.hostfiles) is to run on.
+    - With nothing published (skipped, or a Mac dropped out), the Macs whose hold mark differs, with
+      the carried RV(mlx_fleet.cluster.fabric#module:hostfiles) empty.
+  returned: always
   type: list
   elements: str
   sample: [studio-3]
