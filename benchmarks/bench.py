@@ -4,7 +4,10 @@ Each figure runs interleaved with its comparison on the same simulated cluster, 
 gives medians and ratios:
 
   hostfile   `mlx-fleet hostfile` against MLX's `mlx.distributed_config --backend B --auto-setup`:
-             a mesh of 4 Mac Studios (jaccl) and a ring of 8 (jaccl-ring)
+             a mesh of 4 Mac Studios (jaccl) and a ring of 8 (jaccl-ring); each tool on a cluster of
+             its own (MLX's --auto-setup gives the ports addresses of its own scheme, which mlx-fleet
+             would then put back, and the other way round), after one untimed run of its own there
+             (mlx-fleet configures a fresh cluster's ports in it)
   site       `mlx-fleet converge` (site.yml) on a fresh cluster, then again with nothing to do,
              at 4 Macs (mesh) and 8 (ring), with the tasks of the busiest Mac (ok + skipped); the
              no-op row's note counts the module runs each play costs a converged Mac (-vvv, untimed)
@@ -21,13 +24,21 @@ gives medians and ratios:
 
 With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
 every mlx-fleet figure also runs with that tree's code, interleaved, for a before/after measured
-under the same load. Every run starts with cold SSH connections (a ControlPath folder of its own),
+under the same load (the tree's src/ and collections/ first on PYTHONPATH; the simulator is this
+tree's, so a baseline older than a sim feature still runs on today's sim).
+
+The table gives each row's goals and whether its medians meet them (GOALS: the hostfile at most 0.40x
+MLX's time, a no-op converge of 4 Macs at most 5 s, and with --baseline no row slower than the
+baseline). Under a goal not met it prints the profile of mlx-fleet's median run of that row: where
+its wall time went, step by step, from ansible-runner's events (the start before the first event,
+each task until the next, the end after the recap), largest first. Every run starts with cold SSH connections (a ControlPath folder of its own),
 as MLX's plain `ssh` calls do. Clusters come up under /tmp/mlx-fleet-bench-* and go down afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -41,6 +52,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import yaml
@@ -59,13 +71,50 @@ OURS, BASELINE, THEIRS = "mlx-fleet", "baseline", "comparison"
 
 def run(argv: list[str], env: dict | None = None, timeout: float = 3600) -> tuple[float, str]:
     """(seconds, stdout) of a command that must succeed."""
-    started = time.monotonic()
+    return run_profiled(argv, env, timeout)[:2]
+
+
+def run_profiled(argv: list[str], env: dict | None = None, timeout: float = 3600) -> tuple[float, str, list]:
+    """(seconds, stdout, profile) of a command that must succeed; the profile (run_profile) when it is an
+    mlx-fleet run whose summary names its run log, else []."""
+    started, wall = time.monotonic(), time.time()
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
                             cwd="/", env=env)
     seconds = time.monotonic() - started
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-    return seconds, result.stdout
+    return seconds, result.stdout, run_profile(result.stdout, wall, wall + seconds)
+
+
+def run_profile(summary: str, started: float, ended: float) -> list[tuple[float, str]]:
+    """Where an mlx-fleet run's wall time went, (seconds, what) in the run's order, from ansible-runner's
+    events in the run folder its summary names: the start until the first event (the CLI, ansible-runner,
+    ansible-playbook, the inventory and the playbook parsed), each play and task until the next one (with
+    the Macs it ran on and the slowest one's own duration: the rest is the controller's), the end after the
+    recap (the summary, the exit)."""
+    folder = re.search(r"^full output: (\S+)/stdout", summary, re.M)
+    if not folder:
+        return []
+    events = sorted((json.loads(path.read_text()) for path in Path(folder.group(1), "job_events").glob("*.json")),
+                    key=lambda event: event["counter"])
+    steps: list[list] = []  # [start, label, Macs' durations]
+    for event in events:
+        kind, data = event["event"], event.get("event_data", {})
+        if kind in ("playbook_on_play_start", "playbook_on_task_start", "playbook_on_stats"):
+            label = {"playbook_on_play_start": f"play: {data.get('play', '')}",
+                     "playbook_on_stats": "the recap"}.get(kind, f"task: {data.get('task', '')}")
+            steps.append([datetime.fromisoformat(event["created"]).timestamp(), label, []])
+        elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable") and steps:
+            steps[-1][2].append((data.get("host"), float(data.get("duration") or 0)))
+    if not steps:
+        return []
+    profile = [(steps[0][0] - started, "start: the CLI, ansible-runner, ansible-playbook, inventory and playbook")]
+    for (at, label, hosts), (until, _, _) in zip(steps, steps[1:] + [[ended, "", []]]):
+        if hosts:
+            slowest = max(duration for _, duration in hosts)
+            label += f" ({len(hosts)} host{'s' * (len(hosts) > 1)}, slowest's own run {slowest:.1f} s)"
+        profile.append((until - at, label if label != "the recap" else "end: the recap, the summary, the exit"))
+    return profile
 
 
 def busy_cpu_seconds() -> float:
@@ -152,19 +201,57 @@ def module_runs_per_play(summary: str) -> dict[str, int]:
 
 
 @dataclass
+class Goal:
+    """What a row's mlx-fleet median should reach: at most `limit` times the median of `against`, or, with
+    no `against`, at most `limit` seconds."""
+
+    text: str
+    limit: float
+    against: str | None = None
+
+    def judge(self, row: Row) -> tuple[bool, str] | None:
+        """(met, the goal with its measure), or None when the row lacks a median it needs."""
+        ours, theirs = row.median(OURS), self.against and row.median(self.against)
+        if ours is None or (self.against and not theirs):
+            return None
+        value = ours / theirs if self.against else ours
+        met = value <= self.limit
+        return met, f"{self.text}: {'met' if met else 'NOT MET'} ({value:.2f}x)" if self.against else (
+            f"{self.text}: {'met' if met else 'NOT MET'} ({value:.1f} s)")
+
+
+# The goals of issue 20 (the cluster model's wave): the hostfile well under MLX's own tool, a converge with
+# nothing to do quick enough to run often; and, with --baseline, no row slower than before.
+HOSTFILE_GOAL = Goal("<= 0.40x comparison", 0.40, THEIRS)
+NOOP_GOAL = Goal("<= 5.0 s", 5.0)
+BASELINE_GOAL = Goal("<= 1.00x baseline", 1.00, BASELINE)
+
+
+@dataclass
 class Row:
     figure: str
     seconds: dict[str, list[float]] = field(default_factory=dict)
     tasks: dict[str, set[int]] = field(default_factory=dict)
     note: str = ""
+    goals: list[Goal] = field(default_factory=list)
+    profiles: dict[str, list[list]] = field(default_factory=dict)  # beside seconds: each run's run_profile
 
-    def add(self, who: str, seconds: float, tasks: int | None = None) -> None:
+    def add(self, who: str, seconds: float, tasks: int | None = None, profile: list | None = None) -> None:
         self.seconds.setdefault(who, []).append(seconds)
+        self.profiles.setdefault(who, []).append(profile or [])
         if tasks is not None:
             self.tasks.setdefault(who, set()).add(tasks)
 
     def median(self, who: str) -> float | None:
         return statistics.median(self.seconds[who]) if self.seconds.get(who) else None
+
+    def judged(self) -> list[tuple[bool, str]]:
+        return [judged for judged in (goal.judge(self) for goal in self.goals) if judged]
+
+    def median_profile(self, who: str) -> tuple[float, list]:
+        """(seconds, profile) of the run in the middle of who's runs (the upper middle of an even count)."""
+        runs = sorted(zip(self.seconds.get(who, []), self.profiles.get(who, [])), key=lambda run: run[0])
+        return runs[len(runs) // 2] if runs else (0.0, [])
 
     def cells(self, columns: list[str]) -> list[str]:
         out = [self.figure]
@@ -174,7 +261,8 @@ class Row:
             out.append("-" if median is None else f"{median:.1f} s" + (f", {tasks} tasks" if tasks else ""))
         ours = self.median(OURS)
         ratios = [f"{ours / self.median(who):.2f}x vs {who}" for who in columns[1:] if ours and self.median(who)]
-        return out + ["; ".join(ratios) or "-", self.note]
+        goals = "; ".join(text for _, text in self.judged())
+        return out + ["; ".join(ratios) or "-", goals or "-", self.note]
 
 
 class Bench:
@@ -188,20 +276,27 @@ class Bench:
     def hostfile(self) -> list[Row]:
         rows = []
         for nodes, topology, backend in ((4, "mesh", "jaccl"), (8, "ring", "jaccl-ring")):
-            row = Row(f"hostfile, {nodes} Mac Studios ({topology})",
+            row = Row(f"hostfile, {nodes} Mac Studios ({topology})", goals=[HOSTFILE_GOAL],
                       note=f"comparison: mlx.distributed_config --backend {backend} --auto-setup")
-            with Cluster(self.root, nodes, topology, "studio-m3-ultra") as cluster:
-                theirs_file = cluster.dir / "mlx-hostfile.json"
+            with contextlib.ExitStack() as stack:
+                clusters = {who: stack.enter_context(Cluster(self.root, nodes, topology, "studio-m3-ultra"))
+                            for who in (*self.envs, THEIRS)}
+                theirs = clusters[THEIRS]
+                theirs_file = theirs.dir / "mlx-hostfile.json"
+                mlx = [str(BIN / "mlx.distributed_config"), "--hosts", ",".join(theirs.nodes), "--over",
+                       "thunderbolt", "--backend", backend, "--auto-setup", "--output-hostfile", str(theirs_file)]
+                for who, env in self.envs.items():  # untimed: the first run configures a fresh cluster's ports
+                    run(clusters[who].mlx_fleet("hostfile"), env)
+                run(mlx)
                 for _ in range(self.repeat):
                     for who, env in self.envs.items():
-                        row.add(who, run(cluster.mlx_fleet("hostfile"), env)[0])
-                    row.add(THEIRS, run([str(BIN / "mlx.distributed_config"), "--hosts", ",".join(cluster.nodes),
-                                         "--over", "thunderbolt", "--backend", backend, "--auto-setup",
-                                         "--output-hostfile", str(theirs_file)])[0])
-                ours = json.loads((cluster.dir / "out" / "hostfile.json").read_text())
-                theirs = json.loads(theirs_file.read_text())
+                        seconds, _, profile = run_profiled(clusters[who].mlx_fleet("hostfile"), env)
+                        row.add(who, seconds, profile=profile)
+                    row.add(THEIRS, run(mlx)[0])
+                ours = json.loads((clusters[OURS].dir / "out" / "hostfile.json").read_text())
+                theirs_data = json.loads(theirs_file.read_text())
                 if (ours["backend"], [h["rdma"] for h in ours["hosts"]]) != (
-                        theirs["backend"], [h["rdma"] for h in theirs["hosts"]]):
+                        theirs_data["backend"], [h["rdma"] for h in theirs_data["hosts"]]):
                     row.note += "; THE HOSTFILES DIFFER"
             rows.append(row)
         return rows
@@ -209,14 +304,15 @@ class Bench:
     def site(self) -> list[Row]:
         rows = []
         for nodes, topology in ((4, "mesh"), (8, "ring")):
-            fresh, noop = Row(f"site.yml fresh, {nodes} Macs ({topology})"), Row(f"site.yml no-op, {nodes} Macs")
+            fresh = Row(f"site.yml fresh, {nodes} Macs ({topology})")
+            noop = Row(f"site.yml no-op, {nodes} Macs", goals=[NOOP_GOAL] if nodes == 4 else [])
             module_runs: dict[str, str] = {}
             for _ in range(self.repeat):
                 for who, env in self.envs.items():
                     with Cluster(self.root, nodes, topology) as cluster:
                         for row in (fresh, noop):
-                            seconds, summary = run(cluster.mlx_fleet("converge"), env)
-                            row.add(who, seconds, tasks_per_mac(summary))
+                            seconds, summary, profile = run_profiled(cluster.mlx_fleet("converge"), env)
+                            row.add(who, seconds, tasks_per_mac(summary), profile)
                         if who not in module_runs:
                             per_play = module_runs_per_play(run(cluster.mlx_fleet("converge", "-vvv"), env)[1])
                             module_runs[who] = ", ".join(f"{play} {count}" for play, count in per_play.items())
@@ -366,12 +462,28 @@ def peak_memory(argv: list[str], env: dict | None) -> tuple[float, int, int]:
 
 
 def table(rows: list[Row], columns: list[str]) -> str:
-    head = ["figure", *(f"{who} (median)" for who in columns), "ratio", "note"]
+    head = ["figure", *(f"{who} (median)" for who in columns), "ratio", "goals", "note"]
     cells = [head] + [row.cells(columns) for row in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(line, widths)) + " |" for line in cells]
     lines.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
     return "\n".join(lines)
+
+
+def profiles(rows: list[Row], top: int = 8) -> str:
+    """Under each row with a goal not met: where the time of mlx-fleet's median run went, largest first."""
+    out = []
+    for row in rows:
+        missed = [text for met, text in row.judged() if not met]
+        seconds, profile = row.median_profile(OURS)
+        if not missed:
+            continue
+        out.append(f"\nprofile of mlx-fleet's median run, {row.figure} ({seconds:.1f} s; {'; '.join(missed)}):")
+        if not profile:
+            out.append("  (no run log to read: this figure runs no playbook)")
+        for step_seconds, what in sorted(profile, key=lambda step: -step[0])[:top]:
+            out.append(f"  {step_seconds:6.2f} s {100 * step_seconds / seconds:4.0f}%  {what}")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -399,7 +511,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     columns = [OURS] + ([BASELINE] if args.baseline else []) + ([THEIRS] if "hostfile" in only else [])
+    for row in rows if args.baseline else []:
+        row.goals.append(BASELINE_GOAL)
     print(table(rows, columns))
+    print(profiles(rows))
     return 0
 
 

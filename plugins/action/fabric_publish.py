@@ -26,6 +26,7 @@ ARGS = {
     "output_dir": {"type": "path", "required": True},
     "fabric": {"type": "dict", "required": True},
     "network": {"type": "dict", "default": {}},
+    "held": {"type": "str", "default": ""},
 }
 # The fabric's result as the summary reads it: carried over, so this step's result is the fabric's last word.
 CARRIED = ("backend", "reason", "errors", "cables", "findings", "changes", "addresses", "ip_pool", "ip_pool_note",
@@ -35,18 +36,35 @@ CARRIED = ("backend", "reason", "errors", "cables", "findings", "changes", "addr
 class ActionModule(ClusterAction):
     ARGS = ARGS
 
+    @staticmethod
+    def on_macs(task_vars: dict, args: dict, names: list[str]) -> dict[str, dict | None]:
+        """What each Mac holds in the hostfiles' folder, as its network step or its facts read it (None: unknown,
+        so it is written)."""
+        hostvars = task_vars["hostvars"]
+        return {n: (args["network"].get(n) or {}).get("hostfiles") or hostvars[n].get("mlx_fleet_hostfiles")
+                for n in names}
+
+    def marks_to_write(self, task_vars: dict, args: dict) -> list[str]:
+        """With no fabric to publish, the Macs still in the play whose hold mark differs: the hold beside the
+        hostfiles is kept as the update's record says, the hostfiles staying as they are."""
+        active = task_vars.get("ansible_play_hosts") or []
+        names = [n for n in task_vars["groups"].get(args["group"], []) if n in active]
+        return hostfile.macs_to_write({}, self.on_macs(task_vars, args, names), args["held"])
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
         judged = args["fabric"]
         if "publication" not in judged:  # skipped (one Mac) or left alone (a Mac dropped out): nothing to publish
-            result.update(changed=False, skipped=True, msg=judged.get("msg") or "no fabric to publish")
+            result.update(changed=False, skipped=True, msg=judged.get("msg") or "no fabric to publish",
+                          hostfiles={}, write_on=self.marks_to_write(task_vars, args))
             return result
         dropped = self.dropped(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
         if dropped:
             msg = (f"the hostfiles stay as they were: {', '.join(dropped)} failed or did not answer earlier in this "
                    "run; fix that and run again")
-            result.update(changed=False, dropped=dropped, msg=msg, warnings=[msg])
+            result.update(changed=False, dropped=dropped, msg=msg, warnings=[msg], hostfiles={},
+                          write_on=self.marks_to_write(task_vars, args))
             return result
         names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_thunderbolt",))
         steps = {n: args["network"].get(n) or {} for n in names}
@@ -63,7 +81,7 @@ class ActionModule(ClusterAction):
             self._display.warning(warning)
         result.update({key: judged.get(key) for key in CARRIED}, bridges_off=turned_off, warnings=warnings,
                       changed=False, write_on=hostfile.macs_to_write(
-                          judged["hostfiles"], {n: steps[n].get("hostfiles") for n in names}))
+                          judged["hostfiles"], self.on_macs(task_vars, args, names), args["held"]))
         if check:
             result["msg"] = judged["reason"]
             return result

@@ -16,11 +16,19 @@ __metaclass__ = type
 # mlx.launch's hostfiles, by these names in one folder on every Mac (the mlx_fabric role's).
 HOSTFILE = "hostfile.json"
 RING_HOSTFILE = "hostfile-ring.json"
+# Beside them while an unfinished macOS update holds the cluster (one line: why, and how to finish). mlx.launch
+# reads only hostfile.json, which stays a valid list of hosts, so the hold is a sibling a person sees.
+HELD = "hostfile.held"
+# What a Mac reports of that folder (its digests), so the controller writes only the Macs that differ.
+HOSTFILE_FOLDER = (HOSTFILE, RING_HOSTFILE, HELD)
 
 
 def digests(module, folder, names):
-    """{name: sha256 of the file in folder, None when there is none}."""
-    return dict((name, module.sha256(os.path.join(folder, name))) for name in names)
+    """{name: sha256 of the file in folder, None when there is none, "unreadable" when this user cannot read
+    it (a read without become): the caller then writes it as it would a file that differs}."""
+    paths = dict((name, os.path.join(folder, name)) for name in names)
+    return dict((name, "unreadable" if os.path.exists(path) and not os.access(path, os.R_OK) else module.sha256(path))
+                for name, path in paths.items())
 
 
 def read_text(path):

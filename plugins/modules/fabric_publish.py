@@ -38,9 +38,19 @@ options:
         O(mlx_fleet.cluster.thunderbolt_network#module:read_ports) and
         O(mlx_fleet.cluster.thunderbolt_network#module:hostfile_dir)); null for a host whose step did not run.
       - The ports it read back feed the write guard; the hostfiles' sha256 it read leave out of RV(write_on) the
-        Macs whose copies are already these.
+        Macs whose copies are already these. A host whose step did not run is judged by its fact
+        C(mlx_fleet_hostfiles) (M(mlx_fleet.cluster.macos_facts) with
+        O(mlx_fleet.cluster.macos_facts#module:hostfile_dir)), when it has one.
     type: dict
     default: {}
+  held:
+    description:
+      - The line of an unfinished macOS update's hold (M(mlx_fleet.cluster.os_update_hold)'s
+        RV(mlx_fleet.cluster.os_update_hold#module:line)), empty when not held. While held, RV(write_on) names the
+        Macs whose C(hostfile.held) differs (their hostfiles stay as they are); otherwise also those that still
+        have one.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
@@ -68,8 +78,12 @@ bridges_off:
   type: list
   elements: str
 write_on:
-  description: The Macs whose hostfiles differ from the fabric's, by what each Mac's network step read.
-  returned: unless skipped
+  description:
+    - The Macs whose hostfiles (or hold, O(held)) differ from the fabric's, by what each Mac's network step or
+      facts read; the ones M(mlx_fleet.cluster.hostfiles) is to run on.
+    - With nothing published (skipped, or a Mac dropped out), the Macs whose hold mark differs, with
+      the carried RV(mlx_fleet.cluster.fabric#module:hostfiles) empty.
+  returned: always
   type: list
   elements: str
   sample: [studio-3]

@@ -22,6 +22,9 @@ description:
   - Creates O(path) (mode 0755) when it is missing. Writing under C(/opt) needs root (C(become=true)).
   - With O(state=absent) both hostfiles are removed and the folder stays. Once the fabric is undone their
     addresses are gone, and C(mlx.launch) would try them.
+  - With O(held), the same call keeps C(hostfile.held) beside them, the mark of an unfinished macOS update
+    (M(mlx_fleet.cluster.os_update_hold)). A line writes it and leaves the hostfiles as they are (none is
+    rewritten while the cluster is held); an empty one removes it, and the hostfiles are written as usual.
 version_added: "0.1.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
@@ -30,7 +33,7 @@ options:
     type: path
     default: /opt/mlx-fleet
   hostfile:
-    description: The text of C(hostfile.json), a JSON object. Required with O(state=present).
+    description: The text of C(hostfile.json), a JSON object. Required with O(state=present) unless O(held) is given.
     type: str
   ring_hostfile:
     description: The text of C(hostfile-ring.json), a JSON object; omitted or null when the cabling has no ring.
@@ -40,6 +43,13 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  held:
+    description:
+      - The line of C(hostfile.held), as RV(mlx_fleet.cluster.os_update_hold#module:line) of
+        M(mlx_fleet.cluster.os_update_hold) gives it. Written when not empty, removed when empty; omitted,
+        C(hostfile.held) is left as it is.
+      - While it is not empty the hostfiles are left as they are.
+    type: str
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.changes
 """
@@ -55,6 +65,11 @@ EXAMPLES = r"""
   mlx_fleet.cluster.hostfiles:
     hostfile: "{{ fabric.hostfiles['hostfile.json'] }}"
     ring_hostfile: "{{ fabric.hostfiles['hostfile-ring.json'] }}"
+  become: true
+
+- name: Mark them held while a macOS update is unfinished (an empty line releases the hold)
+  mlx_fleet.cluster.hostfiles:
+    held: "{{ hold.line }}"
   become: true
 
 - name: Remove them once the fabric is undone
@@ -73,7 +88,7 @@ files:
   description: What happened (or in check mode would happen) to each file, by name.
   returned: always
   type: dict
-  sample: {"hostfile.json": "updated", "hostfile-ring.json": "removed"}
+  sample: {"hostfile.json": "updated", "hostfile-ring.json": "removed", "hostfile.held": "absent"}
 """
 
 import json
@@ -82,7 +97,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import HOSTFILE_DIR
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import (
-    HOSTFILE, RING_HOSTFILE, read_text, write_atomically)
+    HELD, HOSTFILE, RING_HOSTFILE, read_text, write_atomically)
 
 
 def plan(wanted, current):
@@ -106,18 +121,25 @@ def main():
             hostfile=dict(type="str"),
             ring_hostfile=dict(type="str"),
             state=dict(type="str", default="present", choices=["present", "absent"]),
+            held=dict(type="str"),
         ),
-        required_if=[("state", "present", ("hostfile",))],
         supports_check_mode=True,
     )
     folder = module.params["path"]
     present = module.params["state"] == "present"
+    held = module.params["held"]
+    if present and held is None and module.params["hostfile"] is None:
+        module.fail_json(msg="state is present but the following are missing: hostfile (or held)")
     # The ring hostfile first: a reader of hostfile.json then finds its fallback already in place.
     wanted = {RING_HOSTFILE: module.params["ring_hostfile"], HOSTFILE: module.params["hostfile"]}
     if not present:
         wanted = dict.fromkeys(wanted)  # no text: removed
+    elif held or module.params["hostfile"] is None:
+        wanted = {}  # held (or only the hold asked for): the hostfiles stay as they are
+    if held is not None:
+        wanted[HELD] = held + "\n" if held else None
     for name, text in wanted.items():
-        if text is None:
+        if text is None or name == HELD:
             continue
         try:
             if not isinstance(json.loads(text), dict):
@@ -129,7 +151,8 @@ def main():
     current = dict((name, read_text(os.path.join(folder, name))) for name in wanted)
     files = plan(wanted, current)
     changing = [name for name, action in files.items() if action in ("created", "updated", "removed")]
-    result = dict(changed=bool(changing) or (present and not os.path.isdir(folder)), path=folder, files=files)
+    make_folder = present and not os.path.isdir(folder) and any(text is not None for text in wanted.values())
+    result = dict(changed=bool(changing) or make_folder, path=folder, files=files)
     if module._diff:
         result["diff"] = [dict(before_header=os.path.join(folder, name), after_header=os.path.join(folder, name),
                                before=current[name] or "", after=wanted[name] or "") for name in changing]
@@ -137,7 +160,7 @@ def main():
         module.exit_json(**result)
 
     try:
-        if present and not os.path.isdir(folder):
+        if make_folder:
             os.makedirs(folder, 0o755)
         for name in changing:
             target = os.path.join(folder, name)

@@ -29,6 +29,12 @@ options:
       - All reads run at once, so this costs about as long as the slowest tool.
     type: bool
     default: false
+  hostfile_dir:
+    description:
+      - Also return the fact C(mlx_fleet_hostfiles), the sha256 of the hostfiles (and of the hold beside them) in
+        this folder, as M(mlx_fleet.cluster.thunderbolt_network)'s RV(mlx_fleet.cluster.thunderbolt_network#module:hostfiles)
+        does, so the hostfiles are written only on the Macs whose copies differ, with no other call.
+    type: path
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
 notes:
@@ -44,6 +50,11 @@ EXAMPLES = r"""
 - name: Read the Mac and its Thunderbolt ports in one call (the facts the fabric needs)
   mlx_fleet.cluster.macos_facts:
     thunderbolt: true
+
+- name: Read the Mac, its Thunderbolt ports and its copies of the hostfiles in one call (mlx-fleet hostfile)
+  mlx_fleet.cluster.macos_facts:
+    thunderbolt: true
+    hostfile_dir: /opt/mlx-fleet
 
 - name: Show its chip and macOS build
   ansible.builtin.debug:
@@ -156,15 +167,25 @@ ansible_facts:
       description: With O(thunderbolt), the Mac's Thunderbolt ports, as M(mlx_fleet.cluster.thunderbolt_facts) returns them.
       type: dict
       returned: when O(thunderbolt) is true
+    mlx_fleet_hostfiles:
+      description: With O(hostfile_dir), per file name, the sha256 of the file there, null when absent.
+      type: dict
+      returned: when O(hostfile_dir) is given
+      sample: {"hostfile.json": "6742ef4107e0c1d6...", "hostfile-ring.json": null, "hostfile.held": null}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
 
 
 def main():
-    module = AnsibleModule(argument_spec={"thunderbolt": {"type": "bool", "default": False}}, supports_check_mode=True)
-    module.exit_json(changed=False, ansible_facts=node_facts.gather(module, with_thunderbolt=module.params["thunderbolt"]))
+    module = AnsibleModule(argument_spec={"thunderbolt": {"type": "bool", "default": False},
+                                          "hostfile_dir": {"type": "path"}}, supports_check_mode=True)
+    facts = node_facts.gather(module, with_thunderbolt=module.params["thunderbolt"])
+    if module.params["hostfile_dir"]:
+        facts["mlx_fleet_hostfiles"] = digests(module, module.params["hostfile_dir"], HOSTFILE_FOLDER)
+    module.exit_json(changed=False, ansible_facts=facts)
 
 
 if __name__ == "__main__":

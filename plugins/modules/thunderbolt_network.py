@@ -106,8 +106,8 @@ options:
     default: true
   hostfile_dir:
     description:
-      - Also return RV(hostfiles), the sha256 of the hostfiles in this folder, so the caller writes them only
-        on the Macs whose copies differ (the M(mlx_fleet.cluster.fabric) role does).
+      - Also return RV(hostfiles), the sha256 of the hostfiles (and of the hold beside them) in this folder,
+        so the caller writes them only on the Macs whose copies differ (the M(mlx_fleet.cluster.fabric) role does).
     type: path
 notes:
   - Supports check mode (nothing is written, the record included; RV(commands) lists what would
@@ -160,10 +160,12 @@ record:
   returned: always
   type: str
 hostfiles:
-  description: Per hostfile name, the sha256 of the file in O(hostfile_dir) on the Mac, null when absent.
+  description:
+    - Per hostfile name, the sha256 of the file in O(hostfile_dir) on the Mac, null when absent; with them
+      C(hostfile.held), the mark of an unfinished macOS update (M(mlx_fleet.cluster.hostfiles)' O(mlx_fleet.cluster.hostfiles#module:held)).
   returned: when O(hostfile_dir) is given
   type: dict
-  sample: {"hostfile.json": "6742ef4107e0c1d6...", "hostfile-ring.json": null}
+  sample: {"hostfile.json": "6742ef4107e0c1d6...", "hostfile-ring.json": null, "hostfile.held": null}
 ansible_facts:
   description: The Thunderbolt ports after the run.
   returned: when O(read_ports=true)
@@ -187,7 +189,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_fact
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import thunderbolt_last
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     output_of, parse_or_fail, run_concurrently, run_reads)
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE, digests
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
 
 BRIDGE_DEVICE = "bridge0"
@@ -627,7 +629,7 @@ def main():
 
     result = dict(changed=bool(commands), commands=commands, services=results, bridge=bridge, record=params["record"])
     if params["hostfile_dir"]:
-        result["hostfiles"] = digests(module, params["hostfile_dir"], (HOSTFILE, RING_HOSTFILE))
+        result["hostfiles"] = digests(module, params["hostfile_dir"], HOSTFILE_FOLDER)
     if module._diff:
         result["diff"] = diffs
     if module.check_mode or (not commands and new_record == record):

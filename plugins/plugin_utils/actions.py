@@ -6,15 +6,9 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-# The key of a failed result that lists its lines which are bad input: nothing was changed and the
-# inventory (or how it reaches a Mac) is what to fix. The CLI reads it to exit 2 rather than 1.
-INPUT_ERRORS = "input_errors"
-# The key of a refusal's other lines (not bad input): the CLI shows them as the failure, by this data, never by
-# comparing the message's lines with the marked ones.
-OTHER_ERRORS = "other_errors"
-# The key of a result of a step run once for the whole cluster (run_once): what it changed is the
-# controller's files (hostfiles, checklist, downloads), not the Mac Ansible ran it under.
-CLUSTER_STEP = "cluster_step"
+# The keys of the results the summary reads, defined beside it (the CLI reads them without ansible's plugins).
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (  # noqa: F401
+    CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS)
 
 
 def refusal(lines: list[str], *, bad_input: list[str] | None = None, result: dict | None = None) -> AnsibleActionFail:

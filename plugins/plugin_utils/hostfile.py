@@ -11,6 +11,7 @@ import hashlib
 import ipaddress
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, json_text
@@ -93,9 +94,12 @@ def write(path: str | Path, data: dict) -> bool:
     return atomic_write_json(path, data, check_hostfile, final_newline=False)
 
 
-def macs_to_write(texts: dict[str, str | None], on_macs: dict[str, dict | None]) -> list[str]:
+def macs_to_write(texts: dict[str, str | None], on_macs: dict[str, dict | None], held: str | None = None) -> list[str]:
     """The Macs whose hostfiles differ from texts ({name: text, None for absent}), judged by the sha256
-    of each file each Mac reported ({name: sha256 or None}); a Mac that reported nothing is written."""
+    of each file each Mac reported ({name: sha256 or None}); a Mac that reported nothing is written.
+    held: the line of an unfinished macOS update's hold (HELD beside them, mlx_fleet.cluster.hostfiles'
+    `held`): while held only that marker is compared, the hostfiles staying as they are; otherwise no marker."""
+    texts = {HELD: held + "\n"} if held else dict(texts, **{HELD: None})
     wanted = {name: text and hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in texts.items()}
     return [mac for mac, found in on_macs.items()
             if found is None or any(found.get(name) != digest for name, digest in wanted.items())]

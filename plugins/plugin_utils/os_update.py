@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 
@@ -411,9 +412,8 @@ def hold_reason(output_dir: str | Path) -> str | None:
             "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
 
 
-# The hold beside the hostfiles, on the controller and on every Mac: mlx.launch reads only hostfile.json (a
-# list of hosts that must stay valid JSON), so the hold is a sibling file a person (or a job script) sees.
-HELD_FILE = "hostfile.held"
+# The hold beside the hostfiles, on the controller and on every Mac (module_utils.files.HELD).
+HELD_FILE = HELD
 
 
 def hold_line(output_dir: str | Path, inventory: str = "INVENTORY", starting: bool = False) -> str | None:

@@ -13,6 +13,16 @@ from pathlib import Path
 # A role's check of its own variables: instant, and no step a person needs to follow.
 ARGUMENT_CHECK = "ansible.builtin.validate_argument_spec"
 CONTROLLER = "localhost"  # where the inventory check runs: the controller, not a Mac
+# The key of a failed result that lists its lines which are bad input: nothing was changed and the
+# inventory (or how it reaches a Mac) is what to fix. The CLI reads it to exit 2 rather than 1.
+INPUT_ERRORS = "input_errors"
+# The key of a refusal's other lines (not bad input): the CLI shows them as the failure, by this data, never by
+# comparing the message's lines with the marked ones.
+OTHER_ERRORS = "other_errors"
+# The key of a result of a step run once for the whole cluster (run_once): what it changed is the
+# controller's files (hostfiles, checklist, downloads), not the Mac Ansible ran it under. The action
+# plugins set these (plugin_utils.actions); they are here so the CLI reads them without ansible's plugins.
+CLUSTER_STEP = "cluster_step"
 
 
 def natural_key(name: str) -> list:
@@ -64,9 +74,6 @@ class RunOutcome:
 
     def record(self, kind: str, host: str, action: str, task: str, res: dict, failed: bool) -> None:
         """One task result; kind as ansible-runner names it (runner_on_ok, _failed, _unreachable, _skipped)."""
-        # Here, not at the top: the CLI's every command loads this module, and actions loads ansible's plugins.
-        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
-
         if kind == "runner_on_unreachable":
             self.unreachable.setdefault(host, first_line(message(res)) or "unreachable")
             return

@@ -26,8 +26,8 @@ def _command(sub, name: str, summary: str, description: str, examples: str):
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def _capture_parser(sub) -> None:
-    cap = _command(sub, "capture", "record, read-only over ssh, every macOS output mlx-fleet reads from a Mac",
+def _capture_parser(sub, command) -> None:
+    cap = command(sub, "capture", "record, read-only over ssh, every macOS output mlx-fleet reads from a Mac",
                    "Record, read-only over plain ssh, every macOS command output mlx-fleet reads from a Mac, "
                    "for a bug report that macsim can replay.",
                    "  mlx-fleet capture studio-1 --out ./capture-studio-1\n"
@@ -76,9 +76,29 @@ def _run_playbook_command(name: str, args) -> int:
     return runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
 
 
+# The other tools' parsers, in the help's order: (the tools one function adds, its module, the function). Each
+# module is imported only when its tool is the one a run names (or for the whole help), so every command starts
+# without the others' imports (verify's, the simulator's); the rest are listed by name only.
+TOOL_PARSERS = (
+    (("lock",), "mlx_fleet.env_lock_cli", "add_env_lock_parser"),
+    (("verify",), "mlx_fleet.verify.cli", "add_verify_parser"),
+    (("audit", "record"), "mlx_fleet.audit_cli", "add_audit_parsers"),
+    (("watch",), "mlx_fleet.watch_cli", "add_watch_parser"),
+    (("explain",), "mlx_fleet.explain_cli", "add_explain_parser"),
+    (("capture",), "mlx_fleet.cli", "_capture_parser"),
+    (("os-update",), "mlx_fleet.os_update_cli", "add_os_update_parser"),
+    (("onboard",), "mlx_fleet.onboard", "add_onboard_parser"),
+    (("sim",), "mlx_fleet.sim.cli", "add_sim_parser"),
+)
+
+
 def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; given the TOOL a run names, `sim`'s own parser (and the simulator with it) is
-    imported only when that is `sim`, so every other command starts without it."""
+    """The whole command line; given the TOOL a run names, only that tool's parser is built for real (its
+    module imported), every other tool being a name argparse knows, so each command starts without the
+    others' imports. None, or a word that is no tool: every parser, for the help; the simulator's only for
+    None or `sim` (listed in the help as it is)."""
+    import importlib
+
     from mlx_fleet.runner import add_playbook_options
 
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__,
@@ -87,33 +107,18 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="tool", required=True)
     for name, (_, _, summary, description, examples) in PLAYBOOK_COMMANDS.items():
         add_playbook_options(_command(sub, name, summary, description, examples))
-    from mlx_fleet.env_lock_cli import add_env_lock_parser
-
-    add_env_lock_parser(sub, _command)
-    from mlx_fleet.verify.cli import add_verify_parser
-
-    add_verify_parser(sub, _command)
-    from mlx_fleet.audit_cli import add_audit_parsers
-
-    add_audit_parsers(sub, _command)
-    from mlx_fleet.watch_cli import add_watch_parser
-    from mlx_fleet.explain_cli import add_explain_parser
-
-    add_watch_parser(sub, _command)
-    add_explain_parser(sub, _command)
-    _capture_parser(sub)
-    from mlx_fleet.os_update_cli import add_os_update_parser
-
-    add_os_update_parser(sub, _command)
-    from mlx_fleet.onboard import add_onboard_parser
-
-    add_onboard_parser(sub, _command)
-    if tool in (None, "sim"):
-        from mlx_fleet.sim.cli import add_sim_parser
-
-        add_sim_parser(sub, SIM_HELP)
-    else:  # listed in the help as it is; its arguments are parsed once `sim` is the tool
-        sub.add_parser("sim", help=SIM_HELP, add_help=False).add_argument("sim_args", nargs=argparse.REMAINDER)
+    known = set(PLAYBOOK_COMMANDS).union(*(tools for tools, _, _ in TOOL_PARSERS))
+    for tools, module, function in TOOL_PARSERS:
+        if tools == ("sim",):
+            if tool in (None, "sim"):
+                importlib.import_module(module).add_sim_parser(sub, SIM_HELP)
+            else:  # its arguments are parsed once `sim` is the tool
+                sub.add_parser("sim", help=SIM_HELP, add_help=False).add_argument("sim_args", nargs=argparse.REMAINDER)
+        elif tool not in known or tool in tools:
+            getattr(importlib.import_module(module), function)(sub, _command)
+        else:
+            for name in tools:  # parsed only once it is the tool (its own parser is then built)
+                sub.add_parser(name, add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -165,9 +170,6 @@ def _dispatch(args, argv: list[str] | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     args = build_parser(given[0] if given else "").parse_args(argv)
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
-    from mlx_fleet.capture import CaptureError
     from mlx_fleet.interrupt import raise_keyboard_interrupt
 
     # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner.py); the sim keeps its own.
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(args, argv)
     except Busy as exc:
         return _say(args.tool, exc, EXIT_BUSY)
-    except (UserError, CablePlanError, CaptureError, EnvLockError) as exc:
+    except UserError as exc:
         return _say(args.tool, exc, EXIT_BAD_INPUT)
     except Interrupted as exc:
         return _say(args.tool, exc, EXIT_INTERRUPTED)
@@ -189,9 +191,24 @@ def main(argv: list[str] | None = None) -> int:
         # A folder or file the user cannot write or read (the output folder, --out): one line naming it.
         return _say(args.tool, f"cannot use {exc.filename}: {exc.strerror}; fix its permissions or give another "
                                "folder", EXIT_BAD_INPUT)
+    except Exception as exc:
+        if not _bad_input(exc):
+            raise
+        return _say(args.tool, exc, EXIT_BAD_INPUT)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+# The errors of bad input the commands' modules raise besides UserError, by module: a module the run never
+# imported raised none, so a command does not import the others' modules (the lock's loads ansible) to tell.
+BAD_INPUT = (("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan", "CablePlanError"),
+             ("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration", "EnvLockError"),
+             ("mlx_fleet.capture", "CaptureError"))
+
+
+def _bad_input(exc: Exception) -> bool:
+    return any(isinstance(exc, getattr(sys.modules[module], name)) for module, name in BAD_INPUT if module in sys.modules)
 
 
 def _say(tool: str, message, status: int) -> int:

@@ -28,8 +28,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CONTROLLER, RunOutcome,
-                                                                             first_line)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CLUSTER_STEP, CONTROLLER,
+                                                                             RunOutcome, first_line)
 from mlx_fleet import interrupt
 from mlx_fleet.errors import (EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, Interrupted,
                               UserError)
@@ -191,8 +191,6 @@ class _Events:
         elif kind == "runner_on_start" and progress:
             progress.host_start(host)
         elif kind in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable", "runner_on_skipped"):
-            from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP
-
             res = data.get("res", {}) or {}
             failed = kind == "runner_on_failed" and not data.get("ignore_errors")
             if progress:

@@ -609,6 +609,21 @@ def test_hostfiles_are_written_only_where_the_macs_copies_differ():
     assert hostfile.macs_to_write(texts, reported) == ["studio-2", "studio-3", "studio-4", "studio-5"]
 
 
+def test_a_hold_is_written_where_its_mark_differs_and_released_where_one_is_left():
+    texts = {"hostfile.json": '{"backend": "jaccl"}', "hostfile-ring.json": None}
+    same = hashlib.sha256(b'{"backend": "jaccl"}').hexdigest()
+    line = "held: os-update in progress"
+    marked = hashlib.sha256((line + "\n").encode()).hexdigest()
+    reported = {
+        "studio-1": {"hostfile.json": same, "hostfile-ring.json": None, "hostfile.held": None},
+        "studio-2": {"hostfile.json": same, "hostfile-ring.json": None, "hostfile.held": marked},
+        "studio-3": {"hostfile.json": "old", "hostfile-ring.json": None, "hostfile.held": marked},
+    }
+    # Held: only the mark counts (the hostfiles stay as they are); released: a mark left is a difference.
+    assert hostfile.macs_to_write(texts, reported, line) == ["studio-1"]
+    assert hostfile.macs_to_write(texts, reported, "") == ["studio-2", "studio-3"]
+
+
 def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
 

@@ -83,3 +83,29 @@ def test_absent_removes_both_and_then_changes_nothing(run, tmp_path):
     again = run(tmp_path, state="absent")
     assert not again["changed"] and set(again["files"].values()) == {"absent"}
     assert not run(tmp_path / "never-made", state="absent")["changed"] and not (tmp_path / "never-made").exists()
+
+
+HOLD = "held: os-update in progress (1 of 4 Macs on 25F84, macOS 26.5.2); run mlx-fleet os-update -i INV to finish"
+
+
+def test_held_marks_the_folder_and_leaves_the_hostfiles_then_a_release_writes_them(run, tmp_path):
+    run(tmp_path, hostfile=JACCL)
+    held = run(tmp_path, hostfile=RING, ring_hostfile=RING, held=HOLD)  # the push while held: only the mark
+    assert held["changed"] and held["files"] == {"hostfile.held": "created"}
+    assert contents(tmp_path) == {"hostfile.held": HOLD + "\n", "hostfile.json": JACCL}
+    assert not run(tmp_path, hostfile=RING, held=HOLD)["changed"]
+    released = run(tmp_path, hostfile=RING, held="")
+    assert released["changed"] and released["files"] == {
+        "hostfile-ring.json": "absent", "hostfile.json": "updated", "hostfile.held": "removed"}
+    assert contents(tmp_path) == {"hostfile.json": RING}
+
+
+def test_the_hold_alone_makes_the_folder_and_is_released_alone(run, tmp_path):
+    folder = tmp_path / "never-converged"
+    marked = run(folder, held=HOLD)
+    assert marked["changed"] and contents(folder) == {"hostfile.held": HOLD + "\n"}
+    assert oct((folder / "hostfile.held").stat().st_mode & 0o777) == "0o644"
+    released = run(folder, held="")
+    assert released["changed"] and released["files"] == {"hostfile.held": "removed"} and contents(folder) == {}
+    assert not run(folder, held="")["changed"]
+    assert run(tmp_path / "other")["failed"]  # neither hostfiles nor a hold: nothing to do is bad input

@@ -128,3 +128,17 @@ def test_a_line_of_unknown_wording_is_left_out_with_a_warning_not_a_failed_mac(m
     assert result["warnings"] == [
         "sw_vers: left out a line of unknown wording: 'Rapid Security Response'",
         "networksetup -listallhardwareports: left out a line of unknown wording: 'Hardware Port Group: Thunderbolt'"]
+
+
+def test_hostfile_dir_adds_the_digests_of_the_hostfiles_and_the_hold_in_the_same_call(monkeypatch, tmp_path):
+    import hashlib
+
+    monkeypatch.setenv("SSH_CONNECTION", "192.168.64.7 50122 192.168.64.1 22")
+    (tmp_path / "hostfile.json").write_text('{"backend": "jaccl"}')
+    commands = outputs()
+    result = run_module(macos_facts.main, {"hostfile_dir": str(tmp_path)}, commands)
+    assert result["ansible_facts"]["mlx_fleet_hostfiles"] == {
+        "hostfile.json": hashlib.sha256(b'{"backend": "jaccl"}').hexdigest(), "hostfile-ring.json": None,
+        "hostfile.held": None}
+    assert sorted(set(commands.calls)) == sorted(READS[name] for name in node_facts.MACOS_READS)  # no other tool
+    assert "mlx_fleet_hostfiles" not in facts(monkeypatch, "192.168.64.7 50122 192.168.64.1 22")["ansible_facts"]

@@ -202,9 +202,11 @@ def test_hostfile_dir_reports_each_hostfiles_sha256_or_none(tmp_path, record):
     folder = tmp_path / "opt-mlx-fleet"
     folder.mkdir()
     (folder / "hostfile.json").write_text('{"backend": "jaccl"}')
+    (folder / "hostfile.held").write_text("held: os-update in progress\n")
     result = run(mac(order=CONVERGED_ORDER), tmp_path, ports=[TB1], record=record, hostfile_dir=str(folder))
     assert result["hostfiles"] == {"hostfile.json": hashlib.sha256(b'{"backend": "jaccl"}').hexdigest(),
-                                   "hostfile-ring.json": None}
+                                   "hostfile-ring.json": None,
+                                   "hostfile.held": hashlib.sha256(b"held: os-update in progress\n").hexdigest()}
 
 
 # The same converged Mac after someone put Thunderbolt 1 first (exo's setup, a hand edit, an update).
