@@ -104,7 +104,7 @@ ansible_facts:
             C(modified), C(missing) with their counts), C(error).
           type: dict
         hostfiles:
-          description: Per hostfile name, the sha256 of the file on the Mac, null when absent.
+          description: Per hostfile name, the sha256 of the file on the Mac, null when absent, C(unreadable) when this user cannot read it.
           type: dict
         automatic_macos_updates:
           description: C(AutomaticallyInstallMacOSUpdates) (C(defaults read)); null when not set, C(unknown) when
@@ -133,10 +133,10 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_settings, node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import files, macos_settings, node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     COMPETING_DAEMON_READS, WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe, sha256_file
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe
 
 NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon", "auto_install_macos", "default_route",
               "filevault") + tuple(COMPETING_DAEMON_READS)
@@ -252,10 +252,7 @@ def main():
     macos = node_facts.macos(module, results)
     thunderbolt = node_facts.thunderbolt(module, results)
     pmset = parse_or_fail(module, parsers.parse_pmset, output_of(module, results, "pmset"))
-    hostfiles = {}
-    for name in params["hostfiles"]:
-        full = os.path.join(params["hostfile_dir"], os.path.basename(name))
-        hostfiles[name] = sha256_file(full) if os.path.isfile(full) else None
+    hostfiles = files.digests(module, params["hostfile_dir"], [os.path.basename(name) for name in params["hostfiles"]])
     node = {
         "pmset": pmset,
         "names": _names(module, results),
