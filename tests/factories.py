@@ -11,6 +11,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import node_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 from mlx_fleet.sim.layout import generated_cables
 
@@ -68,7 +69,7 @@ class Cluster:
 
     def cable(self, a, b, speed=None):
         (ha, pa), (hb, pb) = self.port(a), self.port(b)
-        speed = speed or link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
+        speed = speed or link_speed(MODELS[self.models[ha]].tb_generation, MODELS[self.models[hb]].tb_generation)
         # RDMA comes up on a direct cable when both ends have it on, on ports that can carry it.
         active = all(self.facts[h]["rdma_enabled"] and p["receptacle"] not in MODELS[self.models[h]].rdma_broken_ports
                      for h, p in ((ha, pa), (hb, pb)))
@@ -143,7 +144,7 @@ class ReadinessCluster:
 
     def cable(self, a, b):
         (ha, pa), (hb, pb) = self.port(a), self.port(b)
-        speed = link_speed(MODELS[self.models[ha]], MODELS[self.models[hb]])
+        speed = link_speed(MODELS[self.models[ha]].tb_generation, MODELS[self.models[hb]].tb_generation)
         for (h, p), (oh, op) in (((ha, pa), (hb, pb)), ((hb, pb), (ha, pa))):
             m = MODELS[self.models[oh]]
             p.update(connected=True, speed_gbps=speed, speed_is_max=False,
@@ -323,3 +324,8 @@ def joining(new_model: str = "studio-m3-ultra", cables=MESH, rdma_new=False, **n
     joined = Cluster({**cluster.models, "new": new_model}, no_rdma=() if rdma_new else ("new",))
     joined.facts.update(cluster.facts)
     return joined, onboarding_macos(joined, **new)
+
+
+def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool, pool: str | None = None) -> list[str]:
+    """The preflight's lines for one Mac, as the summary prints them."""
+    return [p.line for p in node_problems(host, facts, host_vars, become_password=become_password, pool=pool)]

@@ -334,6 +334,6 @@ def generation_from_facts(thunderbolt: dict) -> int | None:
     return None
 
 
-def link_speed(a: Model, b: Model) -> int:
-    """Gb/s of a direct cable: TB5 only when both ends are TB5."""
-    return 80 if min(a.tb_generation, b.tb_generation) >= 5 else 40
+def link_speed(*generations: int) -> int:
+    """Gb/s of a direct cable between ports of these Thunderbolt generations: TB5 only when both ends are."""
+    return 80 if min(generations) >= 5 else 40

@@ -19,11 +19,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management impor
 MACOS_RESERVE_MB = 8192
 
 
-def check_node(host: str, facts: dict, host_vars: dict, *, become_password: bool, pool: str | None = None) -> list[str]:
-    """One line per problem (node_problems, rendered)."""
-    return [p.line for p in node_problems(host, facts, host_vars, become_password=become_password, pool=pool)]
-
-
 def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: bool,
                   pool: str | None = None) -> list[Problem]:
     """What keeps this Mac out of the cluster, as data: what was found, what was expected, the exact fix.

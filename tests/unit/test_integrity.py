@@ -8,8 +8,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node
-from factories import GOOD, minis
+from factories import GOOD, check_node, minis
 
 RING = (("mini-1:1", "mini-2:1"), ("mini-2:2", "mini-3:1"), ("mini-3:2", "mini-4:1"), ("mini-4:2", "mini-1:2"))
 

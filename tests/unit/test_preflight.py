@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import check_node, same_macs
-from factories import GOOD
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import same_macs
+from factories import GOOD, check_node
 
 @pytest.mark.parametrize(
     ("change", "host_vars", "become_password", "message"),

@@ -25,7 +25,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import e
 from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
-from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_addresses, format_size, link_hostfile,
+from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_model, format_size, link_hostfile,
                                    parse_sizes, ring_cables, single_host_hostfile)
 from mlx_fleet.verify.run import Options, Outcome
 
@@ -223,7 +223,7 @@ def cluster(hostfile=JACCL, tmp_path: Path | None = None) -> Cluster:
     folder = tmp_path or Path("/nonexistent")
     if tmp_path:
         (tmp_path / "hostfile.json").write_text(json.dumps(hostfile))
-    return Cluster(folder, hostfile, RING, cables_from_addresses(ADDRESSES, [h["ssh"] for h in hostfile["hosts"]]))
+    return Cluster(folder, hostfile, RING, cables_from_model(coerce(ADDRESSES), [h["ssh"] for h in hostfile["hosts"]]))
 
 
 def test_cables_with_both_ends_and_their_two_rank_hostfiles():

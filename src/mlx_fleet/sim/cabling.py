@@ -7,7 +7,7 @@ import uuid
 
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cable, parse_cables, parse_port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 from mlx_fleet.sim.host import SimError, run
 from mlx_fleet.sim.plumbing import Plumbing
 
@@ -29,9 +29,9 @@ class Cabling(Plumbing):
             for here, there in ((cable.a, cable.b), (cable.b, cable.a)):
                 peer = profiles[there.host]
                 generations = (ports[(here.host, here.number)]["generation"], ports[(there.host, there.number)]["generation"])
-                # TB5 (80 Gb/s) only when both ends are; replayed Macs may be models the catalogue lacks.
+                # Replayed Macs may be models the catalogue lacks: their ports' own generations decide.
                 # A TB4 (or worse) cable, or a dock, holds the link at its own speed.
-                speed = min(80 if min(generations) >= 5 else 40, options.get("speed", 80))
+                speed = min(link_speed(*generations), options.get("speed", 80))
                 mac = {
                     "name": peer["model_name"], "model_id": peer["model_id"],
                     "domain_uuid": ports[(there.host, there.number)]["domain_uuid"],
@@ -45,7 +45,7 @@ class Cabling(Plumbing):
             plan = node.get("manage_over")
             if plan and node.get("link") != "down":
                 port = ports[(name, plan["port"])]
-                port["link"] = {"kind": "mac", "speed_gbps": 80 if port["generation"] >= 5 else 40,
+                port["link"] = {"kind": "mac", "speed_gbps": link_speed(port["generation"]),
                                 "peer": self._controller_peer()}
         for name, prof in profiles.items():
             self._write_profile(name, prof)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
-    MODEL_FILE, PREFIX, ClusterModel, coerce, read_model)
+    MODEL_FILE, PREFIX, ClusterModel, read_model)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile as hostfiles
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS, pair_links
@@ -193,11 +193,6 @@ def cables_from_model(model: ClusterModel | None, hosts: list[str]) -> list[Cabl
                       CableEnd(link.b.host, link.b.port, link.b.address, PREFIX))
             for link in sorted((model.links if model else []), key=lambda item: str(item.cable))
             if link.a.host in hosts and link.b.host in hosts]
-
-
-def cables_from_addresses(addresses: dict[str, str], hosts: list[str]) -> list[CableLink]:
-    """The same from an old address ledger's cables map (cable text -> /30)."""
-    return cables_from_model(coerce(addresses), hosts)
 
 
 def load_cluster(folder: Path, inventory: str = "INVENTORY") -> Cluster:
