@@ -384,16 +384,6 @@ def events(before: dict[str, Finding], now: dict[str, Finding]) -> list[dict]:
     return gone + found
 
 
-def findings_from(data: dict) -> dict[str, Finding]:
-    """Findings as status.json keeps them: the cable from its ports, never from its text."""
-    found = {}
-    for key, value in (data or {}).items():
-        value = {name: value[name] for name in Finding.__dataclass_fields__ if name in value}
-        value["cable"] = Cable.from_ports(data[key]["ports"]) if data[key].get("ports") else None
-        found[key] = Finding(**value)
-    return found
-
-
 def findings_data(findings: dict[str, Finding]) -> dict:
     """Findings for status.json: the cable as its text for a person, and its ends (ports) for programs."""
     return {key: {**asdict(f), "cable": str(f.cable) if f.cable else "", "ports": f.ports} for key, f in findings.items()}

@@ -184,6 +184,13 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid_is_said_once():
     assert watch.assess(BASE, macs) == {}
 
 
+def findings_from(data: dict) -> dict:
+    """Findings read back from status.json as a program would: the cable from its ports, never its text."""
+    return {key: watch.Finding(**{**{name: value[name] for name in watch.Finding.__dataclass_fields__ if name in value},
+                                  "cable": Cable.from_ports(value["ports"]) if value.get("ports") else None})
+            for key, value in data.items()}
+
+
 def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
     pulled = cabled()
     pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
@@ -196,7 +203,7 @@ def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
     # status.json keeps the text for a person and the ends for programs; read back, it is the same finding.
     data = watch.findings_data({"cable a:1 -- b:2": found})
     assert data["cable a:1 -- b:2"]["cable"] == "a:1 -- b:2" and data["cable a:1 -- b:2"]["ports"] == [["a", 1], ["b", 2]]
-    assert watch.findings_from(data) == {"cable a:1 -- b:2": found}
+    assert findings_from(data) == {"cable a:1 -- b:2": found}
     # The picture draws it from the ends, not from the text.
     dot = watch_page.picture(BASE, [], {"cable a:1 -- b:2": found}, "t")
     assert '"a" -- "b" [label="OUT: TB1 -- TB2", style=dashed, color=red, fontcolor=red];' in dot
