@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -136,8 +137,9 @@ class Watch:
         links = watch.links_found(self.baseline.hosts, macs)
         status = watch_page.status(self.baseline, macs, links, findings, events, generated=stamp,
                                    round_number=self.round, last_good=self.last_good)
-        watch_page.write(self.out, self.baseline, status, links, findings, now,
-                         None if self.args.once else self.args.every)
+        with interrupt_after():  # the three files are one round: Ctrl-C never leaves them from two rounds
+            watch_page.write(self.out, self.baseline, status, links, findings, now,
+                             None if self.args.once else self.args.every)
         return events, macs
 
     def tell(self, events: list[dict]) -> None:
@@ -168,6 +170,21 @@ def _state(findings: dict) -> str:
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupt_after():
+    """Hold a Ctrl-C (SIGINT, or SIGTERM from a service manager) until the block is done, then raise it."""
+    held: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if held:
+        raise KeyboardInterrupt
 
 
 def run_watch(args) -> int:

@@ -57,21 +57,23 @@ class Watching:
         self.reader.start()
 
     def read_metrics(self) -> None:
-        path = self.out / "metrics.prom"
         while not self.stop.is_set():
-            try:
-                text = path.read_text()
-            except FileNotFoundError:
-                time.sleep(0.2)
-                continue
-            try:
-                samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                           for family in text_string_to_metric_families(text) for s in family.samples}
-                stamp = samples[("mlx_fleet_watch_last_round_timestamp_seconds", ())]
-                self.parsed.setdefault(stamp, samples)
-            except Exception as exc:  # noqa: BLE001 - any failure to parse is what the test looks for
-                self.errors.append(f"{exc}: {text[:200]!r}")
+            self.read_once()
             time.sleep(0.2)
+        self.read_once()  # the last round's file, written just before the watch stopped
+
+    def read_once(self) -> None:
+        try:
+            text = (self.out / "metrics.prom").read_text()
+        except FileNotFoundError:
+            return
+        try:
+            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                       for family in text_string_to_metric_families(text) for s in family.samples}
+            stamp = samples[("mlx_fleet_watch_last_round_timestamp_seconds", ())]
+            self.parsed.setdefault(stamp, samples)
+        except Exception as exc:  # noqa: BLE001 - any failure to parse is what the test looks for
+            self.errors.append(f"{exc}: {text[:200]!r}")
 
     def status(self) -> dict:
         return json.loads((self.out / "status.json").read_text())

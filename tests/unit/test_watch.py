@@ -3,6 +3,8 @@ record from real outputs, findings and the events that say each change once, the
 reads them, and the probe's bounded read under /bin/sh."""
 
 import copy
+import os
+import signal
 import subprocess
 
 import pytest
@@ -11,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from conftest import FIXTURE_DIR, load
+from mlx_fleet import watch_cli
 from mlx_fleet.verify import nodes
 from captures import THUNDERBOLT_OUTPUTS
 
@@ -230,3 +233,21 @@ def test_the_watchs_hints_name_the_clis_commands_with_the_inventory():
     after["b"]["build"] = "26.3 (25D20)"
     build = next(e for e in watch.changes(BASE, cabled(), after) if e["event"] == "build")
     assert build["fix"] == "check RDMA and the bridge (updates switch them): mlx-fleet audit -i inv"
+
+
+def test_a_ctrl_c_while_a_round_is_written_waits_for_its_files_then_stops_the_watch():
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        with watch_cli.interrupt_after():
+            os.kill(os.getpid(), signal.SIGINT)
+            written.append("status.json")
+            os.kill(os.getpid(), signal.SIGTERM)
+            written.append("metrics.prom")
+    assert written == ["status.json", "metrics.prom"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are given back
+
+
+def test_a_round_written_without_a_signal_goes_on():
+    with watch_cli.interrupt_after():
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
