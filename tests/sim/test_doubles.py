@@ -762,12 +762,15 @@ def test_install_doubles_writes_shims_that_run_with_the_system_python(tmp_path, 
     assert sorted(p.name for p in (fs / "usr/local/bin").iterdir()) == sorted(doubles.TOOLS)
     assert oct((fs / doubles.BOOT).stat().st_mode & 0o777) == "0o700"
     shim = (fs / "usr/local/bin/sw_vers").read_text()
-    assert shim == '#!/bin/sh\nexec /usr/bin/python3 /usr/local/libexec/macsim/lib/dispatch.py sw_vers "$@"\n'
+    assert shim == '#!/bin/sh\nexec /usr/bin/python3 -S /usr/local/libexec/macsim/lib/dispatch.py sw_vers "$@"\n'
+    # Compiled at install: a user who cannot write __pycache__ never compiles a double at each call.
+    cached = {p.name.split(".")[0] for p in (fs / doubles.LIBDIR / "macsim/__pycache__").iterdir()}
+    assert cached >= {p.stem for p in (fs / doubles.LIBDIR / "macsim").glob("*.py")}
     node = fs / "usr/local/libexec/macsim/node.json"
     node.write_text(json.dumps(mini()))
     env = dict(os.environ, MACSIM_ROOT=str(fs))
     lib = fs / doubles.LIBDIR / "dispatch.py"
-    proc = subprocess.run(["/usr/bin/python3", str(lib), "sw_vers", "-productVersion"], env=env,
+    proc = subprocess.run(["/usr/bin/python3", "-S", str(lib), "sw_vers", "-productVersion"], env=env,
                           capture_output=True, text=True)
     assert (proc.returncode, proc.stdout) == (0, "26.2\n")
     doubles.install_doubles(fs)  # refreshing an installed node works

@@ -6,6 +6,7 @@
 """
 
 import shutil
+import subprocess
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -20,7 +21,9 @@ TOOLS = (
 
 
 def _shim(tool: str) -> str:
-    return f'#!/bin/sh\nexec /usr/bin/python3 /{LIBDIR}/dispatch.py {tool} "$@"\n'
+    # -S: the doubles are stdlib only, and a Mac's tools are native: no site-packages scan (.pth files)
+    # on each of the hundreds of calls a converge makes.
+    return f'#!/bin/sh\nexec /usr/bin/python3 -S /{LIBDIR}/dispatch.py {tool} "$@"\n'
 
 
 def install_doubles(fs_root: Path) -> None:
@@ -32,6 +35,9 @@ def install_doubles(fs_root: Path) -> None:
     lib.mkdir(parents=True)
     shutil.copytree(HERE / "macsim", lib / "macsim", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(HERE / "dispatch.py", lib / "dispatch.py")
+    # Compiled once by the nodes' interpreter: a tool first run by a user who cannot write __pycache__
+    # would otherwise compile its modules at every call.
+    subprocess.run(["/usr/bin/python3", "-m", "compileall", "-q", str(lib)], check=True, stdin=subprocess.DEVNULL)
     bin_dir = fs_root / "usr/local/bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     for tool in TOOLS:

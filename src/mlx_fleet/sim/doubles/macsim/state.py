@@ -12,7 +12,6 @@ Three stores, as on a Mac:
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 LIBEXEC = "usr/local/libexec/macsim"
@@ -51,6 +50,8 @@ def read_json(p: Path, default):
 
 def write_json(p: Path, data) -> None:
     """Atomically replace ``p`` so a concurrent reader never sees half a file."""
+    import tempfile  # here: most calls only read, and a tool's start is what a converge waits on
+
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix="." + p.name)
     with os.fdopen(fd, "w") as f:
