@@ -20,6 +20,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments, to_configure
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import mismatch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import cluster_pool, same_macs
@@ -72,13 +73,18 @@ class ActionModule(ClusterAction):
         twins = same_macs(macos)
         if twins:
             raise actions.refusal(list(twins.values()))  # bad input: the inventory names one Mac twice
+        declared = {n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]}
+        # A fabric judged on another Mac's ports (a Studio's Ethernet-side port) would be wrong everywhere.
+        contradictions = [line for n, key in declared.items() for line in [mismatch(n, key, macos[n])] if line]
+        if contradictions:
+            raise actions.refusal(contradictions)
         try:
             pool, pool_note = cluster_pool(first, output_dir, macos)
         except ValueError as exc:  # no private range is free here
             raise actions.refusal([str(exc)]) from None
         built = fab.build_fabric(
             thunderbolt, macos,
-            models={n: hostvars[n]["mlx_fleet_model"] for n in names if "mlx_fleet_model" in hostvars[n]},
+            models=declared,
             cables=first.get("mlx_fleet_cables"),
             backend=first.get("mlx_fleet_backend", defaults.BACKEND),
             ip_pool=pool,

@@ -2,8 +2,9 @@
 
 A Mac Studio M4 Max, an M2 Ultra Mac Studio (Thunderbolt 4: ring, never sent to Recovery) and an M5 Max
 MacBook Pro converge with their models declared and again with none declared (the Macs' own facts are
-read); a declared model the Mac contradicts is one line, exit 2, no Mac changed. A Mac whose `rdma_ctl
-status` prints a wording no real Mac has shown converges: the summary warns, naming it, and it is not failed.
+read); a declared model the Mac contradicts is one line, exit 2, no Mac changed, in `converge` and in
+`hostfile`. A Mac whose `rdma_ctl status` prints a wording no real Mac has shown converges: the summary
+warns, naming it, and it is not failed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simlib import converge, lines, plan_file
+from simlib import converge, lines, mlx_fleet_packaged, plan_file
 
 pytestmark = pytest.mark.sim
 
@@ -62,13 +63,17 @@ def test_m4_max_studio_m2_ultra_studio_and_m5_max_macbook_pro_with_and_without_t
     assert not lines(undeclared, "changed: "), undeclared.stdout  # nothing to redo: the same cluster
 
     # The M2 Ultra declared as an M4 Max: one line, bad input, no Mac changed.
-    wrong = converge(inventory_variant(sim, tmp_path / "wrong.yml", dict(LAB, **{"cat-ultra": "studio-m4-max"})))
-    assert wrong.returncode == 2, wrong.stdout + wrong.stderr
-    assert lines(wrong, "error: ", "failed: ", "changed: ") == [
-        "error: cat-ultra: mlx_fleet_model says studio-m4-max (Mac Studio, Apple M4 Max) but the Mac is a Mac Studio "
-        "(Mac14,14, Apple M2 Ultra); set mlx_fleet_model: studio-m2-ultra, or check that the inventory names the "
-        "right Mac"], wrong.stdout
-    assert lines(wrong, "result: ") == ["result: fix the input above (exit 2)"]
+    wrong_inventory = inventory_variant(sim, tmp_path / "wrong.yml", dict(LAB, **{"cat-ultra": "studio-m4-max"}))
+    hostfile = (sim.dir / ".mlx-fleet" / "hostfile.json").read_text()
+    # mlx-fleet hostfile too: a fabric judged on an M4 Max's ports (its port 1 beside Ethernet) would be wrong.
+    for wrong in (converge(wrong_inventory), mlx_fleet_packaged("hostfile", "-i", str(wrong_inventory))):
+        assert wrong.returncode == 2, wrong.stdout + wrong.stderr
+        assert lines(wrong, "error: ", "failed: ", "changed: ") == [
+            "error: cat-ultra: mlx_fleet_model says studio-m4-max (Mac Studio, Apple M4 Max) but the Mac is a Mac "
+            "Studio (Mac14,14, Apple M2 Ultra); set mlx_fleet_model: studio-m2-ultra, or check that the inventory "
+            "names the right Mac"], wrong.stdout
+        assert lines(wrong, "result: ") == ["result: fix the input above (exit 2)"]
+    assert (sim.dir / ".mlx-fleet" / "hostfile.json").read_text() == hostfile
 
 
 def test_an_rdma_ctl_wording_never_seen_warns_and_the_mac_converges(make_sim, tmp_path):
