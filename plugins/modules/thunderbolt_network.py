@@ -14,6 +14,10 @@ short_description: Give a Mac's cabled Thunderbolt ports persistent point-to-poi
 description:
   - Configures the Mac's network services (configd preferences, through C(networksetup)), so the
     configuration survives a reboot; it never uses C(ifconfig) or C(route) alone.
+  - A listed port whose service already has its configuration but whose interface holds other IPv4
+    addresses (set with C(ifconfig) by hand or by C(mlx.distributed_config --auto-setup), which macOS keeps
+    until a reboot) is put back to its service's address with C(ifconfig), so the running Mac has what its
+    next boot gives it (RV(ifconfig_commands)).
   - With I(state=present) the Thunderbolt Bridge service is disabled (which also takes C(bridge0)
     down), and for every listed port a network service for its hardware port exists (created as
     C(networksetup -createnetworkservice "Thunderbolt N" "Thunderbolt N") when missing), is enabled,
@@ -155,6 +159,13 @@ bridge:
   returned: always
   type: dict
   sample: {"service": "Thunderbolt Bridge", "enabled": false}
+ifconfig_commands:
+  description: The ifconfig calls that put a port's live IPv4 addresses back to its service's (run, or in
+    check mode would be), each as a list of arguments after C(ifconfig), in order.
+  returned: always
+  type: list
+  elements: list
+  sample: [["en2", "inet", "192.168.0.1", "-alias"], ["en2", "inet", "192.168.77.1", "netmask", "255.255.255.252"]]
 record:
   description: The record file's path.
   returned: always
@@ -394,6 +405,31 @@ def plan_present(ports, bridge, services, configs, record, exclusive=False):
     return commands, record, results, bridge_result, diffs
 
 
+def plan_live(results, interfaces):
+    """(ifconfig steps, diffs) that give every port whose service is already configured (results of
+    plan_present, changed False) exactly its service's address on the running interface: other IPv4 addresses
+    removed, the service's added when missing. A port whose service changes gets its address from macOS then.
+    results are marked changed, with the addresses found (live_before)."""
+    steps, diffs = [], []
+    for port in results:
+        if port["changed"]:
+            continue
+        wanted = "{0}/{1}".format(port["ipv4"]["address"], ipaddress.IPv4Network(
+            "0.0.0.0/{0}".format(port["ipv4"]["mask"])).prefixlen)
+        live = node_facts.port_addresses(interfaces, port["device"])
+        if live == [wanted]:
+            continue
+        for stray in (a for a in live if a != wanted):
+            steps.append([port["device"], "inet", stray.split("/")[0], "-alias"])
+        if wanted not in live:
+            steps.append([port["device"], "inet", port["ipv4"]["address"], "netmask", port["ipv4"]["mask"]])
+        port.update(changed=True, live_before=live)
+        diffs.append({"before_header": "{0} ({1}) addresses (before)".format(port["service"], port["device"]),
+                      "after_header": "{0} ({1}) addresses (after)".format(port["service"], port["device"]),
+                      "before": "".join(a + "\n" for a in live) or "none\n", "after": wanted + "\n"})
+    return steps, diffs
+
+
 def plan_order(services, created):
     """(the -ordernetworkservices step, its diff) that puts the Thunderbolt services last, or (None, None).
 
@@ -596,7 +632,7 @@ def main():
     networksetup = module.get_bin_path("networksetup", required=True)
     # The ports' own reads go with the first round: with nothing to change, they are the state after.
     port_reads = node_facts.THUNDERBOLT_READS if params["read_ports"] else ()
-    reads = run_reads(module, ("hardware_ports", "service_order") + port_reads)
+    reads = run_reads(module, ("hardware_ports", "service_order", "ifconfig") + port_reads)
     hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, reads, "hardware_ports"))
     services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
     record = load_record(module, params["record"])
@@ -615,6 +651,11 @@ def main():
     except PlanError as exc:
         module.fail_json(msg=to_native(exc))
     commands, new_record, results, bridge, diffs = plan
+    live_steps = []
+    if params["state"] == "present":
+        interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, reads, "ifconfig"))
+        live_steps, live_diffs = plan_live(results, interfaces)
+        diffs += live_diffs
     if params["state"] == "present" and params["services_last"]:
         # The order of what is left: a service this run removes (a port whose cable left) is no longer there.
         removed = set(command[1] for command in commands if command[0] == "-removenetworkservice")
@@ -627,12 +668,13 @@ def main():
         if warning:
             module.warn(warning)
 
-    result = dict(changed=bool(commands), commands=commands, services=results, bridge=bridge, record=params["record"])
+    result = dict(changed=bool(commands or live_steps), commands=commands, ifconfig_commands=live_steps,
+                  services=results, bridge=bridge, record=params["record"])
     if params["hostfile_dir"]:
         result["hostfiles"] = digests(module, params["hostfile_dir"], HOSTFILE_FOLDER)
     if module._diff:
         result["diff"] = diffs
-    if module.check_mode or (not commands and new_record == record):
+    if module.check_mode or (not commands and not live_steps and new_record == record):
         if port_reads:
             result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, reads)}
         module.exit_json(**result)
@@ -648,6 +690,13 @@ def main():
             hint = "; writing needs root (become: true)" if "admin privileges" in (err or out) else ""
             module.fail_json(msg="networksetup {0} failed (exit {1}): {2}{3}".format(
                 " ".join(shlex.quote(a) for a in args), rc, (err or out).strip(), hint), **result)
+    if live_steps:
+        ifconfig = module.get_bin_path("ifconfig", required=True)
+        for args in live_steps:
+            rc, out, err = module.run_command([ifconfig] + args, environ_update={"LC_ALL": "C"})
+            if rc != 0:
+                module.fail_json(msg="ifconfig {0} failed (exit {1}): {2}".format(
+                    " ".join(shlex.quote(a) for a in args), rc, (err or out).strip()), **result)
     if new_record != saved:
         save_record(module, params["record"], new_record)
     if port_reads:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -91,6 +92,15 @@ def test_hostfile_matches_the_cables_and_mlx_distributed_config(make_sim, tmp_pa
     if topology == "ring":
         ring = json.loads((tmp_path / "out/hostfile-ring.json").read_text())
         assert ring["backend"] == "ring" and [h["ssh"] for h in ring["hosts"]] == sim.nodes
+    # MLX's --auto-setup gave the ports addresses of its own (ifconfig, until a reboot): ours again gives every
+    # cable end its own address back, live, and the same hostfile, rather than refusing until a reboot.
+    again = hostfile_cmd(sim.dir / "inventory.yml", tmp_path / "out")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads((tmp_path / "out/hostfile.json").read_text()) == ours
+    for link in json.loads((tmp_path / "out/cluster.json").read_text())["links"]:
+        for end in (link["a"], link["b"]):
+            live = sim.cli("exec", end["host"], "--", "ifconfig", end["device"]).stdout
+            assert re.findall(r"inet (\S+) netmask", live) == [end["address"]], (link["cable"], live)
 
 
 def test_ring_all_sum_over_our_addresses_survives_reboots_and_reconverges_to_no_change(make_sim, tmp_path):

@@ -27,6 +27,10 @@ MANUAL_INFO = ("Manual Configuration\nIP address: 192.168.77.1\nSubnet mask: 255
                "IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\nEthernet Address: 32:00:19:a6:f6:20\n")
 NO_ROUTES = fixture("networksetup-getadditionalroutes__wifi-debug-notes__2.txt").replace("Wi-Fi", "Thunderbolt 1")
 TB1 = {"device": "en3", "hardware_port": "Thunderbolt 1", "address": "192.168.77.1", "peer": "192.168.77.2"}
+# TN3205's `ifconfig en2` as this Mac's Thunderbolt 1 (en3) with the cable's address, as macOS applies the service.
+EN3_CONVERGED = fixture("ifconfig-en2__apple-tn3205__1.txt").replace("en2", "en3").replace(
+    "inet 169.254.205.255 netmask 0xffff0000 broadcast 169.254.255.255",
+    "inet 192.168.77.1 netmask 0xfffffffc broadcast 192.168.77.3")
 READS = {("networksetup", "-listallhardwareports"), ("networksetup", "-listnetworkserviceorder"),
          ("networksetup", "-getinfo", "Thunderbolt 1"), ("networksetup", "-getadditionalroutes", "Thunderbolt 1")}
 FRESH_WRITES = [
@@ -43,7 +47,8 @@ def mac(order=ORDER, writes=(), write_answer=(0, "", "")):
     answers = {("networksetup", "-listallhardwareports"): (0, HARDWARE_PORTS, ""),
                ("networksetup", "-listnetworkserviceorder"): (0, order, ""),
                ("networksetup", "-getinfo", "Thunderbolt 1"): (0, MANUAL_INFO, ""),
-               ("networksetup", "-getadditionalroutes", "Thunderbolt 1"): (0, NO_ROUTES, "")}
+               ("networksetup", "-getadditionalroutes", "Thunderbolt 1"): (0, NO_ROUTES, ""),
+               READ_ARGV["ifconfig"]: (0, EN3_CONVERGED, "")}
     answers.update((write, write_answer) for write in writes)
     return Commands(answers)
 
@@ -92,6 +97,35 @@ def test_a_converged_mac_is_not_changed(tmp_path, record):
     assert commands.writes("networksetup", READS) == []
     assert ("networksetup", "-getinfo", "Thunderbolt 1") in commands.calls
     assert not os.path.exists(record)
+
+
+# What `mlx.distributed_config --auto-setup` runs on a Mac: `sudo ifconfig en3 inet 192.168.0.1 netmask
+# 255.255.255.252`, kept by macOS until a reboot while the service still says 192.168.77.1.
+READDRESSED = EN3_CONVERGED.replace("inet 192.168.77.1 netmask 0xfffffffc broadcast 192.168.77.3",
+                                    "inet 192.168.0.1 netmask 0xfffffffc broadcast 192.168.0.3")
+PUT_BACK = [("ifconfig", "en3", "inet", "192.168.0.1", "-alias"),
+            ("ifconfig", "en3", "inet", "192.168.77.1", "netmask", "255.255.255.252")]
+
+
+def test_a_port_readdressed_by_hand_gets_its_service_address_back_live(tmp_path, record):
+    commands = mac(order=CONVERGED_ORDER, writes=PUT_BACK)
+    commands.answers[READ_ARGV["ifconfig"]] = (0, READDRESSED, "")
+    result = run(commands, tmp_path, diff=True, ports=[TB1], record=record)
+    assert not result.get("failed"), result["msg"]
+    assert (result["changed"], result["commands"]) == (True, [])  # the service was right: networksetup untouched
+    assert result["ifconfig_commands"] == [list(step[1:]) for step in PUT_BACK]
+    assert commands.writes("ifconfig", {READ_ARGV["ifconfig"]}) == PUT_BACK
+    assert result["services"][0]["live_before"] == ["192.168.0.1/30"]
+    assert [(d["before"], d["after"]) for d in result["diff"]] == [("192.168.0.1/30\n", "192.168.77.1/30\n")]
+    assert not os.path.exists(record)  # nothing for state=absent to put back: the service is as it was
+
+
+def test_check_mode_names_the_live_fix_and_runs_none(tmp_path, record):
+    commands = mac(order=CONVERGED_ORDER)
+    commands.answers[READ_ARGV["ifconfig"]] = (0, READDRESSED, "")
+    result = run(commands, tmp_path, check_mode=True, ports=[TB1], record=record)
+    assert result["changed"] is True and result["ifconfig_commands"] == [list(step[1:]) for step in PUT_BACK]
+    assert commands.writes("ifconfig", {READ_ARGV["ifconfig"]}) == []
 
 
 def test_absent_puts_the_network_back_and_removes_the_record(tmp_path, record):
@@ -167,7 +201,7 @@ def test_read_ports_returns_the_ports_as_they_are_after_the_writes(tmp_path, rec
     commands = mac(writes=FRESH_WRITES)
     commands.answers.update(PORT_READS)
     bridge_down = BRIDGE_UP.replace("status: active", "status: inactive")
-    commands.answers[READ_ARGV["ifconfig"]] = [(0, BRIDGE_UP, ""), (0, bridge_down, "")]
+    commands.answers[READ_ARGV["ifconfig"]] = [(0, BRIDGE_UP + EN3_CONVERGED, ""), (0, bridge_down + EN3_CONVERGED, "")]
     result = run(commands, tmp_path, ports=[TB1], record=record, read_ports=True)
     assert not result.get("failed"), result["msg"]
     assert commands.writes("networksetup", READS) == FRESH_WRITES
@@ -183,7 +217,7 @@ def test_read_ports_returns_the_ports_as_they_are_after_the_writes(tmp_path, rec
 def test_read_ports_on_a_converged_mac_is_one_round_of_reads(tmp_path, record):
     commands = mac(order=CONVERGED_ORDER)
     commands.answers.update(PORT_READS)
-    commands.answers[READ_ARGV["ifconfig"]] = (0, BRIDGE_UP, "")
+    commands.answers[READ_ARGV["ifconfig"]] = (0, BRIDGE_UP + EN3_CONVERGED, "")
     result = run(commands, tmp_path, ports=[TB1], record=record, read_ports=True)
     assert result["changed"] is False
     assert commands.calls.count(READ_ARGV["thunderbolt"]) == 1

@@ -325,3 +325,30 @@ def test_the_record_keeps_what_is_still_to_put_back_until_it_is():
     new = tn.empty_record()
     new["created"]["Thunderbolt 2"] = {"hardware_port": "Thunderbolt 2", "device": "en4"}
     assert set(tn._union(old, new)["created"]) == {"Thunderbolt 1", "Thunderbolt 2"}
+
+
+def _configured(device="en3"):
+    return {"service": "Thunderbolt 1", "device": device, "changed": False,
+            "ipv4": {"method": "Manual", "address": "192.168.77.1", "mask": "255.255.255.252", "router": None}}
+
+
+@pytest.mark.parametrize("live, steps", [
+    (["192.168.77.1/30"], []),
+    # An alias beside the service's address: only the alias goes.
+    (["192.168.77.1/30", "192.168.0.1/30"], [["en3", "inet", "192.168.0.1", "-alias"]]),
+    # The service's address with another mask is removed and given again with the service's.
+    (["192.168.77.1/24"], [["en3", "inet", "192.168.77.1", "-alias"],
+                           ["en3", "inet", "192.168.77.1", "netmask", "255.255.255.252"]]),
+    ([], [["en3", "inet", "192.168.77.1", "netmask", "255.255.255.252"]]),
+])
+def test_plan_live_gives_a_configured_port_exactly_its_service_address(live, steps):
+    interfaces = {"en3": {"inet": [{"address": a.split("/")[0], "prefixlen": int(a.split("/")[1])} for a in live]}}
+    results = [_configured()]
+    planned, diffs = tn.plan_live(results, interfaces)
+    assert planned == steps
+    assert results[0]["changed"] is bool(steps) and len(diffs) == (1 if steps else 0)
+
+
+def test_plan_live_leaves_a_port_whose_service_changes_to_macos():
+    results = [dict(_configured(), changed=True)]
+    assert tn.plan_live(results, {"en3": {"inet": []}}) == ([], [])
