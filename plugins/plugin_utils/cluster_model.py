@@ -52,6 +52,11 @@ class LinkEnd:
     def interface(self) -> str:
         return f"{self.address}/{PREFIX}"
 
+    @property
+    def hardware_port(self) -> str:
+        """The port as networksetup and the reports name it."""
+        return f"Thunderbolt {self.port}"
+
 
 @dataclass(frozen=True)
 class LinkModel:
@@ -68,6 +73,9 @@ class LinkModel:
 
     def end(self, host: str) -> LinkEnd:
         return self.a if self.a.host == host else self.b
+
+    def ends(self) -> tuple[LinkEnd, LinkEnd]:
+        return self.a, self.b
 
 
 @dataclass

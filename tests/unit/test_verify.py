@@ -228,7 +228,7 @@ def cluster(hostfile=JACCL, tmp_path: Path | None = None) -> Cluster:
 
 def test_cables_with_both_ends_and_their_two_rank_hostfiles():
     c = cluster()
-    assert [link.cable for link in c.cables] == ["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2"]
+    assert [str(link.cable) for link in c.cables] == ["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2"]
     first = c.cables[0]
     assert (first.a.host, first.a.port, first.a.address, first.b.address) == ("a", 1, "192.168.0.5", "192.168.0.6")
     assert link_hostfile(c, first, "ring") == {"backend": "ring", "envs": [], "hosts": [
@@ -236,7 +236,7 @@ def test_cables_with_both_ends_and_their_two_rank_hostfiles():
     assert link_hostfile(c, first, "jaccl-ring", {"a": "en2", "b": "en4"})["hosts"] == [
         {"ssh": "a", "ips": ["10.0.0.1"], "rdma": [None, "rdma_en2"]},
         {"ssh": "b", "ips": ["10.0.0.2"], "rdma": ["rdma_en4", None]}]
-    assert [link.cable for link in ring_cables(c, RING)] == ["a:2 -- c:1", "a:1 -- b:1", "b:2 -- c:2"]
+    assert [str(link.cable) for link in ring_cables(c, RING)] == ["a:2 -- c:1", "a:1 -- b:1", "b:2 -- c:2"]
     assert single_host_hostfile(c)["hosts"] == [{"ssh": "a", "ips": ["10.0.0.1"], "rdma": []}]
 
 
@@ -303,9 +303,9 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     link = c.cables[0]
     failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
                  [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
-                  rank(1, "b", code=None)], link.cable)
+                  rank(1, "b", code=None)], str(link.cable))
     works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
-                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
+                [rank(0, "a", INIT), rank(1, "b", INIT)], str(link.cable))
     assert failure_lines(failed) == [f"rank 0 on a (rdma_en2): exited with code 1 in mx.distributed.init: {MLX_JACCL}",
                                      "rank 1 on b (rdma_en2): stopped before it finished in mx.distributed.init"]
     rdma_on = {"rdma_ctl": (0, "enabled\n")}
@@ -373,9 +373,9 @@ def test_a_macs_rdma_is_judged_as_the_rdma_step_and_the_audit_judge_it(rdma_ctl,
                ibv_devices=(0, ibv_devices), ibv_devinfo=(0, IBV_DEVINFO))
     failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
                  [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
-                  rank(1, "b", code=None)], link.cable)
+                  rank(1, "b", code=None)], str(link.cable))
     works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
-                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
+                [rank(0, "a", INIT), rank(1, "b", INIT)], str(link.cable))
     judged = readiness(failed, c, {"a": mac})
     # What the RDMA step and the audit call (rdma.assess), on the same facts; no cable found on them.
     assessed = rdma.classify_cluster({"a": mac.macos}, {"a": mac.thunderbolt}, [])
@@ -472,7 +472,7 @@ def test_report_figures_schema_summary_and_page(tmp_path):
                                 for s in (1024, 4096))) for r, h in enumerate("ab")]
     link = c.cables[0]
     jobs_ = [job("all_sum", "all_sum", RING, sums), job(f"link {link.cable} ring", "link",
-                                                        link_hostfile(c, link, "ring"), pings, link.cable)]
+                                                        link_hostfile(c, link, "ring"), pings, str(link.cable))]
     outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=["ran"])
     data = report.build(outcome, ["mlx-fleet", "verify", "-i", INVENTORY])
     assert data["schema"] == "mlx-fleet-verify/1" and data["status"] == "passed" and data["exit_code"] == 0

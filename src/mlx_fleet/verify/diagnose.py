@@ -20,7 +20,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, ex
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
-from mlx_fleet.verify.plan import CableEnd, CableLink, Cluster, ring_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkEnd, LinkModel
+from mlx_fleet.verify.plan import Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "address", "bridge", "cable", "rdma", "unknown")
 
@@ -62,7 +63,7 @@ def wanted_bridge(bridge: str | None) -> str:
     return bridge if bridge is not None else role_files("mlx_fabric")[0]["mlx_fabric_bridge"]
 
 
-def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: str,
+def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: str,
                  bridge: str | None = None) -> list[Finding]:
     """What the Mac's tools say is wrong with one end of a cable (nothing when it cannot be read): its link
     (ifconfig's status), and the audit's judgements of its address and of the Thunderbolt Bridge."""
@@ -80,11 +81,11 @@ def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: s
     if iface["status"] == "inactive":
         found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
-                             link.cable, evidence=[f"{end.host}: {seen}"]))
-    if not audit.port_address_check(end.host, end.port, device, has, f"{end.address}/{end.prefix}").ok:
+                             str(link.cable), evidence=[f"{end.host}: {seen}"]))
+    if not audit.port_address_check(end.host, end.port, device, has, end.interface).ok:
         found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
-                                        f"where the fabric gave it {end.address}/{end.prefix}; converge it back: "
-                                        f"{converge(inventory)}", [end.host], link.cable,
+                                        f"where the fabric gave it {end.interface}; converge it back: "
+                                        f"{converge(inventory)}", [end.host], str(link.cable),
                              evidence=[f"{end.host}: {seen}"]))
     state = node.bridge
     judged = audit.bridge_check(end.host, state, wanted_bridge(bridge))
@@ -92,19 +93,19 @@ def end_findings(link: CableLink, end: CableEnd, node: Node | None, inventory: s
         name = state["device"]
         found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
                                        f"Bridge, which is up; turn it off: {converge(inventory)} (the fabric step)",
-                             [end.host], link.cable,
+                             [end.host], str(link.cable),
                              evidence=[f"{end.host}: Thunderbolt Bridge: {judged.found} (expected {judged.expected}); "
                                        f"ifconfig {name}: member {device}"]))
     return found
 
 
-def cable_findings(link: CableLink, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
+def cable_findings(link: LinkModel, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
     found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
     dark = [f for f in found if f.cause == "cable"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
         ends = " and ".join(f"{e.host} {e.hardware_port}" for e in link.ends())
         both = Finding("cable", f"cable {link.cable}: no link at either end ({ends}: status: inactive); plug it in "
-                                "firmly at both ends, or replace it", dark[0].hosts, link.cable,
+                                "firmly at both ends, or replace it", dark[0].hosts, str(link.cable),
                        evidence=dark[0].evidence + dark[1].evidence)
         found = [both] + [f for f in found if f.cause != "cable"]
     return found
@@ -180,9 +181,9 @@ def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory:
                    failure_lines(job) + _rdma_evidence(job, nodes))
 
 
-def _job_cables(job: Job, cluster: Cluster) -> list[CableLink]:
+def _job_cables(job: Job, cluster: Cluster) -> list[LinkModel]:
     if job.cable:
-        return [link for link in cluster.cables if link.cable == job.cable]
+        return [link for link in cluster.cables if str(link.cable) == job.cable]
     if job.backend == "ring":
         return ring_cables(cluster, job.hostfile)
     return [link for link in cluster.cables if link.a.host in job.hosts and link.b.host in job.hosts]

@@ -9,14 +9,13 @@ the cluster model (``cluster.json``, plugin_utils.cluster_model) every cable wit
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
-    MODEL_FILE, PREFIX, ClusterModel, read_model)
+    MODEL_FILE, ClusterModel, LinkModel, read_model)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile as hostfiles
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS, pair_links
@@ -134,36 +133,11 @@ def settings_from_inventory(inventories: list[str]) -> Settings:
 
 
 @dataclass(frozen=True)
-class CableEnd:
-    host: str
-    port: int
-    address: str  # what the fabric gave this end
-    prefix: int
-
-    @property
-    def hardware_port(self) -> str:
-        return f"Thunderbolt {self.port}"
-
-
-@dataclass(frozen=True)
-class CableLink:
-    cable: str  # "a:1 -- b:2", lower end first (for the report)
-    a: CableEnd
-    b: CableEnd
-
-    def ends(self) -> tuple[CableEnd, CableEnd]:
-        return self.a, self.b
-
-    def end(self, host: str) -> CableEnd:
-        return self.a if self.a.host == host else self.b
-
-
-@dataclass(frozen=True)
 class Cluster:
     folder: Path
     hostfile: dict
     ring_hostfile: dict | None
-    cables: list[CableLink]
+    cables: list[LinkModel]  # the model's cables between two hosts of the hostfile
 
     @property
     def hosts(self) -> list[str]:
@@ -187,11 +161,9 @@ def _read_json(path: Path, what: str, fix: str):
         raise VerifyError(f"{path}: cannot read the {what} ({exc}); {fix}") from None
 
 
-def cables_from_model(model: ClusterModel | None, hosts: list[str]) -> list[CableLink]:
-    """Every cable of the cluster model between two hosts of the hostfile, with both ends."""
-    return [CableLink(str(link.cable), CableEnd(link.a.host, link.a.port, link.a.address, PREFIX),
-                      CableEnd(link.b.host, link.b.port, link.b.address, PREFIX))
-            for link in sorted((model.links if model else []), key=lambda item: str(item.cable))
+def cables_from_model(model: ClusterModel | None, hosts: list[str]) -> list[LinkModel]:
+    """Every cable of the cluster model between two hosts of the hostfile."""
+    return [link for link in sorted((model.links if model else []), key=lambda item: str(item.cable))
             if link.a.host in hosts and link.b.host in hosts]
 
 
@@ -220,17 +192,16 @@ def _entry(hostfile: dict, host: str) -> dict:
     return next(h for h in hostfile["hosts"] if h["ssh"] == host)
 
 
-def link_hostfile(cluster: Cluster, link: CableLink, backend: str, devices: dict[str, str] | None = None) -> dict:
+def link_hostfile(cluster: Cluster, link: LinkModel, backend: str, devices: dict[str, str] | None = None) -> dict:
     """A two-rank hostfile for one cable, rendered by the fabric's hostfile code: its two ends' addresses
     (ring), or its two RDMA devices (jaccl, devices: host -> enX of its end) with the coordinator address of
     the cluster hostfile."""
     a, b = link.ends()
     devices = devices or {}
     wire = Link(End(a.host, a.port, devices.get(a.host, "")), End(b.host, b.port, devices.get(b.host, "")), 0.0)
-    network = str(ipaddress.ip_interface(f"{a.address}/{a.prefix}").network)
     management = {host: next(iter(_entry(cluster.hostfile, host)["ips"]), None) for host in (a.host, b.host)}
     return hostfiles.render("jaccl" if backend.startswith("jaccl") else "ring", [a.host, b.host],
-                            pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): network}, management,
+                            pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): link.network}, management,
                             cluster.hostfile["envs"])
 
 
@@ -241,7 +212,7 @@ def single_host_hostfile(cluster: Cluster) -> dict:
             "hosts": [{"ssh": first["ssh"], "ips": first["ips"] or ["127.0.0.1"], "rdma": []}]}
 
 
-def ring_cables(cluster: Cluster, hostfile: dict) -> list[CableLink]:
+def ring_cables(cluster: Cluster, hostfile: dict) -> list[LinkModel]:
     """The cables a ring hostfile's neighbours talk over (rank r listens on its own addresses)."""
     used = []
     for rank, host in enumerate(hostfile["hosts"]):

@@ -128,10 +128,10 @@ def _links(outcome: Outcome, entries: list[dict]) -> list[dict]:
             node = outcome.nodes.get(end.host)
             ends.append({"host": end.host, "port": end.port, "hardware_port": end.hardware_port,
                          "device": node.ports.get(end.port) if node else None,
-                         "address": f"{end.address}/{end.prefix}"})
-        checks = [e for e in entries if e["kind"] == "link" and e["cable"] == link.cable]
+                         "address": end.interface})
+        checks = [e for e in entries if e["kind"] == "link" and e["cable"] == str(link.cable)]
         measured = next((e for e in reversed(checks) if e["status"] == PASSED), None)
-        links.append({"cable": link.cable, "ends": ends, "status": checks[0]["status"] if checks else "not run",
+        links.append({"cable": str(link.cable), "ends": ends, "status": checks[0]["status"] if checks else "not run",
                       "checks": [{"name": e["name"], "backend": e["backend"], "status": e["status"]} for e in checks],
                       "measured_with": measured["backend"] if measured else None,
                       "latency_seconds": measured["latency_seconds"] if measured else None,
