@@ -121,7 +121,7 @@ def judge_node(host: str, macos: dict, thunderbolt: dict, *, model: str | None =
     # Not capable: never send anyone to Recovery for these.
     if _tb_generation(found, thunderbolt) == 4:
         node.reason = "thunderbolt 4"
-    elif macos_too_old(node.product_version):
+    elif node.product_version and macos_too_old(node.product_version):  # an unread version is no verdict
         node.reason = "macos"
     elif thunderbolt.get("rdma_enabled") is None:
         node.reason = "no rdma_ctl"

@@ -77,6 +77,13 @@ def test_old_macos_is_not_capable():
         "(a Recovery visit cannot help)")
 
 
+def test_an_unread_macos_version_is_no_verdict_on_it():
+    c = minis(2).mesh()
+    for key in ("product_version", "build_version"):
+        c.macos["mini-2"].pop(key)
+    assert c.assess().nodes["mini-2"].status == "ready"  # judged on its RDMA state, never called too old
+
+
 def test_enabled_but_port_down_names_the_port_causes_and_remedy():
     c = minis(3).mesh()
     for host, n in (("mini-1", 2), ("mini-3", 1)):  # the mini-1 -- mini-3 cable

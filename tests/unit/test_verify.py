@@ -295,6 +295,9 @@ def job(title: str, kind: str, hostfile: dict, ranks: list[Rank], cable: str | N
 
 
 INIT = {"record": "init"}
+RDMA_READ_OUTPUTS = {"ibv_devices": (0, load(FIXTURE_DIR / "ibv_devices__apple-tn3205__3.txt")),
+                     "ibv_devinfo": (0, load(FIXTURE_DIR / "ibv_devinfo__apple-tn3205__1.txt")),
+                     "sw_vers": (0, load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt"))}  # macOS 14.2.1
 MLX_JACCL = "Cannot initialize jaccl distributed backend."
 
 
@@ -319,6 +322,10 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "
                                       f"exited with code 1 in mx.distributed.init: {MLX_JACCL})")
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
+    # Every RDMA read made, sw_vers included: a macOS that predates RDMA names the Mac not capable.
+    sonoma = {h: Node(h, reads=dict(evidence[h].reads, **RDMA_READ_OUTPUTS)) for h in "ab"}
+    (old,) = diagnose([failed, works], c, sonoma, INVENTORY)
+    assert "a: not capable of RDMA: macOS 14.2.1 (23C71) is older than 26.2" in old.message, old.message
     # the same failure with the TCP twin failing too is not called RDMA; explain's knowledge base reads MLX's message
     (unknown,) = diagnose([failed], c, evidence, INVENTORY)
     assert unknown.cause == "unknown"

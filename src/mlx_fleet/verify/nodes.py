@@ -25,7 +25,7 @@ _MARK = "@@mlx-fleet-verify-section"
 # The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
 # (module_utils.node_facts); RDMA ones only for an RDMA backend.
 NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
-RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo")
+RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo", "sw_vers")  # sw_vers: RDMA needs macOS 26.2
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
 
