@@ -200,7 +200,6 @@ def main():
                     builds[name[:-len(".json")]] = state
     result["managed_builds"] = builds
 
-
     wheels = {}
     if os.path.isdir(layout["wheels"]):
         for name in sorted(os.listdir(layout["wheels"])):
