@@ -133,7 +133,7 @@ class ActionModule(ClusterAction):
                 raise AnsibleActionFail("\n".join(lockouts), result=dict(result, lockouts=lockouts))
         notes = []
         if write:
-            inventory = task_vars.get("mlx_fleet_inventory") or first.get("inventory_file") or "INVENTORY"
+            inventory = fixes.inventory_named(task_vars)
             stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cables"], network,
                            thunderbolt, inventory, cli=fixes.uses_cli(task_vars)) if args["write"] else None
             if stop:

@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
@@ -92,11 +92,12 @@ class ActionModule(ClusterAction):
         # The cabling as read back, with the addresses the fabric gave it: the guard compares it with the plan.
         cables = {str(link): link.speed_gbps for link in discover(names, facts)[0]}
         network = port_arguments(fab.planned_network(facts, ip_pool=judged["ip_pool"], previous=publication.model))
-        inventory = task_vars.get("mlx_fleet_inventory") or hostvars[names[0]].get("inventory_file") or "INVENTORY"
+        inventory = fixes.inventory_named(task_vars)
         output_dir = Path(args["output_dir"])
         try:
             with run_lock(output_dir, f"ansible-playbook task '{self._task.get_name()}'"):
-                stop = refusal(names, task_vars.get("ansible_play_hosts"), judged, cables, network, facts, inventory)
+                stop = refusal(names, task_vars.get("ansible_play_hosts"), judged, cables, network, facts, inventory,
+                               cli=fixes.uses_cli(task_vars))
                 if stop:
                     raise AnsibleActionFail(stop, result=result)
                 with staged(output_dir) as stage:

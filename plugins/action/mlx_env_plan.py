@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import plan_run
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
@@ -38,7 +39,8 @@ class ActionModule(ClusterAction):
                             args["cache_dir"], facts, python_mirror=args["python_mirror"],
                             bundles=not self._task.check_mode)
         except EnvLockError as exc:
-            raise AnsibleActionFail(f"mlx_env: {exc}") from None
+            problem = fixes.lock_problem(exc, fixes.inventory_named(task_vars), cli=fixes.uses_cli(task_vars))
+            raise AnsibleActionFail(f"mlx_env: {problem}") from None
         result.update(plan)
         # Only the controller's cache changes here; nodes change in later tasks.
         result["changed"] = plan["downloads"] > 0

@@ -36,7 +36,7 @@ FIX_ENV = "{env}"
 FIX_FABRIC = "{site} (the fabric step configures the Thunderbolt ports)"
 FIX_HOSTFILE = "{hostfile}"
 FIX_RECOVERY = "the Recovery checklist: {checklist}, then {site}"
-FIX_LOCK = "mlx-fleet lock -i {inventory}, then " + FIX_ENV
+FIX_LOCK = "{lock}, then " + FIX_ENV
 FIX_CONVERGE = "{site}"
 
 

@@ -44,7 +44,12 @@ VERSION_RE = re.compile(r"^\d+(\.\d+)*$")
 
 
 class EnvLockError(Exception):
-    """A one-line, user-facing problem with the declaration or the lock."""
+    """A one-line, user-facing problem with the declaration or the lock. relock: resolving the lock again fixes it
+    (the caller names the command for the install in use: fixes.lock_problem)."""
+
+    def __init__(self, message: str, *, relock: bool = False):
+        super().__init__(message)
+        self.relock = relock
 
 
 def normalize_declaration(raw: dict) -> dict:
@@ -100,5 +105,5 @@ def check_declaration(lock: dict, raw: dict, lock_path: str = "the lock file") -
     locked = lock.get("declaration", {})
     diffs = [f"mlx_env_{k}={decl[k]!r} (lock: {locked.get(k)!r})" for k in DECLARATION_KEYS if locked.get(k) != decl[k]]
     if diffs:
-        raise EnvLockError(f"the inventory's environment does not match {lock_path}: {', '.join(diffs)}; run mlx-fleet lock")
+        raise EnvLockError(f"the inventory's environment does not match {lock_path}: {', '.join(diffs)}", relock=True)
     return decl

@@ -34,13 +34,13 @@ def load_lock(path: str | os.PathLike) -> tuple[dict, str]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise EnvLockError(f"cannot read the lock file {path}: {exc.strerror}; run mlx-fleet lock") from None
+        raise EnvLockError(f"cannot read the lock file {path}: {exc.strerror}", relock=True) from None
     try:
         lock = load_json(data.decode("utf-8"))
     except ValueError as exc:
-        raise EnvLockError(f"{path} is not a mlx-fleet lock file ({exc}); run mlx-fleet lock") from None
+        raise EnvLockError(f"{path} is not a mlx-fleet lock file ({exc})", relock=True) from None
     if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT:
-        raise EnvLockError(f"{path} is not a mlx-fleet lock file of format {LOCK_FORMAT}; run mlx-fleet lock")
+        raise EnvLockError(f"{path} is not a mlx-fleet lock file of format {LOCK_FORMAT}", relock=True)
     check_names(lock, str(path))
     return lock, hashlib.sha256(data).hexdigest()
 
@@ -49,7 +49,7 @@ def plain_name(text, what: str) -> str:
     """text if it is a plain file name (_PLAIN_NAME), else EnvLockError naming what it is."""
     if not isinstance(text, str) or not _PLAIN_NAME.fullmatch(text):
         raise EnvLockError(f"{what} {text!r} is not a plain file name (it becomes a path on the controller and the "
-                           "Macs); run mlx-fleet lock")
+                           "Macs)", relock=True)
     return text
 
 
@@ -67,11 +67,16 @@ def check_names(lock: dict, where: str) -> None:
         plain_name(build.get("key"), f"{where}: the Python build key")
 
 
+def lock_text(lock: dict) -> str:
+    """The lock as its file holds it."""
+    return json.dumps(lock, indent=1, sort_keys=False) + "\n"
+
+
 def write_lock(lock: dict, path: str | os.PathLike) -> str:
     """Write the lock atomically (a reader, or a run reading it meanwhile, sees the old lock or the new
     one, never part of it); its sha256."""
     check_names(lock, "the new lock")
-    text = json.dumps(lock, indent=1, sort_keys=False) + "\n"
+    text = lock_text(lock)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, text)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -25,7 +27,8 @@ except ImportError:
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import (
     PLATFORMS, EnvLockError, requirements_in)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import LOCK_FORMAT, PYTHON_BUILD_BASE, plain_name
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import (
+    LOCK_FORMAT, PYTHON_BUILD_BASE, lock_text, plain_name, write_lock)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import (
     INDEX_SCHEMES, PYPI_SIMPLE, download, fetch_json, index_files, wheel_platforms)
 
@@ -120,6 +123,19 @@ def python_builds(decl: dict, index: str = PYPI_SIMPLE, fetch=fetch_json, downlo
     return {"source": {"filename": sdist_name, "url": entry["url"], "sha256": got}, "builds": builds}
 
 
+def find_uv(explicit: str | None = None) -> str:
+    """The uv to resolve with: EXPLICIT, else the one beside this Python (a venv's), else uv on PATH."""
+    if explicit:
+        return explicit
+    beside = Path(sys.executable).parent / "uv"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("uv")
+    if not found:
+        raise EnvLockError("uv not found on the controller: install it (pip install uv) or give its path")
+    return found
+
+
 def make_lock(decl: dict, uv: str, index: str = PYPI_SIMPLE, fetch=fetch_json, download=download) -> dict:
     """Resolve DECL into a lock (a dict ready for json.dump) from INDEX (https:// or file://)."""
     if not index.startswith(INDEX_SCHEMES):
@@ -170,3 +186,27 @@ def _require_wheels(what: str, files: list[dict], platforms, index: str) -> None
     missing = [p for p in platforms if p not in covered]
     if missing:
         raise EnvLockError(f"{what} has no wheel for {', '.join(missing)} on {index} with a hash uv resolved")
+
+
+def update_lock(decl: dict, lock_file: str, uv: str, *, index: str = PYPI_SIMPLE, write: bool = True,
+                resolve=make_lock) -> dict:
+    """Resolve DECL (normalized) and write LOCK_FILE when its text differs (and WRITE). What it found: changed,
+    sha256 of the new text, counts for the summary line."""
+    lock = resolve(decl, uv, index=index)
+    text = lock_text(lock)
+    try:
+        changed = Path(lock_file).read_text() != text
+    except (OSError, UnicodeDecodeError):
+        changed = True
+    if changed and write:
+        write_lock(lock, lock_file)
+    return {"changed": changed, "lock_file": str(lock_file), "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "packages": len(lock["packages"]), "wheels": sum(len(p["files"]) for p in lock["packages"]),
+            "builds": [b["version"] for b in lock["python_builds"]]}
+
+
+def summary_line(decl: dict, found: dict) -> str:
+    """One line of what the lock holds and where it is."""
+    return (f"{found['packages']} packages, {found['wheels']} wheels, uv {decl['uv_version']}, Python "
+            f"{decl['python_version']} ({', '.join(found['builds'])} managed), {', '.join(decl['platforms'])} -> "
+            f"{found['lock_file']} (sha256 {found['sha256'][:16]})")

@@ -121,7 +121,7 @@ def python_build(lock: dict, info: dict) -> dict:
         if (build["os"], build["arch"], build["libc"]) == (os_name, arch, libc):
             return build
     raise PlanError(f"the lock has no uv-managed Python build for {os_name}-{arch}-{libc}; "
-                    "add the platform to mlx_env_platforms and run mlx-fleet lock")
+                    "add the platform to mlx_env_platforms", relock=True)
 
 
 def _changes(installed: dict, requirements: list[dict], rebuilt: bool = False) -> list[str]:
@@ -163,14 +163,14 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
         xy = ".".join(map(str, info["version"][:2]))
         if xy != declared:
             raise PlanError(f"{interpreter} is Python {xy} but mlx_env_python_version is {declared}; "
-                            f"set mlx_env_python_version: \"{xy}\" and run mlx-fleet lock")
+                            f"set mlx_env_python_version: \"{xy}\"", relock=True)
         tags, markers = node_tags(info), node_markers(info)
         want_version, want_prefix, build_ready = list(info["version"]), info.get("prefix"), True
     else:
         build = python_build(lock, info)
         if not build.get("sha256"):
-            raise PlanError(f"the lock has no sha256 for {build['filename']}, so it is never pushed; "
-                            "run mlx-fleet lock with this version of mlx-fleet")
+            raise PlanError(f"the lock has no sha256 for {build['filename']}, so it is never pushed (a lock made "
+                            "by an older mlx-fleet)", relock=True)
         interpreter = _node_utils().managed_python(store, build["key"])
         major, minor, dummy = (int(x) for x in build["version"].split("."))
         tags, markers = node_tags(info, (major, minor)), node_markers(info, build["version"])
@@ -184,7 +184,7 @@ def plan_node(lock: dict, lock_hash: str, facts: dict, python_interpreter: str, 
         wheel = best_wheel(pkg["files"], tags)
         if wheel is None:
             raise PlanError(f"no wheel of {pkg['name']}=={pkg['version']} in the lock fits this node "
-                            f"({tags[0]}); run mlx-fleet lock")
+                            f"({tags[0]})", relock=True)
         requirements.append({"name": pkg["name"], "version": pkg["version"], "filename": wheel["filename"],
                              "sha256": wheel["sha256"], "url": wheel["url"]})
     uv_wheel = best_wheel(lock["uv"]["files"], tags)

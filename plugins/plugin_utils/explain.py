@@ -87,7 +87,7 @@ FIX = {
                   "the cluster's interpreter; do not set MLX_RANK or MLX_HOSTFILE by hand",
     "network": "bring the Mac back on the network (power, sleep, cable), check `ssh HOST` works without a prompt",
     "os-mismatch": "update macOS so every Mac runs the same build (26.2 or later)",
-    "mlx-version": "mlx-fleet lock -i {inventory}, then {env} (one MLX "
+    "mlx-version": "{lock}, then {env} (one MLX "
                    "version everywhere, one without the bug)",
     "gpu-wedged": "restart the Mac; remove MLX_METAL_FAST_SYNCH from mlx_fleet_envs and the hostfile's env",
 }

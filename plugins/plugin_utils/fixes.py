@@ -9,8 +9,8 @@ import shlex
 
 CLI_VAR = "mlx_fleet_cli"  # set by the CLI for every run: the person has the `mlx-fleet` command
 # The playbooks the CLI runs under a command of its own.
-CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist", "audit": "audit"}
-PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env", "audit")
+CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist", "audit": "audit", "lock": "lock"}
+PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env", "audit", "lock")
 
 
 def run_command(playbook: str, inventory: str | list[str], *, cli: bool = False) -> str:
@@ -20,6 +20,19 @@ def run_command(playbook: str, inventory: str | list[str], *, cli: bool = False)
     if cli and playbook in CLI_COMMANDS:
         return f"mlx-fleet {CLI_COMMANDS[playbook]} -i {where}"
     return f"ansible-playbook -i {where} mlx_fleet.cluster.{playbook}"
+
+
+def lock_problem(problem: Exception, inventory: str, *, cli: bool = False) -> str:
+    """An environment lock problem (env_declaration.EnvLockError) as one line: with the command that resolves the
+    lock again, for the install in use, when that is its fix (its relock)."""
+    if getattr(problem, "relock", False):
+        return f"{problem}; resolve the lock again: {run_command('lock', inventory, cli=cli)}"
+    return str(problem)
+
+
+def inventory_named(task_vars: dict) -> str:
+    """The inventory as the person gave it (the CLI's mlx_fleet_inventory), else the play's inventory file."""
+    return task_vars.get("mlx_fleet_inventory") or task_vars.get("inventory_file") or "INVENTORY"
 
 
 def uses_cli(task_vars: dict | None) -> bool:

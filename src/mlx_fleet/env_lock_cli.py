@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_inventory import declaration_from, inventory_environment
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import write_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import make_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import find_uv, summary_line, update_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import PYPI_SIMPLE
 from mlx_fleet.errors import UserError
 
@@ -33,32 +30,13 @@ def add_env_lock_parser(sub, command) -> None:
     p.add_argument("--uv-bin", default=None, help="uv to resolve with (default: the one beside this Python, or on PATH)")
 
 
-def _find_uv(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "uv"
-    if beside.exists():
-        return str(beside)
-    from shutil import which
-
-    found = which("uv")
-    if not found:
-        raise EnvLockError("uv not found: install it (pip install uv) or pass --uv-bin")
-    return found
-
-
 def run_env_lock(args: argparse.Namespace) -> int:
     try:
         overrides = {k: getattr(args, k) for k in ("python_version", "uv_version", "mlx_version", "mlx_lm_version")}
         raw, lock_file = inventory_environment(args.inventory)
         decl = declaration_from(raw, overrides)
-        lock = make_lock(decl, _find_uv(args.uv_bin), index=args.index)
-        output = args.output or lock_file
-        digest = write_lock(lock, output)
+        found = update_lock(decl, args.output or lock_file, find_uv(args.uv_bin), index=args.index)
     except EnvLockError as exc:
         raise UserError(str(exc)) from None
-    n_files = sum(len(p["files"]) for p in lock["packages"])
-    print(f"mlx-fleet lock: {len(lock['packages'])} packages, {n_files} wheels, uv {decl['uv_version']}, "
-          f"Python {decl['python_version']} ({', '.join(b['version'] for b in lock['python_builds'])} managed), "
-          f"{', '.join(decl['platforms'])} -> {output} (sha256 {digest[:16]})")
+    print(f"mlx-fleet lock: {summary_line(decl, found)}{'' if found['changed'] else ' (unchanged)'}")
     return 0

@@ -21,9 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
     ("checklist", False, "ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.checklist"),
     ("node", True, "ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node"),  # no command of its own
     ("env", False, "ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.env"),
+    ("lock", True, "mlx-fleet lock -i inv/hosts.yml"),
+    ("lock", False, "ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.lock"),
 ])
 def test_the_command_fits_the_install(playbook, cli, want):
     assert fixes.run_command(playbook, "inv/hosts.yml", cli=cli) == want
+
+
+def test_every_playbook_a_fix_names_is_in_the_collection():
+    assert [name for name in fixes.PLAYBOOKS if not (REPO / "playbooks" / f"{name}.yml").is_file()] == []
 
 
 def test_an_inventory_path_is_quoted_for_the_shell():

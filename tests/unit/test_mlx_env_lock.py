@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import env_declaration, env_inventory, env_lock, env_lock_resolve, package_index
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
+    env_declaration, env_inventory, env_lock, env_lock_resolve, fixes, package_index)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
 from mlx_fleet.sim.access import SIM_ENV_LOCK, environment_vars
 
@@ -61,16 +62,43 @@ def test_requirements_ask_for_mlx_per_declared_platform():
     ({"extra_packages": ["rich==15.0.0"]}, "mlx_env_extra_packages=['rich==15.0.0'] (lock: [])"),
     ({"platforms": ["linux-x86_64"]}, "mlx_env_platforms=['linux-x86_64'] (lock: ['macos-arm64'])"),
 ])
-def test_declaration_mismatch_says_run_mlx_fleet_lock(change, shown):
+def test_declaration_mismatch_says_resolve_the_lock_again(change, shown):
     with pytest.raises(EnvLockError) as err:
         env_declaration.check_declaration({"declaration": DECL}, dict(DECL, **change), "mlx-env.lock.json")
-    assert str(err.value) == f"the inventory's environment does not match mlx-env.lock.json: {shown}; run mlx-fleet lock"
+    assert str(err.value) == f"the inventory's environment does not match mlx-env.lock.json: {shown}"
+    # The fix names the lock step as the install has it: the CLI's command, or the collection's playbook.
+    assert fixes.lock_problem(err.value, "inv/mine", cli=True) == f"{err.value}; resolve the lock again: mlx-fleet lock -i inv/mine"
+    assert fixes.lock_problem(err.value, "inv/mine") == (
+        f"{err.value}; resolve the lock again: ansible-playbook -i inv/mine mlx_fleet.cluster.lock")
     assert env_declaration.check_declaration({"declaration": DECL}, dict(DECL))["uv_version"] == "0.13.9"
 
 
 def test_unreadable_lock():
-    with pytest.raises(EnvLockError, match="run mlx-fleet lock"):
+    with pytest.raises(EnvLockError, match="cannot read the lock file /nonexistent/mlx-env.lock.json") as err:
         env_lock.load_lock("/nonexistent/mlx-env.lock.json")
+    assert err.value.relock
+
+
+def _resolved(packages=1):
+    build = {"version": "3.12.8", "filename": "cpython-3.12.8.tar.gz", "key": "cpython-3.12.8-macos-aarch64-none"}
+    return lambda decl, uv, index: {"format": env_lock.LOCK_FORMAT, "declaration": decl, "python_builds": [build],
+                                    "packages": [{"name": f"p{i}", "version": "1", "files": [{"filename": f"p{i}.whl"}]}
+                                                 for i in range(packages)]}
+
+
+def test_a_lock_is_written_only_when_its_text_differs_and_never_in_check_mode(tmp_path):
+    path = tmp_path / "inv" / ".mlx-env.lock.json"
+    decl = env_declaration.normalize_declaration(DECL)
+    checked = env_lock_resolve.update_lock(decl, str(path), "uv", write=False, resolve=_resolved())
+    assert checked["changed"] and not path.exists()  # check mode: resolved, nothing written
+    first = env_lock_resolve.update_lock(decl, str(path), "uv", resolve=_resolved())
+    assert first["changed"] and path.read_text() == env_lock.lock_text(_resolved()(decl, "uv", ""))
+    assert env_lock_resolve.update_lock(decl, str(path), "uv", resolve=_resolved())["changed"] is False
+    two = env_lock_resolve.update_lock(decl, str(path), "uv", resolve=_resolved(2))
+    assert (two["changed"], two["packages"], two["wheels"]) == (True, 2, 2)
+    assert env_lock_resolve.summary_line(decl, two) == (
+        f"2 packages, 2 wheels, uv 0.13.9, Python 3.12 (3.12.8 managed), macos-arm64 -> {path} "
+        f"(sha256 {two['sha256'][:16]})")
 
 
 def test_without_packaging_the_plugins_import_and_a_plan_stops_with_one_line():

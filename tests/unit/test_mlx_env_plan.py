@@ -148,7 +148,8 @@ def test_an_interpreter_of_another_python_than_declared_is_refused():
     with pytest.raises(envplan.PlanError) as err:
         _plan(_lock(python="3.13"), _linux_facts())
     assert str(err.value) == (f"/usr/bin/python3 is Python {HERE} but mlx_env_python_version is 3.13; "
-                              f"set mlx_env_python_version: \"{HERE}\" and run mlx-fleet lock")
+                              f"set mlx_env_python_version: \"{HERE}\"")
+    assert err.value.relock  # then resolve the lock again
 
 
 def test_plan_mac_uv_managed_picks_newest_macos_wheel_and_refuses_unhashed_build():
@@ -156,8 +157,9 @@ def test_plan_mac_uv_managed_picks_newest_macos_wheel_and_refuses_unhashed_build
     lk["python_builds"][0]["sha256"] = None
     with pytest.raises(envplan.PlanError) as err:
         _plan(lk, _mac_facts(), interpreter="")
-    assert str(err.value) == (f"the lock has no sha256 for {BUILD_NAME}, so it is never pushed; "
-                              "run mlx-fleet lock with this version of mlx-fleet")
+    assert str(err.value) == (f"the lock has no sha256 for {BUILD_NAME}, so it is never pushed (a lock made by an "
+                              "older mlx-fleet)")
+    assert err.value.relock
     plan = _plan(_lock(python="3.12"), _mac_facts(), interpreter="")
     assert plan["interpreter"] == "/opt/s/python/cpython-3.12.16-macos-aarch64-none/python/bin/python3"
     assert [r["filename"] for r in plan["requirements"]] == [
@@ -298,7 +300,7 @@ def test_cache_rejects_wrong_bytes(tmp_path):
 
 def test_plan_run_stops_on_declaration_drift(tmp_path):
     lock_file, _ = _write(_lock(), tmp_path)
-    with pytest.raises(EnvLockError, match="run mlx-fleet lock$"):
+    with pytest.raises(EnvLockError, match=r"mlx_env_mlx_lm_version='0.33.0' \(lock: '0.32.2'\)$"):
         envplan.plan_run(str(lock_file), dict(DECL, python_version=HERE, mlx_lm_version="0.33.0"), "", "/opt/s",
                          str(tmp_path), {})
 
