@@ -405,22 +405,22 @@ def plan_present(ports, bridge, services, configs, record, exclusive=False):
     return commands, record, results, bridge_result, diffs
 
 
-def plan_live(results, interfaces):
-    """(ifconfig steps, diffs) that give every port whose service is already configured (results of
-    plan_present, changed False) exactly its service's address on the running interface: other IPv4 addresses
-    removed, the service's added when missing. A port whose service changes gets its address from macOS then.
+def plan_live(results, listed, interfaces):
+    """(ifconfig steps, diffs) that give every listed port (hardware port names) whose service is already configured
+    (results of plan_present, changed False) exactly its service's address on the running interface: other IPv4
+    addresses removed, the service's added when missing. A port whose service changes gets its address from macOS
+    then; a service put back for a port no longer listed (exclusive) is left as it is.
     results are marked changed, with the addresses found (live_before)."""
     steps, diffs = [], []
     for port in results:
-        if port["changed"]:
+        if port["changed"] or port["hardware_port"] not in listed:
             continue
-        wanted = "{0}/{1}".format(port["ipv4"]["address"], ipaddress.IPv4Network(
-            "0.0.0.0/{0}".format(port["ipv4"]["mask"])).prefixlen)
+        wanted = ipaddress.IPv4Interface("{0}/{1}".format(port["ipv4"]["address"], port["ipv4"]["mask"])).with_prefixlen
         live = node_facts.port_addresses(interfaces, port["device"])
         if live == [wanted]:
             continue
         for stray in (a for a in live if a != wanted):
-            steps.append([port["device"], "inet", stray.split("/")[0], "-alias"])
+            steps.append([port["device"], "inet", str(ipaddress.IPv4Interface(stray).ip), "-alias"])
         if wanted not in live:
             steps.append([port["device"], "inet", port["ipv4"]["address"], "netmask", port["ipv4"]["mask"]])
         port.update(changed=True, live_before=live)
@@ -632,7 +632,9 @@ def main():
     networksetup = module.get_bin_path("networksetup", required=True)
     # The ports' own reads go with the first round: with nothing to change, they are the state after.
     port_reads = node_facts.THUNDERBOLT_READS if params["read_ports"] else ()
-    reads = run_reads(module, ("hardware_ports", "service_order", "ifconfig") + port_reads)
+    # ifconfig: the live addresses state=present puts back to the services' (plan_live).
+    live_read = ("ifconfig",) if params["state"] == "present" else ()
+    reads = run_reads(module, ("hardware_ports", "service_order") + live_read + port_reads)
     hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, reads, "hardware_ports"))
     services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
     record = load_record(module, params["record"])
@@ -654,7 +656,7 @@ def main():
     live_steps = []
     if params["state"] == "present":
         interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, reads, "ifconfig"))
-        live_steps, live_diffs = plan_live(results, interfaces)
+        live_steps, live_diffs = plan_live(results, set(p["hardware_port"] for p in ports), interfaces)
         diffs += live_diffs
     if params["state"] == "present" and params["services_last"]:
         # The order of what is left: a service this run removes (a port whose cable left) is no longer there.

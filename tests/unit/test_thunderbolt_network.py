@@ -328,7 +328,7 @@ def test_the_record_keeps_what_is_still_to_put_back_until_it_is():
 
 
 def _configured(device="en3"):
-    return {"service": "Thunderbolt 1", "device": device, "changed": False,
+    return {"service": "Thunderbolt 1", "hardware_port": "Thunderbolt 1", "device": device, "changed": False,
             "ipv4": {"method": "Manual", "address": "192.168.77.1", "mask": "255.255.255.252", "router": None}}
 
 
@@ -344,11 +344,20 @@ def _configured(device="en3"):
 def test_plan_live_gives_a_configured_port_exactly_its_service_address(live, steps):
     interfaces = {"en3": {"inet": [{"address": a.split("/")[0], "prefixlen": int(a.split("/")[1])} for a in live]}}
     results = [_configured()]
-    planned, diffs = tn.plan_live(results, interfaces)
+    planned, diffs = tn.plan_live(results, {"Thunderbolt 1"}, interfaces)
     assert planned == steps
     assert results[0]["changed"] is bool(steps) and len(diffs) == (1 if steps else 0)
 
 
 def test_plan_live_leaves_a_port_whose_service_changes_to_macos():
     results = [dict(_configured(), changed=True)]
-    assert tn.plan_live(results, {"en3": {"inet": []}}) == ([], [])
+    assert tn.plan_live(results, {"Thunderbolt 1"}, {"en3": {"inet": []}}) == ([], [])
+
+
+def test_plan_live_leaves_a_service_put_back_for_a_port_no_longer_cabled():
+    # exclusive's results for ports not listed: one already as it was before (DHCP), one gone by hand.
+    results = [{"service": "Thunderbolt 2", "hardware_port": "Thunderbolt 2", "device": "en4", "restored": False,
+                "changed": False, "ipv4": {"method": "DHCP", "address": None, "mask": None, "router": None}},
+               {"service": "Thunderbolt 3", "hardware_port": "Thunderbolt 3", "device": "en5", "removed": False,
+                "changed": False}]
+    assert tn.plan_live(results, {"Thunderbolt 1"}, {"en4": {"inet": []}, "en5": {"inet": []}}) == ([], [])
