@@ -49,13 +49,7 @@ EXAMPLES = r"""
 - name: Resolve the declared environment into its lock
   mlx_fleet.cluster.env_lock:
     lock_file: "{{ mlx_env_lock_file }}"
-    declaration:
-      python_version: "{{ mlx_env_python_version }}"
-      uv_version: "{{ mlx_env_uv_version }}"
-      mlx_version: "{{ mlx_env_mlx_version }}"
-      mlx_lm_version: "{{ mlx_env_mlx_lm_version }}"
-      extra_packages: "{{ mlx_env_extra_packages }}"
-      platforms: "{{ mlx_env_platforms }}"
+    declaration: "{{ mlx_env_declaration }}"  # the mlx_env role's, from its mlx_env_* variables
   run_once: true
 """
 
