@@ -12,6 +12,8 @@ DOCUMENTATION = r"""
 module: mlx_env
 short_description: Make a node's MLX venv exactly the locked set, offline, and prove it works
 description:
+  - One install at a time on a Mac - an interrupted converge's install can outlive its ssh session - so the module
+    waits (up to 300 s) for the store's lock C(.mlx-fleet-install.lock) before it clears what an earlier run left.
   - Applies this node's plan from M(mlx_fleet.cluster.mlx_env_plan) (O(plan)). When the plan says
     the node already is the locked environment, the action plugin returns at once and nothing
     runs on the node.
@@ -125,12 +127,14 @@ ansible_facts:
       type: dict
 """
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tarfile
 import tempfile
+import time
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -138,6 +142,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     STORE_MARKER, VENV_MARKER, build_marker, build_state, claim, fingerprint, fingerprint_path, next_path,
     path_problems, pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
 
+INSTALL_LOCK = ".mlx-fleet-install.lock"  # in the store: one install at a time on a Mac
+INSTALL_WAIT = 300  # seconds an install waits for an earlier one to end
 UV_ENV = {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "UV_OFFLINE": "1"}
 PLAN_SPEC = dict(
     interpreter=dict(type="path", required=True),
@@ -228,6 +234,22 @@ def _check_uv(module, uv_path, want):
         module.fail_json(msg="mlx_env: %s is missing or is not the locked uv; run the play again" % uv_path)
 
 
+def _wait_for_other_installs(module, store):
+    """The store's install lock, held until this module ends. An interrupted converge's install can outlive its
+    ssh session and still be writing here: the leftovers are cleared only once it has ended (bounded wait)."""
+    handle = open(os.path.join(store, INSTALL_LOCK), "a")
+    deadline = time.monotonic() + INSTALL_WAIT
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except (IOError, OSError):
+            if time.monotonic() > deadline:
+                module.fail_json(msg="mlx_env: another install (an interrupted run's) still holds %s after %d s; "
+                                     "let it end, then run again" % (os.path.join(store, INSTALL_LOCK), INSTALL_WAIT))
+            time.sleep(0.5)
+
+
 def _remove_leftovers(store):
     """What an interrupted run left in the store (called only once the store is known to be ours)."""
     layout = store_paths(store)
@@ -277,6 +299,7 @@ class _Run:
         self.layout = store_paths(self.store)
         self.build, self.uv = plan["python_build"], plan["uv"] or {}
         self.actions, self.changes = [], list(plan["changes"])
+        self.install_lock = None  # the store's install lock, held to the end (_wait_for_other_installs)
         self.venv_python = os.path.join(self.path, "bin", "python")
         # A venv that must change is built whole beside it and proved there; mlx_env_switch then swaps the two
         # in one rename, so an interrupt at any point leaves the old venv as it was.
@@ -291,6 +314,7 @@ def _prepare_store(run):
         return
     for folder, marker in ((run.store, STORE_MARKER), (run.path, VENV_MARKER), (run.new, VENV_MARKER)):
         claim(run.module, folder, marker)
+    run.install_lock = _wait_for_other_installs(run.module, run.store)
     layout = run.layout
     for sub in (layout["wheels"], layout["incoming"], layout["pythons"], os.path.dirname(layout["uv"])):
         if not os.path.isdir(sub):
