@@ -8,7 +8,7 @@ SIM_DIR ?= .sim/demo
 APT_PACKAGES := openssh-server openssh-client iproute2 util-linux sudo zsh python3 python3-venv \
 	python3-pip graphviz make git ca-certificates chromium poppler-utils
 
-.PHONY: demo test deps venv lint bench clean
+.PHONY: demo test deps venv lint dist bench clean
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -35,6 +35,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/ansible-lint --offline --profile production
 
+# Both installable artifacts, for a controller without a clone: the wheel (the CLI, carrying the
+# collection) and the collection's tarball for ansible-galaxy.
+dist: venv
+	rm -rf dist
+	$(VENV)/bin/uv build --quiet --wheel --out-dir dist .
+	$(VENV)/bin/ansible-galaxy collection build --force --output-path dist .
+	@ls -1 dist
+
 # Speed figures on simulated clusters (root): every script in benchmarks/ prints its own table
 # (BENCH_ARGS go to benchmarks/bench.py, e.g. --repeat 3 --only hostfile).
 bench: deps venv
@@ -43,4 +51,4 @@ bench: deps venv
 
 clean:
 	-$(VENV)/bin/mlx-fleet sim down --dir $(SIM_DIR)
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info
