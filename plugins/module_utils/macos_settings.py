@@ -1,7 +1,6 @@
 # -*- coding: utf-8 -*-
-"""Node settings read, compared and written the same way by macos_power, macos_names, macos_sysctl
-and macos_node (all of them in one call): power (pmset), names (scutil), sysctl values, and the
-LaunchDaemon that sets the GPU wired-memory limit at boot.
+"""Node settings that macos_node reads, compares and writes in one call: power (pmset), names (scutil),
+sysctl values, and the LaunchDaemon that sets the GPU wired-memory limit at boot.
 
 Each setting has a pure part (plan, render: unit-tested on real output formats) and a part that
 reads or writes through the Mac's own tools. Stdlib only, Python 3.9 compatible: it runs on the Mac.

@@ -12,8 +12,7 @@ DOCUMENTATION = r"""
 module: macos_node
 short_description: Every setting a Mac in an MLX cluster needs, read and written in one call
 description:
-  - Power settings (C(pmset)), as M(mlx_fleet.cluster.macos_power) sets them; the computer, local host and host
-    names (C(scutil)), as M(mlx_fleet.cluster.macos_names) sets them; and a GPU wired-memory limit
+  - Power settings (C(pmset)); the computer, local host and host names (C(scutil)); and a GPU wired-memory limit
     (C(iogpu.wired_limit_mb)) set now and kept across reboots by a LaunchDaemon that sets it at boot
     (Apple's TN3205).
   - Everything is read first, in one round of reads, and only what differs is written, so a Mac that has
@@ -61,9 +60,6 @@ options:
         C(/Library/Preferences/com.apple.SoftwareUpdate), set with C(defaults write)). C(false) on a cluster, so
         a Mac restarts into a new build only through C(mlx-fleet os-update); not managed when omitted.
     type: bool
-notes:
-  - M(mlx_fleet.cluster.macos_power), M(mlx_fleet.cluster.macos_names) and M(mlx_fleet.cluster.macos_sysctl)
-    manage one of these each, with the same logic.
 requirements:
   - macOS with C(pmset), C(scutil), C(sysctl) and C(launchctl) on the PATH
 extends_documentation_fragment:
