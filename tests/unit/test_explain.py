@@ -1,7 +1,9 @@
 """explain's knowledge base on real logs (tests/fixtures/logs: each file's name starts with the cause its first
 line must name), on noise, on messages several causes produce, and narrowed by what the Macs show."""
 
+import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.watch import Finding
 from mlx_fleet.cli import main
+from mlx_fleet.errors import EXIT_BAD_INPUT
 
 LOGS = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "logs").glob("*__*.log"))
 
@@ -90,3 +93,18 @@ def test_the_fixes_take_their_commands_from_the_one_place_in_the_install_s_form(
     assert "  fix: mlx-fleet converge -i 'my lab/hosts.yml' (the fabric step puts the addresses back); if it comes " \
            "back, look for a network manager resetting the ports (exo's io.exo.networksetup LaunchDaemon)" in lines
     assert "  fix: mlx-fleet hostfile -i 'my lab/hosts.yml', and launch with out/hostfile.json" in lines
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_connect_timeout_must_be_a_finite_positive_number(value, tmp_path, capsys):
+    # Refused by argparse (exit 2) before any Mac is read: nan compares false with every deadline.
+    with pytest.raises(SystemExit) as refused:
+        main(["explain", str(tmp_path / "job.log"), "-i", str(tmp_path / "hosts.yml"), "--connect-timeout", value])
+    assert refused.value.code == EXIT_BAD_INPUT
+    assert "--connect-timeout" in capsys.readouterr().err
+
+
+def test_stdin_that_is_not_utf8_is_read_with_replacement(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\xff\xfe\x80 [ring] Couldn't bind socket (error: 49)\n")))
+    assert main(["explain", "-"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "cause: no-ipv4 or hostfile"
