@@ -13,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlx_fleet.cli import main
+from mlx_fleet.cli import build_parser
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK
+from mlx_fleet.explain_cli import run_explain
 
 COUNT: collections.Counter = collections.Counter()
 SETTINGS = dict(deadline=None, database=None, derandomize=True,
@@ -24,11 +25,12 @@ LOG_LINES = [line.encode() for path in sorted((Path(__file__).resolve().parents[
 ESCAPES = [b"\x1b]52;c;ZWNobyBwd25lZA==\x07", b"\x1b[2J", b"\x1b[H", b"\x1b[31m", b"\x1b]0;title\x1b\\", b"\r",
            b"\x08", b"\x9b2J", "\u2028".encode(), "\u202e".encode(), b"\x00", b"\xff\xfe", b"\xc3", b"\xed\xa0\x80"]
 PIECES = st.sampled_from(LOG_LINES) | st.sampled_from(ESCAPES) | st.binary(max_size=30)
+ARGS = build_parser("explain").parse_args(["explain", "-"])  # parsed once: each input runs the command itself
 
 
-def explain_stdin(monkeypatch, capsys, data: bytes, *args: str):
+def explain_stdin(monkeypatch, capsys, data: bytes):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
-    status = main(["explain", "-", *args])
+    status = run_explain(ARGS)
     out = capsys.readouterr().out
     assert status in (EXIT_OK, EXIT_ATTENTION)
     for line in out.splitlines():
