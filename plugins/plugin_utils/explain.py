@@ -130,12 +130,31 @@ RULES = (
          "JACCL could not register its buffers with the RDMA device",
          "mlx/distributed/jaccl/utils.cpp SharedBuffer::register_to_protection_domain",
          "[jaccl] Register memory region failed"),
-    # ml-explore/mlx#3777, exo-explore/exo#2186: with no RDMA device JACCL crashed in ibv_reg_mr (null PD).
-    Rule(r"\[jaccl\] (Couldn't allocate protection domain|Couldn't create completion queue|Could not open device)"
-         r"|ibv_reg_mr|register_to_protection_domain",
-         ("rdma-off", "no-rdma-hardware", "stale-rdma"), "JACCL found no usable RDMA device",
-         "mlx/distributed/jaccl/utils.cpp; ml-explore/mlx#3777, exo-explore/exo#2186",
+    # ml-explore/mlx#3207: after many init/teardown cycles only a reboot clears it; ml-explore/mlx#4530: a port that
+    # is PORT_DOWN opens but gives no protection domain; exo-explore/exo#2111 (mid-run, with Recv errno=2).
+    Rule(r"\[jaccl\] Couldn't allocate protection domain", ("stale-rdma", "rdma-off", "no-rdma-hardware"),
+         "JACCL could not allocate an RDMA protection domain on a device",
+         "mlx/distributed/jaccl/utils.cpp; ml-explore/mlx#3207, ml-explore/mlx#4530",
          "[jaccl] Couldn't allocate protection domain"),
+    # ml-explore/mlx#3777, exo-explore/exo#2186, #1843: with no RDMA device JACCL crashed registering its buffers (a
+    # null protection domain); the crash report's frame names JACCL's function (a bare ibv_reg_mr is any RDMA program's).
+    Rule(r"\[jaccl\] (Couldn't create completion queue|Could not open device)"
+         r"|jaccl::SharedBuffer::register_to_protection_domain",
+         ("rdma-off", "no-rdma-hardware", "stale-rdma"), "JACCL found no usable RDMA device (a crash in its buffer registration)",
+         "mlx/distributed/jaccl/utils.cpp; macOS crash report; ml-explore/mlx#3777, exo-explore/exo#2186, #1843",
+         "libjaccl.dylib    jaccl::SharedBuffer::register_to_protection_domain(ibv_pd*)"),
+    # A crash report (.ips or its text backtrace) in Apple's Thunderbolt RDMA driver: ml-explore/mlx#4192 (the cable
+    # unplugged mid-collective kills both ranks), ml-explore/mlx#4319 and exo-explore/exo#1847 (ports still up).
+    Rule(r"\btbt_post_(recv|send)\b", ("peer-lost", "stale-rdma"),
+         "a rank crashed (SIGSEGV) in the Thunderbolt RDMA driver while posting to a queue pair: the link or the peer "
+         "went away under it", "macOS crash report; ml-explore/mlx#4192, ml-explore/mlx#4319, exo-explore/exo#1847",
+         "libthunderboltrdma.dylib  tbt_post_recv"),
+    # sample(1) / spindump of a hung rank: JACCL has no timeout, the survivors spin in recv and print nothing
+    # (ml-explore/mlx#3910, #4278).
+    Rule(r"jaccl::(MeshImpl|RingImpl)::(recv|send)\(", ("peer-lost", "stale-rdma"),
+         "a hung rank waits in JACCL for a peer that no longer answers (JACCL has no timeout and prints nothing)",
+         "sample or spindump of the rank; ml-explore/mlx#3910, ml-explore/mlx#4278",
+         "  jaccl::MeshImpl::recv(char*, long"),
     # mlx.distributed_config check_rdma (mlx/_distributed_utils/config.py); jundot/omlx#3037: a Thunderbolt 4 Mac
     # says enabled and lists no device, for good.
     Rule(r"does not seem to have RDMA enabled|Some of the hosts don't have RDMA enabled|No IB devices found",
@@ -155,9 +174,11 @@ RULES = (
          "the ring backend started without MLX_RANK and MLX_HOSTFILE", "mlx/distributed/ring/ring.cpp init",
          "[ring] You need to provide via environment variables both a rank (MLX_RANK) and a hostfile (MLX_HOSTFILE)"),
     # mlx.launch (mlx/_distributed_utils/launch.py, common.py).
+    # ml-explore/mlx#4040 (merged 2026-08): the same bad hostfile is a parser error of mlx.launch for every backend.
     Rule(r"The hostfile is malformed|Hostfile .* doesn't exist|Rank 0 should have an IP reachable|"
-         r"Hostname cannot be empty", ("hostfile",), "mlx.launch refused the hostfile",
-         "mlx/_distributed_utils/launch.py launch_jaccl, common.py Hostfile",
+         r"Hostname cannot be empty|The ring backend requires IPs to be provided instead of hostnames", ("hostfile",),
+         "mlx.launch refused the hostfile",
+         "mlx/_distributed_utils/launch.py launch_jaccl, common.py Hostfile; ml-explore/mlx#4040",
          "mlx.launch: error: The hostfile is malformed: no RDMA device is listed for mini-1 to mini-2"),
     # EADDRNOTAVAIL (49): the rank's address from the hostfile is not on this Mac.
     Rule(r"\[(ring|jaccl)\] (Couldn't bind socket|Couldn't listen on any resolved address)",
@@ -179,9 +200,11 @@ RULES = (
          ("peer-lost", "network"), "a ring rank lost its peer mid-run", "mlx/distributed/ring/ring.cpp SocketThread",
          "[ring] connection to a peer was lost"),
     # ml-explore/mlx#3830 (MLX_METAL_FAST_SYNCH wedges the GPU until a reboot), jundot/omlx#2029.
-    Rule(r"Command buffer execution failed: Caused GPU Timeout Error|kIOGPUCommandBufferCallbackErrorTimeout|"
-         r"SubmissionsIgnored", ("gpu-wedged",), "a Metal command buffer timed out on the GPU",
-         "ml-explore/mlx#3830, jundot/omlx#2029",
+    # ml-explore/mlx#1231: "Internal Error (0000000e)" is a GPU kernel that timed out too (the maintainer's reading).
+    Rule(r"Command buffer execution failed: (Caused GPU Timeout Error|Internal Error)|"
+         r"kIOGPUCommandBufferCallbackErrorTimeout|SubmissionsIgnored", ("gpu-wedged",),
+         "a Metal command buffer timed out on the GPU",
+         "ml-explore/mlx#3830, ml-explore/mlx#1231, jundot/omlx#2029, exo-explore/exo#948",
          "[METAL] Command buffer execution failed: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)"),
     # ssh's own words, and mlx.distributed_config's.
     Rule(r"ssh: connect to host \S+ port \d+: |ssh: Could not resolve hostname|Could not ssh to the following hosts|"
@@ -192,6 +215,20 @@ RULES = (
     Rule(r"NameError: name 'log_warning' is not defined|module 'mlx\.core\.distributed' has no attribute",
          ("mlx-version",), "this MLX version lacks or breaks what the command uses", "ml-explore/mlx#2944",
          "NameError: name 'log_warning' is not defined"),
+    # exo-explore/exo#997: MLX before 0.30.1 has no JACCL.
+    Rule(r"The only valid values for backend are .* but '[\w-]+' was provided", ("mlx-version", "launch-env"),
+         "this MLX has no such distributed backend (JACCL needs MLX 0.30.1 or later)",
+         "mlx/distributed/distributed.cpp; exo-explore/exo#997",
+         "The only valid values for backend are 'any', 'mpi' and 'ring' but 'jaccl' was provided."),
+    # ml-explore/mlx#4389 (MLX 0.30 on macOS 15: pin the MLX that works), ml-explore/mlx-examples#1296.
+    Rule(r"\[metal::Device\] Unable to load kernel", ("mlx-version", "os-mismatch"),
+         "this MLX's Metal kernels do not load on this Mac (an MLX built for a newer macOS, or mixed installs)",
+         "mlx/backend/metal/device.cpp; ml-explore/mlx#4389, ml-explore/mlx-examples#1296",
+         "RuntimeError: [metal::Device] Unable to load kernel v_copyint32float32"),
+    # jjang-ai/mlxstudio#2: a Metal 4 library on macOS 15; macOS 26 fixed it.
+    Rule(r"Failed to load the default metallib|This library is using language version [\d.]+ which is not supported "
+         r"on this OS", ("os-mismatch", "mlx-version"), "the Mac's macOS is too old for this MLX's Metal library",
+         "mlx/backend/metal/device.cpp; jjang-ai/mlxstudio#2", "RuntimeError: Failed to load the default metallib."),
     Rule(r"No module named '?mlx", ("launch-env", "mlx-version"), "the ranks' interpreter has no MLX",
          "CPython's ModuleNotFoundError",
          "ModuleNotFoundError: No module named 'mlx'"),
@@ -200,6 +237,15 @@ RULES = (
          "ssh to a Mac failed (exit status 255 is ssh's own failure)",
          "mlx/_distributed_utils/launch.py RemoteProcess; ssh(1) EXIT STATUS",
          "[WARN] Node with rank 0 exited with code 255"),
+    # MLX's MPI backend: Open MPI's TCP transport cannot reach a peer rank (ml-explore/mlx#2540, macOS).
+    Rule(r"btl_tcp_endpoint\.c:\d+:mca_btl_tcp_endpoint_\w+\] .*(Unable to connect to the peer|connect\(\) to \S+ failed)",
+         ("network", "hostfile", "no-ipv4"), "MLX's MPI backend (Open MPI's TCP transport) could not reach a peer rank",
+         "Open MPI opal/mca/btl/tcp/btl_tcp_endpoint.c; ml-explore/mlx#2540",
+         "[balthasar][[59259,1],0][btl_tcp_endpoint.c:857:mca_btl_tcp_endpoint_start_connect] peer: melchior Unable "
+         "to connect to the peer 192.168.68.53 on port 1024: No route to host"),
+    Rule(r"prterun has exited due to process rank \d+|prterun noticed that process rank \d+", ("peer-lost",),
+         "Open MPI's launcher ended the job after a rank ended", "Open MPI prterun; ml-explore/mlx#2540",
+         "prterun has exited due to process rank 0 with PID 0 on node balthasar calling", weight=1),
     # mlx/_distributed_utils/launch.py: the launcher's own account of each rank (a consequence, not a cause).
     Rule(r"Node with rank \d+ (was killed|exited with code)", ("peer-lost",), "a rank ended early",
          "mlx/_distributed_utils/launch.py",
@@ -281,6 +327,11 @@ def report(result: Explanation, inventory: str = "INVENTORY", output_dir: str = 
         lines.append(f"  {rule.says} (source: {rule.source})")
     if len(result.causes) > 2:
         lines.append(f"also possible: {', '.join(result.causes[2:])}")
+    if len(result.causes) > 1 and not result.read:
+        told = [f"{cause} if the watch finds {' or '.join(CONFIRMED_BY[cause])}" for cause in result.causes
+                if cause in CONFIRMED_BY]
+        if told:
+            lines.append(f"-i {inventory} tells them apart: {'; '.join(told)}")
     if result.read and not result.confirmed:
         lines.append("the Macs show none of these now (read just now): the state may have changed since the log, "
                      "or the cause is on the Macs' side the probe does not see")
