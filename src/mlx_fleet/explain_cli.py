@@ -8,6 +8,8 @@ from argparse import Namespace
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain, watch
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from mlx_fleet import arguments
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 
 
@@ -25,17 +27,17 @@ def add_explain_parser(sub, command) -> None:
     parser.add_argument("-i", "--inventory", action="append", help="read the Macs of this inventory to narrow the cause")
     parser.add_argument("--output-dir", help="where the last converge's records are (with -i; default: "
                                              "mlx_fleet_output_dir, else .mlx-fleet in the inventory's folder)")
-    parser.add_argument("--connect-timeout", type=float, default=5, metavar="S",
+    parser.add_argument("--connect-timeout", type=arguments.seconds, default=5, metavar="S",
                         help="seconds to wait for a Mac's ssh connection (with -i; default: 5)")
 
 
 def _read(log: str) -> str:
-    if log == "-":
-        return sys.stdin.read()
+    """The log as text: a log is whatever a rank wrote, so bytes that are not UTF-8 are replaced, not refused."""
     try:
-        return Path(log).read_text(errors="replace")
+        data = sys.stdin.buffer.read() if log == "-" else Path(log).read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {log}: {exc.strerror}") from None
+    return data.decode("utf-8", errors="replace")
 
 
 def run_explain(args) -> int:
@@ -49,5 +51,6 @@ def run_explain(args) -> int:
         findings = watch.assess(run.baseline, run.probe())
         inventory, output_dir = " ".join(args.inventory), str(run.out.parent)
     result = explain.explain(text, findings)
-    print("\n".join(explain.report(result, inventory, output_dir)))
+    # The report quotes the log's lines: its escape sequences (clipboard, clear screen) are printed as text.
+    print(terminal_text(explain.report(result, inventory, output_dir)))
     return EXIT_OK if result.causes else EXIT_ATTENTION
