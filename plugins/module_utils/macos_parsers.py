@@ -34,6 +34,22 @@ def _lines(text):
     return [line for line in text.splitlines() if line.strip()]
 
 
+# A tool's own log line, printed (on stderr) before its output: "2022-12-04 10:42:37.043 softwareupdate[48281:139852780]
+# Package Authoring Error: ...", "2015-08-20 11:44:23.212 defaults[1593:98737] " (tests/fixtures/macos/*-log-line__*).
+_LOG_LINE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3} (?P<tool>[\w.-]+)\[\d+:\d+\](?: |$)")
+
+
+def _tool_log_line(line, tool):
+    match = _LOG_LINE.match(line.strip())
+    return bool(match) and match.group("tool") == tool
+
+
+def _without_tool_log(text, tool):
+    """The text without the tool's log line headers (what follows a header on its line is kept)."""
+    return "\n".join(_LOG_LINE.sub("", line.strip(), count=1) if _tool_log_line(line, tool) else line
+                     for line in text.splitlines()).strip()
+
+
 def _none_if_unset(value):
     # networksetup prints "none" or "(null)" for fields it has no value for.
     return None if value in ("", "none", "(null)") else value
@@ -604,8 +620,9 @@ _SU_HEADERS = ("Software Update Tool", "Finding available software",
 SU_NOTHING = "No new software available."
 _SU_LABEL = re.compile(r"^\s*\* Label: (?P<label>.+?)\s*$")
 _SU_TITLE_KEYS = re.compile(r", (Version|Size|Recommended|Action): ")
-# A macOS build: 25F84, 20C5061b (a beta ends in a letter).
-_SU_BUILD = re.compile(r"^(?P<name>.+)-(?P<build>\d{2}[A-Z]\d{1,5}[a-z]?)$")
+# A macOS build: 25F84, 20C5061b (a beta ends in a letter), 25D771280a (a Background Security Improvement or
+# Rapid Security Response: six digits and a letter, as sw_vers prints it, tests/fixtures/macos/sw_vers-security-*).
+_SU_BUILD = re.compile(r"^(?P<name>.+)-(?P<build>\d{2}[A-Z]\d{1,6}[a-z]?)$")
 
 
 def _su_size_kib(value):
@@ -618,13 +635,14 @@ def parse_softwareupdate_list(text):
 
     Each update: label, title, version, build (from a macOS label `macOS <Name> <version>-<build>`,
     else None), size_kib, recommended, action, macos (a macOS update, not Safari or the Command Line
-    Tools). "No new software available." is an empty list. A line in no wording seen on a real Mac
-    is quoted in warnings and skipped, never a failure.
+    Tools). "No new software available." is an empty list; the tool's own log lines are left out. A line in
+    no wording seen on a real Mac is quoted in warnings and skipped, never a failure.
     """
     updates, warnings = [], []
     for line in text.splitlines():
         stripped = line.strip()
-        if not stripped or stripped in _SU_HEADERS or stripped == SU_NOTHING:
+        if not stripped or stripped in _SU_HEADERS or stripped == SU_NOTHING \
+                or _tool_log_line(stripped, "softwareupdate"):
             continue
         label = _SU_LABEL.match(line)
         if label:
@@ -673,12 +691,12 @@ _DEFAULTS_MISSING = re.compile(r"The domain/default pair of \(.*\) does not exis
 
 def parse_defaults_bool(text):
     """`defaults read DOMAIN KEY` (stdout and stderr together) of a boolean -> True, False, or None when the
-    key is not set ("The domain/default pair of (...) does not exist", possibly after a log line).
-    Anything else raises ValueError quoting it."""
-    value = text.strip()
+    key is not set ("The domain/default pair of (...) does not exist"), either possibly after the tool's log
+    line. Anything else raises ValueError quoting it."""
+    value = _without_tool_log(text, "defaults")
     if value in ("0", "1"):
         return value == "1"
-    if _DEFAULTS_MISSING.search(text):
+    if _DEFAULTS_MISSING.fullmatch(value.rstrip(".")):
         return None
     _fail("defaults read", "expected 0, 1 or 'does not exist', got {0!r}".format(value[:200]))
 

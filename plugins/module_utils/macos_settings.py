@@ -215,11 +215,20 @@ def wired_limit_plist(label, limit_mb):
     }).decode("utf-8")
 
 
-def defaults_bool(rc, out, err):
-    """A boolean preference as `defaults read DOMAIN KEY` reports it: True, False, or None when not set."""
-    if rc not in (0, 1):
-        raise ValueError("defaults read failed (rc {0}): {1}".format(rc, (err or out).strip()))
-    return macos_parsers.parse_defaults_bool(out + err)
+UNKNOWN = "unknown"
+
+
+def defaults_bool(warn, key, rc, out, err):
+    """A boolean preference as `defaults read DOMAIN KEY` reports it: True, False, or None when not set; UNKNOWN,
+    with a warning quoting the output (warn), when it is in a wording never seen on a Mac or the read failed:
+    one preference, so the Mac's other settings still count, and its caller leaves this one alone."""
+    try:
+        if rc not in (0, 1):
+            raise ValueError("defaults read failed (rc {0}): {1}".format(rc, (err or out).strip()))
+        return macos_parsers.parse_defaults_bool(out + err)
+    except ValueError as exc:
+        warn("{0}: {1}; read as unknown, left alone".format(key, exc))
+        return UNKNOWN
 
 
 # --- network service order (networksetup -ordernetworkservices) --------------------------------------

@@ -59,6 +59,8 @@ options:
       - Whether macOS installs its updates by itself (C(AutomaticallyInstallMacOSUpdates) in
         C(/Library/Preferences/com.apple.SoftwareUpdate), set with C(defaults write)). C(false) on a cluster, so
         a Mac restarts into a new build only through C(mlx-fleet os-update); not managed when omitted.
+      - When C(defaults read) answers in a wording never seen on a Mac, the setting is left alone with a warning
+        quoting it.
     type: bool
 requirements:
   - macOS with C(pmset), C(scutil), C(sysctl) and C(launchctl) on the PATH
@@ -161,7 +163,6 @@ def main():
         # With no limit to set or give back, the Mac need not even have the setting.
         limit_now = settings_utils.sysctl_value(settings_utils.WIRED_LIMIT, *reads["sysctl"]) \
             if target or daemon else None
-        auto_now = settings_utils.defaults_bool(*reads["auto_install_macos"]) if auto_wanted is not None else None
     except ValueError as e:
         module.fail_json(msg=to_native(e))
     for name in unsupported:
@@ -175,7 +176,9 @@ def main():
         changes["wired_limit_mb"] = int(limit)
     if daemon:
         changes["launch_daemon"] = daemon
-    auto_change = auto_wanted is not None and auto_now is not auto_wanted
+    auto_now = settings_utils.defaults_bool(module.warn, AUTO_INSTALL_MACOS, *reads["auto_install_macos"]) \
+        if auto_wanted is not None else None
+    auto_change = auto_wanted is not None and auto_now != settings_utils.UNKNOWN and auto_now is not auto_wanted
     if auto_change:
         changes["automatic_macos_updates"] = auto_wanted
     result = dict(changed=bool(power_changes or name_changes or limit != limit_now or daemon or auto_change),

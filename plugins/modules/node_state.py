@@ -135,7 +135,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import files, macos_settings, node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
-    COMPETING_DAEMON_READS, WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
+    AUTO_INSTALL_MACOS, COMPETING_DAEMON_READS, WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe
 
 NODE_READS = ("pmset", "computer_name", "local_host_name", "wired_limit_daemon", "auto_install_macos", "default_route",
@@ -178,11 +178,7 @@ def _daemon(module, results, label):
 
 
 def _automatic_updates(module, results):
-    try:
-        return macos_settings.defaults_bool(*results["auto_install_macos"])
-    except ValueError as exc:
-        module.warn("AutomaticallyInstallMacOSUpdates: {0}".format(exc))
-        return "unknown"
+    return macos_settings.defaults_bool(module.warn, AUTO_INSTALL_MACOS, *results["auto_install_macos"])
 
 
 def _job(module, results, name):

@@ -15,11 +15,27 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import staged
 
 HTML_FILE = "recovery-checklist.html"
 TEXT_FILE = "recovery-checklist.txt"
 _STAMP = re.compile(r"^State read (.+)$", re.MULTILINE)
+
+# How a person enables RDMA, by the first macOS each way applies to (docs/recovery/README.md has the sources).
+# Recovery and `rdma_ctl enable`: Apple TN3205, from macOS 26.2. The System Settings switch WWDC26 session 233
+# shows ("Enable RDMA over Thunderbolt", then a restart) is tied to no macOS version by any source found, so it
+# has no row: a Mac gets Recovery until one is cited, with the sheets' steps for it.
+RECOVERY = "recovery"
+ENABLE_PATHS = (("26.2", RECOVERY),)
+
+
+def enable_path(product_version: str | None) -> str:
+    """The way to enable RDMA on a Mac of this macOS (its facts' product_version): Recovery where the version is
+    unknown or no source names another way for it."""
+    version = version_tuple(product_version)
+    found = [path for first, path in ENABLE_PATHS if version and version >= version_tuple(first)]
+    return found[-1] if found else RECOVERY
 
 
 def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, generated: str,
@@ -29,6 +45,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
     for host in assessment.hosts(rdma.NEEDS_RECOVERY):
         page = assessment.nodes[host].to_dict()
         page["address"] = (addresses or {}).get(host)
+        page["enable_path"] = enable_path(page["product_version"])
         pages.append(page)
     return printable({
         "pages": pages,

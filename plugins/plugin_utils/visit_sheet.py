@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checklist import enable_path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
@@ -59,7 +60,8 @@ def context(sheet: Sheet, *, inventory: str, output_dir: str, generated: str) ->
                  "model_name": macos["model_name"], "chip": macos.get("chip"),
                  "model_identifier": macos["model_identifier"], "serial_number": macos["serial_number"],
                  "product_version": macos["product_version"], "build_version": macos["build_version"],
-                 "address": macos.get("management_address")},
+                 "address": macos.get("management_address"),
+                 "enable_path": enable_path(macos["product_version"]) if sheet.needs_recovery else None},
         "advice": sheet.advice.headline(),
         "notes": sheet.notes,
         "unplug": _rows(sheet, sheet.advice.unplug, "Unplug the cable between {} and {}"),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from mlx_fleet.sim import doubles
 
 REPO = Path(__file__).resolve().parents[2]
@@ -624,6 +625,13 @@ def test_sw_vers_matches_capture(make_node):
     assert n.out("sw_vers") == capture(FIXTURES / "sw_vers__sudo-is-man-pmset__1.txt")
     assert n.out("sw_vers", "-productVersion") == "14.2.1\n"
     assert n.out("sw_vers", "-buildVersion") == "23C71\n"
+
+
+def test_sw_vers_of_a_security_response_reads_as_the_capture(make_node):
+    capture_path = FIXTURES / "sw_vers-security-response__zenn-dart-templates-47655362706__1.txt"
+    n = make_node(mini(os_version="13.4.1", os_build="22F770820d", os_version_extra="(c)"))
+    assert mp.parse_sw_vers(n.out("sw_vers")) == mp.parse_sw_vers(capture(capture_path))
+    assert n.out("sw_vers", "-productVersionExtra") == "(c)\n"
 
 
 def test_sysctl_matches_captures(make_node):

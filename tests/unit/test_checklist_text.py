@@ -3,6 +3,8 @@ escape in an inventory or node value cannot forge a line of the sheet a person f
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
 from factories import minis
@@ -30,3 +32,13 @@ def test_values_cannot_forge_a_line(tmp_path):
 
 def test_printable_keeps_text_and_escapes_controls():
     assert printable({"a": ["Bürö 2 — shelf", "x\ty"], "n": 3}) == {"a": ["Bürö 2 — shelf", "x\\ty"], "n": 3}
+
+
+# The way each Mac's sheet gives, from its own macOS (checklist.ENABLE_PATHS): Recovery (Apple TN3205) from 26.2;
+# no source ties WWDC26's System Settings switch to a version, so later versions and an unread one get Recovery.
+@pytest.mark.parametrize("version", ["26.2", "26.3.1", "26.5", "27.0", "27.1", ""])
+def test_each_page_gives_the_way_to_enable_rdma_for_the_macs_own_macos(version):
+    cluster = minis(2, disabled=("mini-2",)).mesh()
+    cluster.macos["mini-2"]["product_version"] = version
+    (page,) = checklist.context(cluster.assess(), inventory="inv", output_dir="out", generated="now")["pages"]
+    assert (page["host"], page["enable_path"]) == ("mini-2", "recovery")

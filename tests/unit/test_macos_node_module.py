@@ -22,6 +22,7 @@ class Mac:
         self.pmset, self.names, self.limit = dict(pmset), dict(names), limit
         self.changes: list[list[str]] = []
         self.auto_install: bool | None = None  # AutomaticallyInstallMacOSUpdates never set
+        self.defaults_read: tuple[int, str, str] | None = None  # an answer other than the usual ones
 
     def run(self, argv: list[str]) -> tuple[int, str, str]:
         tool, args = os.path.basename(argv[0]), argv[1:]
@@ -33,6 +34,8 @@ class Mac:
         if tool == "sysctl" and args[0] != "-w":
             return 0, f"hw.memsize: {64 << 30}\niogpu.wired_limit_mb: {self.limit}\n", ""
         if tool == "defaults" and args[0] == "read":
+            if self.defaults_read:
+                return self.defaults_read
             if self.auto_install is None:  # the real wording (tests/fixtures/macos/defaults-read-missing__*)
                 return 1, "", f"The domain/default pair of ({args[1]}, {args[2]}) does not exist\n"
             return 0, f"{int(self.auto_install)}\n", ""
@@ -132,3 +135,19 @@ def test_automatic_macos_installs_turned_off_once(run, mac):
     mac.auto_install = True  # someone turned it back on in System Settings
     assert run(automatic_macos_updates=False)["changes"]["automatic_macos_updates"] is False
     assert mac.auto_install is False
+
+
+# A wording no capture shows (one project's notes describe it for macOS 26.6.2, unverified) and a failed read.
+@pytest.mark.parametrize("answer", [
+    (1, "", "Could not find key 'AutomaticallyInstallMacOSUpdates' in domain '/Library/Preferences/"
+            "com.apple.SoftwareUpdate'\n"),
+    (134, "", "")])
+def test_an_unknown_defaults_answer_leaves_the_setting_alone_with_a_warning(run, mac, answer, monkeypatch):
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, warning: warnings.append(warning))
+    mac.defaults_read = answer
+    result = run(automatic_macos_updates=False)
+    assert not result.get("failed") and "automatic_macos_updates" not in result["changes"]
+    assert not [c for c in mac.changes if c[0] == "defaults"]
+    assert [w for w in warnings if w.startswith("AutomaticallyInstallMacOSUpdates: ")]
+    assert result["names"] == {"ComputerName": "studio-1", "LocalHostName": "studio-1"}  # the rest was done

@@ -226,6 +226,12 @@ def test_route_get():
 
 # --- identity -----------------------------------------------------------------------------------------
 
+def test_sw_vers_of_a_security_response():
+    assert parse("sw_vers-security-response__zenn-dart-templates-47655362706__1.txt") == {
+        "product_name": "macOS", "product_version": "13.4.1", "ProductVersionExtra": "(c)",
+        "build_version": "22F770820d"}
+
+
 def test_sw_vers():
     assert parse("sw_vers__sudo-is-man-pmset__1.txt") == {
         "product_name": "macOS", "product_version": "14.2.1", "build_version": "23C71"}
@@ -389,6 +395,26 @@ def test_softwareupdate_list_other_software_is_not_a_macos_update_and_unknown_li
     assert listed["warnings"] == ["softwareupdate --list: unknown line 'Something new from Apple'"]
 
 
+@pytest.mark.parametrize("log_line", ["softwareupdate-log-line__mlx-fleet-issue-26__1.txt",
+                                      "softwareupdate-log-line__rosetta-blog-34886512342__2.txt"])
+def test_softwareupdate_list_leaves_out_its_own_log_lines(log_line):
+    listing = load(FIXTURE_DIR / "softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt")
+    noisy = mp.parse_softwareupdate_list(load(FIXTURE_DIR / log_line) + "\n" + listing)
+    assert noisy == mp.parse_softwareupdate_list(listing)
+    assert parse(log_line) == {"updates": [], "warnings": []}
+    # Another tool's log line is no wording of softwareupdate's.
+    other = load(FIXTURE_DIR / log_line).replace("softwareupdate[", "MATLAB_maca64[")
+    assert len(mp.parse_softwareupdate_list(other)["warnings"]) == 1
+
+
+def test_softwareupdate_list_security_response_build():
+    # The build form sw_vers prints for a Rapid Security Response / Background Security Improvement.
+    build = parse("sw_vers-security-response__zenn-dart-templates-47655362706__1.txt")["build_version"]
+    listed = mp.parse_softwareupdate_list(
+        "* Label: macOS Tahoe 26.3.1 (a)-25D771280a\n* Label: macOS Ventura 13.4.1 (c)-{0}\n".format(build))
+    assert [u["build"] for u in listed["updates"]] == ["25D771280a", "22F770820d"]
+
+
 def test_softwareupdate_install_download_started():
     assert parse("softwareupdate-install__wavebirddash-install-or-defer-issue-47__1.txt") == {
         "started": True, "error": None, "last": "Downloaded: macOS Big Sur 11.1 Beta 2"}
@@ -399,6 +425,8 @@ def test_softwareupdate_install_download_started():
 
 def test_defaults_read_of_a_boolean():
     assert parse("defaults-read-missing__cis-macos-audit-44398335449__1.txt") is None
+    assert parse("defaults-read-missing__disa-stig-macos-10.13-25318873837__2.txt") is None
+    assert mp.parse_defaults_bool("2015-08-20 11:44:23.212 defaults[1593:98737] \n1\n") is True
     assert mp.parse_defaults_bool("0\n") is False and mp.parse_defaults_bool("1\n") is True
     with pytest.raises(ValueError, match="defaults read"):
         mp.parse_defaults_bool("{\n    Foo = 1;\n}\n")

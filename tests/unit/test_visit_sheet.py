@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import visit_sheet
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
@@ -12,12 +14,12 @@ MACOS = {"model_name": "Mac Studio", "chip": "Apple M3 Ultra", "model_identifier
          "management_address": "10.0.1.24"}
 
 
-def _sheet(needs_recovery: bool, notes=()) -> visit_sheet.Sheet:
+def _sheet(needs_recovery: bool, notes=(), macos=MACOS) -> visit_sheet.Sheet:
     studio = MODELS["studio-m3-ultra"]
     advice = Advice("jaccl", "full mesh", cables=[Cable(Port("studio-4", 2), Port("studio-1", 4)),
                                                   Cable(Port("studio-4", 3), Port("studio-2", 4))])
     return visit_sheet.Sheet(
-        host="studio-4", macos=MACOS, model=studio, location="Rack A, shelf 4", advice=advice,
+        host="studio-4", macos=macos, model=studio, location="Rack A, shelf 4", advice=advice,
         needs_recovery=needs_recovery, notes=list(notes), models={f"studio-{i}": studio for i in (1, 2, 4)},
         locations={"studio-1": "Rack A, shelf 1"}, devices={Port("studio-4", 2): "en3", Port("studio-1", 4): "en5"},
         afterwards=["mlx-fleet onboard -i inv studio-4 --address 10.0.1.24 --wait-for-cables"])
@@ -49,6 +51,18 @@ def test_a_mac_that_needs_rdma_gets_the_recovery_step_on_the_same_sheet():
     assert "the power button (on the back, beside the power cord)" in html
     assert "Bring a display, keyboard and mouse" in html
     assert "<h2>Enable RDMA in macOS Recovery, at studio-4</h2>" in html
+    assert "Recovery is the way Apple documents for RDMA (TN3205, macOS 26.2 and later)." in html
+
+
+# Recovery (Apple TN3205) from macOS 26.2; no source ties WWDC26's System Settings switch to a version, so a
+# later macOS, and a Mac whose version was not read, get Recovery too (docs/recovery/README.md).
+@pytest.mark.parametrize("version", ["26.2", "26.3.1", "26.5", "27.0", "27.1", ""])
+def test_the_sheet_gives_the_way_to_enable_rdma_for_the_macs_own_macos(version):
+    node = visit_sheet.context(_sheet(True, macos=dict(MACOS, product_version=version)), inventory="inv",
+                               output_dir="out", generated="2026-11-30 16:00 UTC")["node"]
+    assert node["enable_path"] == "recovery"
+    assert visit_sheet.context(_sheet(False), inventory="inv", output_dir="out",
+                               generated="2026-11-30 16:00 UTC")["node"]["enable_path"] is None
 
 
 def test_the_sheet_is_written_atomically_beside_the_hostfile(tmp_path):

@@ -13,6 +13,7 @@ from mlx_fleet.sim.lifecycle import CONSOLE_ENV, process_alive
 from mlx_fleet.sim.state import PRIVATE_DIRS, ClusterState
 SETTABLE = {
     "os_version": str, "os_build": str, "memory_gb": int, "serial": str,
+    "os_version_extra": lambda v: v or None,  # "(a)": a security response applied ("" none)
     "clt_installed": lambda v: v.lower() in ("1", "true", "yes"),
     "apple_silicon": lambda v: v.lower() in ("1", "true", "yes"),
     "chip": str, "model_name": str, "model_id": str,
