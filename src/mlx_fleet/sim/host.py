@@ -257,8 +257,8 @@ def _folder_problem(folder: Path, st: os.stat_result, last: bool) -> str | None:
         return (f"{folder} is owned by uid {st.st_uid}, not root, who could swap what sim up writes there (its "
                 "ssh_config goes into every ssh on this machine); use a folder root made with root's parents (e.g. /tmp/lab)")
     if st.st_mode & 0o022 and (last or not st.st_mode & stat.S_ISVTX):
-        return (f"{folder} is writable by others (mode {stat.S_IMODE(st.st_mode):04o}): its ssh_config goes into "
-                f"every ssh on this machine; run: sudo chmod go-w {folder}")
+        return (f"{folder} is writable by others (mode {stat.S_IMODE(st.st_mode):04o}), who could swap what sim up "
+                f"writes there (its ssh_config goes into every ssh on this machine); run: sudo chmod go-w {folder}")
     return None
 
 
