@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mlx_fleet import __version__
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
 
 MANIFEST = "manifest.json"
 FORMAT = "mlx-fleet-capture/1"
@@ -60,13 +61,15 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
     """Record every READS output of HOST into OUT_DIR; returns the manifest."""
     if not host or host.startswith("-"):
         raise CaptureError(f"not a host name: {host!r}")
-    out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        raise CaptureError(f"{out} is not empty; give a new folder for the capture")
     registry = reads()
     for argv in registry.values():
         check_read_only(argv)
-    out.mkdir(parents=True, exist_ok=True)
+    try:  # a folder another account can write could get links planted in it, written through
+        out = private_folder(out_dir)
+    except UnsafeFolder as exc:
+        raise CaptureError(f"--out {exc}") from None
+    if any(out.iterdir()):
+        raise CaptureError(f"{out} is not empty; give a new folder for the capture")
     manifest = {
         "format": FORMAT,
         "host": host,

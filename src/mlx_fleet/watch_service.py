@@ -13,6 +13,7 @@ import os
 import platform
 import plistlib
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +163,17 @@ class Host:
         return done
 
 
+def _write_private(path: Path, text: str, check=None) -> bool:
+    """The service file, 0600: it holds the --on-change command, often a webhook URL with its token. One an
+    earlier version wrote 0644 with the same text is made 0600 too (and counts as written)."""
+    if atomic_write_text(path, text, check=check, mode=0o600):
+        return True
+    if stat.S_IMODE(path.stat().st_mode) == 0o600:
+        return False
+    path.chmod(0o600)
+    return True
+
+
 def install(args, host: Host | None = None) -> int:
     host = host or Host.here()
     argv = watch_argv(executable(), args)
@@ -170,12 +182,12 @@ def install(args, host: Host | None = None) -> int:
         domain = f"gui/{host.uid}"
         host.log.parent.mkdir(parents=True, exist_ok=True)
         path_env = os.pathsep.join([str(Path(argv[0]).parent), "/usr/bin", "/bin", "/usr/sbin", "/sbin"])
-        written = atomic_write_text(host.file, render_plist(argv, host.log, path_env).decode(), mode=0o644)
+        written = _write_private(host.file, render_plist(argv, host.log, path_env).decode())
         host.run("bootout", f"{domain}/{LABEL}", ok_to_fail=True)  # not loaded yet is fine
         host.run("bootstrap", domain, str(host.file))
         look = [f"launchctl print {domain}/{LABEL}", f"tail -f {host.log}"]
     else:
-        written = atomic_write_text(host.file, render_unit(argv, host.user), check=parse_unit, mode=0o644)
+        written = _write_private(host.file, render_unit(argv, host.user), check=parse_unit)
         host.run("daemon-reload")
         host.run("enable", UNIT)
         host.run("restart", UNIT)  # starts it, or starts the new command line if it ran already

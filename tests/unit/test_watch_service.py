@@ -99,7 +99,7 @@ def test_install_and_uninstall_into_a_folder_idempotently(tmp_path, fake_tools, 
 
     assert watch_service.install(options, host) == 0
     unit = tmp_path / "units" / watch_service.UNIT
-    assert stat.S_IMODE(unit.stat().st_mode) == 0o644
+    assert stat.S_IMODE(unit.stat().st_mode) == 0o600  # the --on-change command may carry a token
     argv = unquote_exec(watch_service.parse_unit(unit.read_text())["Service"]["ExecStart"])
     assert argv[0] == str(bin_ / "mlx-fleet") and argv[1] == "watch" and ODD in argv
     first = capsys.readouterr().out
@@ -140,3 +140,15 @@ def test_without_mlx_fleet_on_path_install_says_so(tmp_path, monkeypatch):
     with pytest.raises(watch_service.UserError, match="not on PATH"):
         watch_service.install(args(), host)
     assert not (tmp_path / "units" / watch_service.UNIT).exists()
+
+
+def test_a_service_file_an_earlier_install_left_0644_is_made_0600(tmp_path, fake_tools, capsys):
+    bin_, _calls = fake_tools
+    host = watch_service.Host("Linux", tmp_path / "units", [str(bin_ / "systemctl"), "--user"], 1000)
+    options = args("--on-change", "curl -s -d @- https://chat.example/hook/TOKEN")
+    watch_service.install(options, host)
+    unit = tmp_path / "units" / watch_service.UNIT
+    unit.chmod(0o644)  # as installs before 0600 wrote it, same text
+    text = unit.read_text()
+    assert watch_service.install(options, host) == 0
+    assert stat.S_IMODE(unit.stat().st_mode) == 0o600 and unit.read_text() == text

@@ -3,6 +3,7 @@ ssh drop-in."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -10,15 +11,27 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet.sim import host
-from mlx_fleet.sim.host import DROP_IN_DIR, run
+from mlx_fleet.sim.host import DROP_IN_DIR, SimError, run
 from mlx_fleet.sim.state import LIBEXEC, ClusterState
 # The MLX environment the simulated Macs are given: their own Python (the sim cannot
 # download uv-managed CPython builds) on Linux, from a lock committed for the sim.
 SIM_ENV_LOCK = Path(__file__).with_name("mlx-env.lock.json")
+# What `up` writes into DIR for the user, and `down` removes.
+ACCESS_FILES = ("ssh_config", "known_hosts", "inventory.yml", "id_ed25519", "id_ed25519.pub", "admin_password")
 
 
 class Access(ClusterState):
     """The files a user (and Ansible) reach the nodes with."""
+
+    def _check_own_files(self) -> None:
+        """Refuse a cluster folder where something `up` writes or trusts (the key above all) was put by another
+        account: a folder root made is theirs to fill only while it was open to them, and what they left is theirs."""
+        for name in (*ACCESS_FILES, "state.json", "nodes"):
+            with contextlib.suppress(FileNotFoundError):
+                uid = (self.dir / name).lstat().st_uid
+                if uid != 0:
+                    raise SimError(f"{self.dir / name} is owned by uid {uid}, not root: another account put it there; "
+                                   "remove it, or give a new cluster folder")
 
     def _write_access_files(self) -> None:
         lines, known = [], []
@@ -68,7 +81,7 @@ class Access(ClusterState):
         """The ssh drop-in and the files `up` wrote into DIR for the user."""
         for drop_in in DROP_IN_DIR.glob(f"mlx-fleet-sim-*-{self.index}.conf"):
             drop_in.unlink()
-        for artefact in ("ssh_config", "known_hosts", "inventory.yml", "id_ed25519", "id_ed25519.pub", "admin_password"):
+        for artefact in ACCESS_FILES:
             (self.dir / artefact).unlink(missing_ok=True)
 
 

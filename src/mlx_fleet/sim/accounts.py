@@ -74,9 +74,12 @@ class Accounts(ClusterState):
             (ssh_dir / f"sshd_config_locked{suffix}").write_text(SSHD_CONFIG + extra)
 
     def _write_client_key(self) -> None:
+        """A new key for each cluster, never one found in DIR (a leftover of a failed `down`, or planted):
+        its .pub becomes every node's authorized_keys, with sudo."""
         key = self.dir / "id_ed25519"
-        if not key.exists():
-            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"mlx-fleet-sim@{self.dir}", "-f", str(key)])
+        key.unlink(missing_ok=True)
+        key.with_suffix(".pub").unlink(missing_ok=True)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"mlx-fleet-sim@{self.dir}", "-f", str(key)])
 
     def _write_sudoers(self, name: str, mode: str) -> None:
         """Sudo as on a Mac: members of `admin` may sudo with their password; `nopasswd` adds

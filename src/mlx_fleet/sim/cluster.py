@@ -45,7 +45,8 @@ class Cluster(Access, Console, Updates, Lifecycle, Cabling, Accounts):
             raise SimError(f"a simulated cluster is already up in {self.dir}; run 'mlx-fleet sim down --dir {self.dir}' first")
         for name in layout.models:
             _check_node_name(name)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        host.make_cluster_dir(self.dir)
+        self._check_own_files()
         with host.registry_lock():
             index = host.claim_index(self.dir)
             # Recorded before anything is made, so `down` can clean up a failed `up`.

@@ -16,6 +16,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import secrets
 import shutil
 import stat
@@ -177,24 +178,88 @@ def release_shared_resources() -> None:
     (REGISTRY / "shared.json").unlink(missing_ok=True)
 
 
+# What a cluster folder's path may hold: ssh_config splits an argument at whitespace and reads quotes, globs
+# (Include), %-tokens, ${VAR} and ~ in the paths the sim writes there (Include, IdentityFile, UserKnownHostsFile).
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9/._+,=@-]+")
+_MAX_LINKS = 40  # as the kernel's ELOOP
+
+
 def check_cluster_dir(sim_dir: Path) -> None:
-    """Refuse a cluster folder others could write: ssh on this machine reads its ssh_config. sim_dir as
-    given (absolute, not resolved): a symlink at that path made by another user is refused too, as it
-    could be pointed anywhere root then writes."""
-    try:
-        link = sim_dir.lstat()
-        st = sim_dir.stat()
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(link.st_mode) and link.st_uid != 0:
-        raise SimError(f"cluster folder {sim_dir} is a symlink made by uid {link.st_uid}, who could point it at "
-                       "any folder root writes to; give a folder made by root (sudo mkdir)")
+    """Refuse a cluster folder another account could change or swap: ssh on this machine reads its ssh_config
+    (for every user, through the drop-in) and every simulated Mac trusts its key. sim_dir as given (absolute, not
+    resolved): each folder and symlink on the way is checked as the kernel walks it. A folder not there yet
+    passes: `up` makes it (make_cluster_dir)."""
+    resolved = os.path.realpath(sim_dir)
+    if not _PLAIN_PATH.fullmatch(resolved):
+        raise SimError(f"cluster folder {resolved}: ssh_config would read its spaces, quotes or wildcards as "
+                       "syntax; give a path of letters, digits and / . _ - + , = @ only")
+    problem = _path_problem(sim_dir)
+    if problem:
+        raise SimError(f"cluster folder {sim_dir}: {problem}")
+
+
+def make_cluster_dir(sim_dir: Path) -> None:
+    """Make the cluster folder and its missing parents, root's and 0755, each by a mkdir of our own (no exist_ok):
+    one that appears meanwhile was made by someone else and is refused; then the whole way is checked again."""
+    missing, folder = [], sim_dir
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            raise SimError(f"cluster folder {sim_dir}: {folder} appeared while sim up ran (owner uid "
+                           f"{os.lstat(folder).st_uid}), made by someone else; remove it or give a new folder") from None
+        os.chmod(folder, 0o755)  # whatever the umask
+    problem = _path_problem(sim_dir)
+    if problem:
+        raise SimError(f"cluster folder {sim_dir}: {problem}")
+
+
+def _path_problem(path: Path) -> str | None:
+    """Why an account other than root could swap path, or a folder or symlink on the way to it (links followed
+    one step at a time, as the kernel does); None when none could, the part not made yet included."""
+    here, todo, links = Path("/"), list(Path(path).parts[1:]), 0
+    problem = _folder_problem(here, os.lstat(here), last=not todo)
+    while todo and not problem:
+        part = todo.pop(0)
+        if part == "..":
+            here = here.parent
+            continue
+        step = here / part
+        try:
+            st = os.lstat(step)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if st.st_uid != 0:
+                return (f"{step} is a symlink made by uid {st.st_uid}, who could point it at any folder root writes to; "
+                        "give a folder made by root (sudo mkdir)")
+            if links > _MAX_LINKS:
+                return f"{step}: too many levels of symlinks"
+            target = Path(os.readlink(step))
+            here = Path("/") if target.is_absolute() else here
+            todo[:0] = target.parts[1:] if target.is_absolute() else target.parts
+            continue
+        problem = _folder_problem(step, st, last=not todo)
+        here = step
+    return problem
+
+
+def _folder_problem(folder: Path, st: os.stat_result, last: bool) -> str | None:
+    """Why another account could change folder (a parent on the way, or the cluster folder when last): a
+    world-writable parent is fine when sticky (/tmp), as the next step, root's, cannot be renamed by others."""
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{folder} is not a folder"
     if st.st_uid != 0:
-        raise SimError(f"cluster folder {sim_dir} is owned by uid {st.st_uid}, not root: its ssh_config goes into "
-                       "every ssh on this machine; use a folder made by root (sudo mkdir)")
-    if st.st_mode & 0o022:
-        raise SimError(f"cluster folder {sim_dir} is writable by others (mode {st.st_mode & 0o7777:04o}): its "
-                       f"ssh_config goes into every ssh on this machine; run: sudo chmod go-w {sim_dir}")
+        return (f"{folder} is owned by uid {st.st_uid}, not root, who could swap what sim up writes there (its "
+                "ssh_config goes into every ssh on this machine); use a folder root made with root's parents (e.g. /tmp/lab)")
+    if st.st_mode & 0o022 and (last or not st.st_mode & stat.S_ISVTX):
+        return (f"{folder} is writable by others (mode {stat.S_IMODE(st.st_mode):04o}), who could swap what sim up "
+                f"writes there (its ssh_config goes into every ssh on this machine); run: sudo chmod go-w {folder}")
+    return None
 
 
 def write_file(path: Path, text: str, mode: int = 0o644) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
 from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report
@@ -75,8 +76,10 @@ def run_verify(args, argv: list[str] | None = None) -> int:
     except (VerifyError, LaunchError) as exc:
         raise UserError(str(exc)) from None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out).resolve() if args.out else folder / "verify" / stamp
-    out.mkdir(parents=True, exist_ok=True)
+    try:  # a folder another account can write could get links planted in it, written through
+        out = private_folder(Path(args.out).resolve() if args.out else folder / "verify" / stamp)
+    except UnsafeFolder as exc:
+        raise UserError(f"verify --out: {exc}") from None
     print(f"mlx-fleet verify: {cluster.backend}, {len(cluster.hosts)} Macs, {len(cluster.cables)} cables; "
           f"report in {out}", flush=True)
     outcome = verify(cluster, options, out, launcher)
