@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update, secret_socket
 from mlx_fleet import runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
 
@@ -51,7 +51,7 @@ def run_os_update(args) -> int:
                      mlx_fleet_os_update_timeout=args.timeout, mlx_fleet_os_update_poll=args.poll,
                      **{k: v for k, v in (("mlx_fleet_os_update_to", args.to),
                                            ("mlx_fleet_os_update_canary", args.canary)) if v})
-    with os_update.serve_secret(password) as secret_env:
+    with secret_socket.serve_secret(password) as secret_env:
         options.environment = secret_env
         report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
                                      output_dir=runner.output_dir_from(args))
