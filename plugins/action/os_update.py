@@ -64,14 +64,14 @@ class ActionModule(ActionBase):
                             inventory=inventory)
         return os_update.own_findings(name, audited.findings)
 
-    def _ssh_argv(self):
-        """ssh to this Mac as Ansible reaches it (its user, port and common arguments)."""
+    def _ssh_login(self):
+        """(ssh to this Mac as Ansible reaches it (its user, port and common arguments), the user, the host)."""
         conn = self._connection
         argv = ["ssh"] + shlex.split(conn.get_option("ssh_common_args") or "")
         if conn.get_option("port"):
             argv += ["-p", str(conn.get_option("port"))]
-        return argv + ["-l", conn.get_option("remote_user") or "admin", self._play_context.remote_addr or
-                       conn.get_option("host")]
+        user, host = conn.get_option("remote_user") or "admin", self._play_context.remote_addr or conn.get_option("host")
+        return argv + ["-l", user, host], user, host
 
     def _wait(self, task_vars, build, old_build, timeout, poll, password):
         """'back', or what went wrong: no-restart, no-return, locked, old-build."""
@@ -89,7 +89,7 @@ class ActionModule(ActionBase):
                     if unlock_tried or not password or not secret_socket.password_methods(str(exc)):
                         return "locked"
                     unlock_tried = True
-                    worked, said = secret_socket.unlock_over_ssh(self._ssh_argv(), password)
+                    worked, said = secret_socket.unlock_over_ssh(*self._ssh_login(), password)
                     self._display.vvv(f"FileVault unlock over SSH: {'done' if worked else 'refused'} ({said})")
                     if not worked:
                         return "locked"
@@ -143,7 +143,10 @@ class ActionModule(ActionBase):
             if "audit_drift" not in before:
                 before["audit_drift"] = [f["fact"] for f in self._audit(task_vars, output_dir, inventory)]
             kept["audit_drift"] = before["audit_drift"]
-            password = secret_socket.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
+            try:
+                password = secret_socket.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
+            except secret_socket.SecretUnavailable as exc:
+                raise AnsibleActionFail(f"{name}: {exc}") from None
             if not password:
                 raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
             os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))
