@@ -76,6 +76,8 @@ class serve_secret:
         while self.answered < self.answers:
             try:
                 conn = self._sock.accept()[0]
+            except socket.timeout:
+                continue  # a look every second whether the run is over (closing does not wake accept on Linux)
             except OSError:
                 return
             with conn:
@@ -99,6 +101,7 @@ class serve_secret:
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(self._path)
         self._sock.listen(8)
+        self._sock.settimeout(1)
         threading.Thread(target=self._serve, daemon=True).start()
         return {SECRET_SOCKET_ENV: self._path}
 
@@ -214,17 +217,20 @@ def pipelining_off(view, config_file: str, hosts: list[str]) -> list[str]:
     from ansible.plugins.loader import connection_loader
 
     config = ConfigManager(str(Path(config_file).resolve()))
+    if config.get_config_value("DEFAULT_KEEP_REMOTE_FILES"):  # ANSIBLE_KEEP_REMOTE_FILES: the files stay, piped or not
+        return list(hosts)
     off = []
     for host in hosts:
         variables = view.variables(host)
         plugin = str(view.template(variables.get("ansible_connection", "ssh"), variables))
         plugin = "ssh" if plugin == "smart" else plugin
-        connection_loader.get(plugin, class_only=True)  # its option definitions, into ansible's own config
+        # As ConnectionBase.is_pipelining_enabled decides; loading the plugin puts its options in ansible's config.
+        pipes = getattr(connection_loader.get(plugin, class_only=True), "has_pipelining", False)
         options = constants.config.get_configuration_definitions("connection", plugin)
         config.initialize_plugin_configuration_definitions("connection", plugin, options)
         wanted = {entry["name"] for entry in options.get("pipelining", {}).get("vars", [])}
         own = {k: view.template(v, variables) for k, v in variables.items() if k in wanted}
-        if "pipelining" not in options or not config.get_config_value(
-                "pipelining", plugin_type="connection", plugin_name=plugin, variables=own):
+        if not (pipes and "pipelining" in options and config.get_config_value(
+                "pipelining", plugin_type="connection", plugin_name=plugin, variables=own)):
             off.append(host)
     return off

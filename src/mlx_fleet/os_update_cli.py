@@ -54,9 +54,10 @@ def _password_consumers(args) -> list[str]:
     except InventoryViewError as exc:
         raise UserError(str(exc)) from None
     if off:
-        raise UserError(f"pipelining is off for {', '.join(off)} (ANSIBLE_PIPELINING, ansible_pipelining or "
-                        f"{runner.ansible_config()}): the volume owner's password would be written on the Mac; "
-                        "turn it on (unset ANSIBLE_PIPELINING, drop ansible_pipelining: false, pipelining = True in ansible.cfg)")
+        raise UserError(f"pipelining is off for {', '.join(off)} (ANSIBLE_PIPELINING, ansible_pipelining, "
+                        f"ANSIBLE_KEEP_REMOTE_FILES or {runner.ansible_config()}): the volume owner's password would "
+                        "be written on the Mac; turn it on (unset ANSIBLE_PIPELINING and ANSIBLE_KEEP_REMOTE_FILES, drop "
+                        "ansible_pipelining: false, pipelining = True in ansible.cfg)")
     return macs
 
 

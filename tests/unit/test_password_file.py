@@ -83,15 +83,17 @@ def test_onboarding_reads_the_password_file_the_same_way(tmp_path):
         onboard.read_password(str(secret), "", "the admin password")
 
 
-@pytest.mark.parametrize("how", ["environment", "inventory"])
+@pytest.mark.parametrize("how", ["environment", "inventory", "kept files"])
 def test_pipelining_off_is_refused_before_any_mac(setup, capsys, monkeypatch, how):
     inventory, secret, runs = setup
     if how == "environment":
         monkeypatch.setenv("ANSIBLE_PIPELINING", "0")
+    elif how == "kept files":  # piped, but the module's file is kept on the Mac all the same
+        monkeypatch.setenv("ANSIBLE_KEEP_REMOTE_FILES", "1")
     else:
         inventory.write_text(INVENTORY % ", ansible_pipelining: false")
     status, err = _os_update(inventory, secret, capsys)
     assert (status, runs) == (EXIT_BAD_INPUT, [])
     assert err.count("\n") == 1 and "pipelining" in err, err
     named = err.split(":")[1]
-    assert "studio-2" in named and ("studio-1" in named) == (how == "environment"), err
+    assert "studio-2" in named and ("studio-1" in named) == (how != "inventory"), err
