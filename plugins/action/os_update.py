@@ -64,14 +64,14 @@ class ActionModule(ActionBase):
                             inventory=inventory)
         return os_update.own_findings(name, audited.findings)
 
-    def _ssh_login(self):
-        """(ssh to this Mac as Ansible reaches it (its user, port and common arguments), the user, the host)."""
+    def _ssh_argv(self):
+        """ssh to this Mac as Ansible reaches it (its user, port and common arguments)."""
         conn = self._connection
         argv = ["ssh"] + shlex.split(conn.get_option("ssh_common_args") or "")
         if conn.get_option("port"):
             argv += ["-p", str(conn.get_option("port"))]
-        user, host = conn.get_option("remote_user") or "admin", self._play_context.remote_addr or conn.get_option("host")
-        return argv + ["-l", user, host], user, host
+        return argv + ["-l", conn.get_option("remote_user") or "admin", self._play_context.remote_addr or
+                       conn.get_option("host")]
 
     def _wait(self, task_vars, build, old_build, timeout, poll, password):
         """'back', or what went wrong: no-restart, no-return, locked, old-build."""
@@ -89,7 +89,7 @@ class ActionModule(ActionBase):
                     if unlock_tried or not password or not secret_socket.password_methods(str(exc)):
                         return "locked"
                     unlock_tried = True
-                    worked, said = secret_socket.unlock_over_ssh(*self._ssh_login(), password)
+                    worked, said = secret_socket.unlock_over_ssh(self._ssh_argv(), password)
                     self._display.vvv(f"FileVault unlock over SSH: {'done' if worked else 'refused'} ({said})")
                     if not worked:
                         return "locked"

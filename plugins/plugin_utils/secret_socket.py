@@ -186,14 +186,25 @@ def password_methods(message: str) -> bool:
     return bool(methods and "password" in methods.group(1).split(","))
 
 
-def unlock_over_ssh(ssh_argv: list[str], user: str, host: str, password: str,
-                    timeout: float = 60) -> tuple[bool, str]:
-    """One password login (no session) as USER at HOST to unlock a FileVault-locked Mac; (it worked, ssh's last
-    words). The password reaches ssh through SSH_ASKPASS reading a private socket: never argv, a file or the
-    environment, and only for that Mac's own prompt."""
+def prompt_login(ssh_argv: list[str]) -> tuple[str, list[str]]:
+    """(user, [host]) as ssh's password prompt will name them for this ssh command line, as `ssh -G` resolves
+    it: the HostKeyAlias, else the HostName the ssh config gives (sshconnect2.c: host_key_alias, else
+    authctxt->host)."""
     import subprocess
 
-    with askpass(password, user, [host]) as secret_env:
+    done = subprocess.run(ssh_argv[:1] + ["-G"] + ssh_argv[1:], capture_output=True, text=True, timeout=10,
+                          stdin=subprocess.DEVNULL, check=False)
+    config = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    return config.get("user", ""), [config.get("hostkeyalias") or config.get("hostname", "")]
+
+
+def unlock_over_ssh(ssh_argv: list[str], password: str, timeout: float = 60) -> tuple[bool, str]:
+    """One password login (no session) to unlock a FileVault-locked Mac; (it worked, ssh's last words). SSH_ARGV
+    ends with the host. The password reaches ssh through SSH_ASKPASS reading a private socket: never argv, a
+    file or the environment, and only for that Mac's own prompt."""
+    import subprocess
+
+    with askpass(password, *prompt_login(ssh_argv)) as secret_env:
         env = dict(os.environ, **secret_env)
         argv = ssh_argv[:1] + ["-o", "PreferredAuthentications=password,keyboard-interactive",
                                "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1",

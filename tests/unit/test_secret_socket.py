@@ -84,3 +84,12 @@ def test_the_askpass_refuses_any_other_prompt_and_still_answers_the_macs(prompt)
         own = _ask(env, "admin@10.0.0.5's password: ")
     assert (other.returncode, other.stdout) == (1, "")
     assert own.stdout == SECRET + "\n"
+
+
+def test_the_prompt_names_the_host_the_ssh_config_resolves_to(tmp_path):
+    """An inventory name the ssh config sends to an address: ssh's prompt names the address (or a HostKeyAlias)."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host ou-1\n  HostName 10.9.0.1\nHost ou-2\n  HostName 10.9.0.2\n  HostKeyAlias ou-2.lab\n")
+    ssh = ["ssh", "-F", str(config), "-l", "admin"]
+    assert secret_socket.prompt_login(ssh + ["ou-1"]) == ("admin", ["10.9.0.1"])
+    assert secret_socket.prompt_login(ssh + ["ou-2"]) == ("admin", ["ou-2.lab"])
