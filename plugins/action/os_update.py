@@ -4,7 +4,7 @@
 """Update one Mac: start the install (macos_update, the password on its stdin), wait (bounded) for the Mac
 to go down and come back, then check it (os_update_facts); record each step (logic: plugin_utils.os_update).
 
-The volume owner's password comes from mlx-fleet os-update over a private socket (plugin_utils.os_update.
+The volume owner's password comes from mlx-fleet os-update over a private socket (plugin_utils.secret_socket.
 serve_secret), else from the variable mlx_fleet_os_update_password; never a task argument, so it is in no
 event, log or record. Only macos_update receives it, as a no_log option."""
 
@@ -19,7 +19,7 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update, secret_socket
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
@@ -86,10 +86,10 @@ class ActionModule(ActionBase):
                 now = self._read(task_vars, checks=False)
             except AnsibleConnectionFailure as exc:
                 if "Permission denied" in str(exc):  # sshd answers but takes no key: the data volume is locked
-                    if unlock_tried or not password or not os_update.password_methods(str(exc)):
+                    if unlock_tried or not password or not secret_socket.password_methods(str(exc)):
                         return "locked"
                     unlock_tried = True
-                    worked, said = os_update.unlock_over_ssh(self._ssh_argv(), password)
+                    worked, said = secret_socket.unlock_over_ssh(self._ssh_argv(), password)
                     self._display.vvv(f"FileVault unlock over SSH: {'done' if worked else 'refused'} ({said})")
                     if not worked:
                         return "locked"
@@ -143,7 +143,10 @@ class ActionModule(ActionBase):
             if "audit_drift" not in before:
                 before["audit_drift"] = [f["fact"] for f in self._audit(task_vars, output_dir, inventory)]
             kept["audit_drift"] = before["audit_drift"]
-            password = os_update.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
+            try:
+                password = secret_socket.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
+            except secret_socket.SecretUnavailable as exc:
+                raise AnsibleActionFail(f"{name}: {exc}") from None
             if not password:
                 raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
             os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))

@@ -10,6 +10,7 @@ cables that did not change).
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 import re
@@ -123,19 +124,31 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | Non
     return view, inventory.own_vars(name)
 
 
+def _open_password_file(path: str) -> int:
+    """The password file, open, if only this account can read it (checked on the open file: O_NOFOLLOW and fstat,
+    so nothing can swap it between the check and the read); UserError in one line otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"--password-file {path} is a symbolic link: give the file itself (mode 600)") from None
+        raise UserError(f"--password-file {path}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    mode = stat.S_IMODE(info.st_mode)
+    problem = ("is not a regular file: give a file of your own, mode 600" if not stat.S_ISREG(info.st_mode)
+               else f"belongs to another user (uid {info.st_uid}): use a file of your own, mode 600"
+               if info.st_uid not in (os.getuid(), 0)
+               else f"has mode {mode:04o}, so other accounts can read it: run `chmod 600 {shlex.quote(path)}`"
+               if mode & 0o077 else None)
+    if problem:
+        os.close(fd)
+        raise UserError(f"--password-file {path} {problem}")
+    return fd
+
+
 def check_password_file(path: str) -> None:
     """Refuse a password file another account can read or that another user owns, as ssh does for keys."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise UserError(f"--password-file {path}: {exc.strerror}") from exc
-    if info.st_uid not in (os.getuid(), 0):
-        raise UserError(f"--password-file {path} belongs to another user (uid {info.st_uid}): use a file of your own, "
-                        "mode 600")
-    mode = stat.S_IMODE(info.st_mode)
-    if mode & 0o077:
-        raise UserError(f"--password-file {path} has mode {mode:04o}, so other accounts can read it: "
-                        f"run `chmod 600 {shlex.quote(path)}`")
+    os.close(_open_password_file(path))
 
 
 def _read_password(path: str | None, target: onboard_ssh.Target) -> str:
@@ -143,12 +156,14 @@ def _read_password(path: str | None, target: onboard_ssh.Target) -> str:
 
 
 def read_password(path: str | None, prompt: str, what: str) -> str:
-    """A password from the first line of a file, else asked once without echo; never echoed or stored."""
+    """A password from the first line of a file only this account can read (_open_password_file), else asked once
+    without echo; never echoed or stored."""
     if path:
-        try:
-            lines = Path(path).read_text().splitlines()
-        except OSError as exc:
-            raise UserError(f"--password-file {path}: {exc.strerror}") from exc
+        with os.fdopen(_open_password_file(path), encoding="utf-8") as file:
+            try:
+                lines = file.read().splitlines()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"--password-file {path}: {getattr(exc, 'strerror', None) or exc}") from None
         if not lines or not lines[0]:
             raise UserError(f"--password-file {path} is empty: its first line is {what}")
         return lines[0]

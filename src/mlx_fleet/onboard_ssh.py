@@ -4,8 +4,9 @@ Trust: the Mac's ed25519 host key is scanned, its SHA256 fingerprint confirmed (
 line or typed yes to), and only then recorded in the known_hosts file the inventory's SSH uses.
 Access: one SSH session with the admin password installs the controller's public key in the admin's
 authorized_keys and, when asked, a sudoers drop-in checked with ``visudo -cf``; from then on only the
-key is used. The password travels through a private FIFO to an askpass helper (OpenSSH's
-SSH_ASKPASS), and to ``sudo -S`` on the session's standard input: never in an argument, a file or a log.
+key is used. The password travels through a private socket to an askpass helper (OpenSSH's
+SSH_ASKPASS; plugin_utils.secret_socket.askpass: once, to the Mac's own prompt), and to ``sudo -S`` on the
+session's standard input: never in an argument, a file or a log.
 
 Which files: ``ssh -G`` with the inventory's SSH arguments (``ansible_ssh_common_args``,
 ``ansible_ssh_extra_args``) says what ssh, and so Ansible, will use for the Mac: its address, port,
@@ -25,10 +26,10 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import secret_socket
 from mlx_fleet.errors import UserError
 
 KEY_TYPE = "ssh-ed25519"
@@ -205,42 +206,6 @@ def key_login_works(target: Target, command: str = "true") -> bool:
         return False
 
 
-class _PasswordFifo:
-    """Hands the password to the askpass helper through a FIFO in a private folder, a few times at most
-    (ssh asks once per method it tries); nothing of it is ever on a disk."""
-
-    SERVES = 3
-
-    def __init__(self, folder: Path, password: str):
-        self.path = folder / "password"
-        os.mkfifo(self.path, 0o600)
-        self.password = password
-        self.stopped = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        for _ in range(self.SERVES):
-            fd = os.open(self.path, os.O_WRONLY)  # waits for the helper to open it
-            try:
-                if not self.stopped:
-                    os.write(fd, (self.password + "\n").encode())
-            except BrokenPipeError:
-                pass
-            finally:
-                os.close(fd)
-            if self.stopped:
-                return
-
-    def close(self) -> None:
-        self.stopped = True
-        if self.thread.is_alive():
-            # Release a writer still waiting for a reader.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-            self.thread.join(timeout=5)
-            os.close(fd)
-
-
 _ACCESS_SCRIPT = r"""
 key=$1 sudo_user=$2 dropin=$3
 umask 077
@@ -294,10 +259,6 @@ def install_access(target: Target, host_key_b64: str, password: str, *, password
         # The confirmed key alone: ssh checks the Mac against it, never against anything else.
         known = folder / "known_hosts"
         known.write_text(f"{','.join(target.known_hosts_names)} {KEY_TYPE} {host_key_b64}\n")
-        fifo = _PasswordFifo(folder, password)
-        askpass = folder / "askpass"
-        askpass.write_text(f"#!/bin/sh\nexec cat {shlex.quote(str(fifo.path))}\n")
-        askpass.chmod(0o700)
         remote = shlex.join(["/bin/sh", "-c", _ACCESS_SCRIPT, "sh", public_key,
                              target.user if passwordless_sudo else "", dropin_path(target.user)])
         argv = ["ssh", "-o", f"UserKnownHostsFile={known}", "-o", "GlobalKnownHostsFile=/dev/null",
@@ -305,16 +266,14 @@ def install_access(target: Target, host_key_b64: str, password: str, *, password
                 "-o", "PubkeyAuthentication=no", "-o", "NumberOfPasswordPrompts=1", "-o", "BatchMode=no",
                 "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "ConnectTimeout=10",
                 *target.ssh_args, "-l", target.user, "-p", str(target.port), target.host, remote]
-        env = dict(os.environ, SSH_ASKPASS=str(askpass), SSH_ASKPASS_REQUIRE="force")
-        env.setdefault("DISPLAY", ":0")  # OpenSSH before 8.4 wants one to use askpass at all
         try:
-            done = subprocess.run(argv, input=(password + "\n") if passwordless_sudo else "", env=env,
-                                  capture_output=True, text=True, timeout=SESSION_TIMEOUT, start_new_session=True)
+            with secret_socket.askpass(password, target.user, [target.hostname]) as secret_env:
+                done = subprocess.run(argv, input=(password + "\n") if passwordless_sudo else "",
+                                      env=dict(os.environ, **secret_env), capture_output=True, text=True,
+                                      timeout=SESSION_TIMEOUT, start_new_session=True)
         except subprocess.TimeoutExpired as exc:
             raise UserError(f"{target.name}: the SSH session with {target.user}@{target.hostname} did not finish "
                             f"within {SESSION_TIMEOUT} s") from exc
-        finally:
-            fifo.close()
     said = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
     if done.returncode == 255:
         stderr = done.stderr.strip()

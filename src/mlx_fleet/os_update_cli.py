@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update, secret_socket
 from mlx_fleet import runner
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, UserError
 
 PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
 UPDATE_ACTION = "mlx_fleet.cluster.os_update"
@@ -41,9 +41,30 @@ def _interrupted(report) -> bool:
     return bool(status and status.exists() and status.read_text().strip() == "canceled")
 
 
+def _password_consumers(args) -> list[str]:
+    """The Macs the password may go to, once each; refused (exit 2, no Mac touched) where the run's pipelining
+    is off, since the password, a module argument, would then be written on the Mac in an AnsiballZ file."""
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+        InventoryView, InventoryViewError)
+
+    try:
+        view = InventoryView(args.inventory)
+        macs = view.hosts()
+        off = [] if args.check else secret_socket.pipelining_off(view, runner.ansible_config(), macs)
+    except InventoryViewError as exc:
+        raise UserError(str(exc)) from None
+    if off:
+        raise UserError(f"pipelining is off for {', '.join(off)} (ANSIBLE_PIPELINING, ansible_pipelining, "
+                        f"ANSIBLE_KEEP_REMOTE_FILES or {runner.ansible_config()}): the volume owner's password would "
+                        "be written on the Mac; turn it on (unset ANSIBLE_PIPELINING and ANSIBLE_KEEP_REMOTE_FILES, drop "
+                        "ansible_pipelining: false, pipelining = True in ansible.cfg)")
+    return macs
+
+
 def run_os_update(args) -> int:
     from mlx_fleet.onboard import read_password
 
+    macs = _password_consumers(args)
     password = "" if args.check else read_password(args.password_file, "Password of the Macs' volume owner: ",
                                                    "the volume owner's password")
     options = runner.options_from(args, "os-update", True)
@@ -51,7 +72,8 @@ def run_os_update(args) -> int:
                      mlx_fleet_os_update_timeout=args.timeout, mlx_fleet_os_update_poll=args.poll,
                      **{k: v for k, v in (("mlx_fleet_os_update_to", args.to),
                                            ("mlx_fleet_os_update_canary", args.canary)) if v})
-    with os_update.serve_secret(password) as secret_env:
+    # Each Mac's install fetches the password once (its FileVault unlock has a socket of its own).
+    with secret_socket.serve_secret(password, len(macs)) as secret_env:
         options.environment = secret_env
         report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
                                      output_dir=runner.output_dir_from(args))

@@ -46,6 +46,11 @@ RECORDED_ENV = ("ANSIBLE_CONFIG", "ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOST_KEY_
 VAULT_ID = "mlx_fleet_run"
 
 
+def ansible_config() -> str:
+    """The ansible.cfg a run uses: the user's ANSIBLE_CONFIG, else the one shipped in this package."""
+    return os.environ.get("ANSIBLE_CONFIG") or str(PACKAGED_CONFIG)
+
+
 def collections_path() -> str:
     """The folder that holds ansible_collections/mlx_fleet/cluster, as this Python imports it."""
     spec = importlib.util.find_spec(COLLECTION)
@@ -266,8 +271,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     envvars = run_env | options.environment | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
                    "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
                "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
-    if not os.environ.get("ANSIBLE_CONFIG"):
-        envvars["ANSIBLE_CONFIG"] = str(PACKAGED_CONFIG)
+    envvars["ANSIBLE_CONFIG"] = ansible_config()
     if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
         envvars["ANSIBLE_HOST_KEY_CHECKING"] = "True"  # ansible-runner turns it off unless told
     cmdline = []

@@ -90,6 +90,7 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     password = (sim.dir / "admin_password").read_text().strip()
     password_file = tmp_path / "owner-password"
     password_file.write_text(password + "\n")
+    password_file.chmod(0o600)  # else refused for its mode
     sim.cli("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "1",
             "--fault", "ou-3=rdma-off")
 
@@ -192,6 +193,7 @@ def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make
     sim = four_macs(make_sim, tmp_path)
     password_file = tmp_path / "owner-password"
     password_file.write_text((sim.dir / "admin_password").read_text())
+    password_file.chmod(0o600)
     offer = ("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "1")
     cases = [  # (fault, the Mac, its one-line reason, a visit sheet, how a person clears it)
         ("no-prepare", "ou-2", "the update's preparation did not start", False, lambda: sim.cli(*offer, "ou-2")),

@@ -144,3 +144,23 @@ def test_a_key_of_another_type_known_for_the_mac_is_refused_like_a_changed_key(k
         onboard._trust(target, fingerprint)
     known.write_text(f"10.0.0.14 ssh-ed25519 {blob}\n")
     assert onboard._trust(target, None) == (blob, True)
+
+
+def test_the_password_session_answers_only_the_macs_own_prompt_once(keys, monkeypatch):
+    """A ProxyJump bastion's prompt (and a host-key question) gets nothing; the Mac's prompt its password, once."""
+    target = onboard_ssh.Target("studio-4", "10.0.0.14", "admin", ["-J", "jump@bastion.lab"], "10.0.0.14", "10.0.0.14",
+                                22, keys / "known", keys / "client", False)
+    real_run = subprocess.run
+    answers = {}
+
+    def ssh(argv, env, **kwargs):
+        for prompt in ("jump@bastion.lab's password: ", "Are you sure you want to continue connecting "
+                       "(yes/no/[fingerprint])? ", "admin@10.0.0.14's password: ", "(admin@10.0.0.14) Password:"):
+            asked = real_run([env["SSH_ASKPASS"], prompt], env=env, capture_output=True, text=True, timeout=30)
+            answers[prompt] = asked.stdout
+        return subprocess.CompletedProcess(argv, 0, stdout="key: added\n", stderr="")
+
+    monkeypatch.setattr(onboard_ssh.subprocess, "run", ssh)
+    access = onboard_ssh.install_access(target, "AAAA", "admin-pw", passwordless_sudo=False)
+    assert access.key == "added"
+    assert list(answers.values()) == ["", "", "admin-pw\n", ""]

@@ -4,6 +4,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import secret_socket
 
 NAMES = ["m1", "m2", "m3", "m4"]
 OFFER = {"label": "macOS Tahoe 26.5.2-25F84", "title": "macOS Tahoe 26.5.2", "version": "26.5.2", "build": "25F84",
@@ -93,10 +94,10 @@ def test_an_unfinished_update_holds_the_cluster(tmp_path):
 
 
 def test_a_locked_mac_is_unlocked_over_ssh_only_when_it_takes_a_password():
-    assert ou.password_methods("Failed to connect to the host via ssh: admin@10.0.0.2: Permission denied "
+    assert secret_socket.password_methods("Failed to connect to the host via ssh: admin@10.0.0.2: Permission denied "
                                "(publickey,password,keyboard-interactive).")
-    assert not ou.password_methods("admin@10.0.0.2: Permission denied (publickey).")
-    assert not ou.password_methods("ssh: connect to host 10.0.0.2 port 22: Connection refused")
+    assert not secret_socket.password_methods("admin@10.0.0.2: Permission denied (publickey).")
+    assert not secret_socket.password_methods("ssh: connect to host 10.0.0.2 port 22: Connection refused")
 
 
 def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path):
