@@ -197,3 +197,14 @@ def test_onboardings_cable_findings_print_a_macs_text_escaped(monkeypatch, tmp_p
     out = io.StringIO()
     assert onboard.wait_for_cables(["inv"], ["mini-1:1 -- new:2"], tmp_path, 60, {}, out)
     assert len(out.getvalue().splitlines()) == 3 and clean(out.getvalue().replace("\n", ""))
+
+
+# --- a Mac's own odd outputs ----------------------------------------------------------------------------
+
+def test_a_fingerprint_that_is_no_string_and_a_boot_time_past_any_date_are_warnings():
+    mac = watch.observe(READS | {watch.FINGERPRINT_READ: (0, '{"digest": ["abc"]}'),
+                                 "boottime": (0, "kern.boottime: { sec = 99999999999999, usec = 0 } Sat Jan  1\n")})
+    assert mac["up"] and mac["fingerprint"] is None and mac["booted"] is None and mac["booted_at"] is None
+    assert [w.split(":")[0] for w in mac["warnings"]] == [watch.FINGERPRINT_READ, "boottime"]
+    macs = {"a": mac, "b": REAL["b"] | {"fingerprint": "abc"}}
+    assert "environment-mismatch" not in watch.assess(BASE, macs)  # one fingerprint known: nothing to compare
