@@ -68,11 +68,14 @@ def add_watch_parser(sub, command) -> None:
 def _hostfile_envs(path: Path, inventory: str) -> list[str]:
     """The environment the last converge's hostfile gives the ranks (none without a hostfile)."""
     try:
-        envs = json.loads(path.read_text()).get("envs") or []
+        data = json.loads(path.read_text())
+        envs = data.get("envs") or []
+        if not isinstance(envs, list):
+            raise ValueError(f"envs is {type(envs).__name__}, not a list")
     except FileNotFoundError:
         return []
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a hostfile ({exc}); rewrite it: "
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a hostfile ({str(exc)[:100]}); rewrite it: "
                          f"{fixes.run_command('hostfile', inventory, cli=True)}") from None
     return [str(e) for e in envs]
 

@@ -208,3 +208,15 @@ def test_a_fingerprint_that_is_no_string_and_a_boot_time_past_any_date_are_warni
     assert [w.split(":")[0] for w in mac["warnings"]] == [watch.FINGERPRINT_READ, "boottime"]
     macs = {"a": mac, "b": REAL["b"] | {"fingerprint": "abc"}}
     assert "environment-mismatch" not in watch.assess(BASE, macs)  # one fingerprint known: nothing to compare
+
+
+@pytest.mark.parametrize("hostfile", ['{"hosts": [], "envs": "MLX_METAL_FAST_SYNCH=1"}', "[" * 100_000 + "]" * 100_000])
+def test_a_hostfile_the_watch_cannot_read_is_one_line(tmp_path, capsys, hostfile):
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "hostfile.json").write_text(hostfile)
+    (tmp_path / "inventory.yml").write_text("all:\n  children:\n    mlx_cluster:\n      hosts:\n        a:\n")
+    status = main(["watch", "-i", str(tmp_path / "inventory.yml"), "--once", "--output-dir", str(records)])
+    assert status == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"mlx-fleet watch: {records / 'hostfile.json'}: not a hostfile (")
