@@ -30,7 +30,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import (
     LOCK_FORMAT, PYTHON_BUILD_BASE, lock_text, plain_name, write_lock)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import (
-    INDEX_SCHEMES, PYPI_SIMPLE, download, fetch_json, index_files, wheel_platforms)
+    INDEX_SCHEMES, PYPI_SIMPLE, download, fetch_json, index_files, project_files, wheel_platforms)
 
 
 def parse_compiled(text: str) -> list[dict]:
@@ -83,8 +83,7 @@ def python_builds(decl: dict, index: str = PYPI_SIMPLE, fetch=fetch_json, downlo
     against), whose own sha256 the index gives.
     """
     sdist_name = f"uv-{decl['uv_version']}.tar.gz"
-    listing = fetch(f"{index}/uv/")
-    entry = next((f for f in listing.get("files", []) if f["filename"] == sdist_name), None)
+    entry = next((f for f in project_files(f"{index}/uv/", fetch) if f["filename"] == sdist_name), None)
     if entry is None or not entry.get("hashes", {}).get("sha256"):
         raise EnvLockError(f"{index} has no {sdist_name} with a sha256 (uv's Python download metadata)")
     body = download(entry["url"])

@@ -4,8 +4,10 @@ which of its wheels fit a node's platform and Python."""
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 
 try:
@@ -15,7 +17,7 @@ try:
 except ImportError:
     pass  # env_declaration.PACKAGING_MISSING: every use starts from normalize_declaration, which says so
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import PLATFORMS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import PLATFORMS, EnvLockError
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
@@ -56,14 +58,45 @@ def open_http(url: str, headers: dict, timeout: float):
     return open_url(url, headers=headers, timeout=timeout, use_netrc=False, decompress=False)
 
 
-def fetch_json(url: str, accept: str = "application/vnd.pypi.simple.v1+json") -> dict:
-    with open_http(url, {"Accept": accept, "User-Agent": "mlx-fleet-lock"}, timeout=60) as resp:
-        return json.load(resp)
+# What a GET may raise: urllib's URLError and HTTPError, a cut connection or a timeout (OSError), a
+# malformed answer (http.client), a certificate that does not verify (ansible's urls.ConnectionError).
+_UNREADABLE = (OSError, http.client.HTTPException, UrlsConnectionError)
+
+
+def fetch_json(url: str, accept: str = "application/vnd.pypi.simple.v1+json"):
+    """The JSON at URL; what cannot be read, or is not JSON (an HTML-only index), is an EnvLockError naming it."""
+    body = _get(url, {"Accept": accept, "User-Agent": "mlx-fleet-lock"}, 60)
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested past the recursion limit
+        raise EnvLockError(f"{url}: not JSON ({str(exc)[:100]}): --index needs an index that answers {accept} "
+                           "(PEP 691, as pypi.org/simple does); an HTML-only index cannot be used") from None
 
 
 def download(url: str) -> bytes:
-    with open_http(url, {"User-Agent": "mlx-fleet-lock"}, timeout=120) as resp:
-        return resp.read()
+    return _get(url, {"User-Agent": "mlx-fleet-lock"}, 120)
+
+
+def _get(url: str, headers: dict, timeout: float) -> bytes:
+    try:
+        with open_http(url, headers, timeout=timeout) as resp:
+            return resp.read()
+    except _UNREADABLE as exc:
+        raise EnvLockError(f"{url}: cannot be read ({getattr(exc, 'reason', None) or exc}): check --index and "
+                           "that the index is reachable") from None
+
+
+def project_files(url: str, fetch=fetch_json) -> list[dict]:
+    """The files of one project page of the index (PEP 691: a "files" list of objects with a filename, a url and
+    hashes); a page of another shape is an EnvLockError naming URL."""
+    data = fetch(url)
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("filename"), str) and isinstance(f.get("url"), str)
+            and isinstance(f.get("hashes", {}), dict) for f in files):
+        raise EnvLockError(f"{url}: not a PEP 691 project page (a \"files\" list of objects with filename, url and "
+                           "hashes): check --index")
+    return files
 
 
 def _same_version(filename_version, pinned: str) -> bool:
@@ -81,9 +114,8 @@ def index_files(name: str, version: str, hashes: list[str] | None, platforms, py
     When HASHES is given (from uv pip compile), a file whose sha256 is not one of them is
     left out: the lock holds only the bytes uv resolved.
     """
-    data = fetch(f"{index}/{canonicalize_name(name)}/")
     files = []
-    for f in data.get("files", []):
+    for f in project_files(f"{index}/{canonicalize_name(name)}/", fetch):
         fname = f["filename"]
         if not fname.endswith(".whl") or f.get("yanked"):
             continue
@@ -95,7 +127,7 @@ def index_files(name: str, version: str, hashes: list[str] | None, platforms, py
                 or not fits_python(fname, python_version)):
             continue
         sha = f.get("hashes", {}).get("sha256")
-        if not sha or (hashes is not None and sha not in hashes):
+        if not isinstance(sha, str) or not sha or (hashes is not None and sha not in hashes):
             continue
         files.append({"filename": fname, "url": f["url"], "sha256": sha, "size": f.get("size")})
     return sorted(files, key=lambda x: x["filename"])

@@ -12,6 +12,7 @@ fabric's bridge setting. Pure Python: the CLI (mlx_fleet.watch_cli) reaches the 
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from dataclasses import asdict, dataclass, field
 
@@ -125,8 +126,11 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
     if rc == 0:
         try:
             fingerprint = json.loads(text).get("digest")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             warnings.append(f"{FINGERPRINT_READ}: not JSON: {text.strip()[:200]!r}")
+        if not isinstance(fingerprint, (str, type(None))):
+            warnings.append(f"{FINGERPRINT_READ}: its digest is no string: {fingerprint!r:.200}")
+            fingerprint = None
     ports = []
     for port in (thunderbolt or {}).get("ports", []):
         inet = (interfaces or {}).get(port["device"] or "", {}).get("inet", [])
@@ -134,6 +138,11 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
             "receptacle", "device", "domain_uuid", "connected", "speed_gbps", "speed_is_max", "peers", "devices",
             "rdma_device", "rdma_state", "rdma_gids")} | {"inet": [f"{a['address']}/{a['prefixlen']}" for a in inet]})
     booted = parsed("boottime", parsers.parse_kern_boottime)
+    try:
+        booted_at = _when(booted) if booted else None
+    except (ValueError, OverflowError, OSError):  # a date past what a clock shows (year 10000 and on)
+        warnings.append(f"boottime: not a date: {booted}")
+        booted = booted_at = None
     route = reads.get("default_route", (1, ""))
     try:
         default_route = parsers.parse_route_get(route[1])["interface"] if route[0] == 0 else None
@@ -144,7 +153,7 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
         "error": "",
         "build": f"{sw['product_version']} ({sw['build_version']})" if sw else None,
         "booted": booted,
-        "booted_at": _when(booted) if booted else None,
+        "booted_at": booted_at,
         "power": power,
         "fingerprint": fingerprint,
         "bridge": (thunderbolt or {}).get("bridge"),
@@ -162,6 +171,39 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
 
 def unreachable(error: str) -> dict:
     return {"up": False, "error": error, "warnings": []}
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# What changes() reads of an earlier reading of a Mac, in the shapes observe() gives it: a record read back
+# (status.json's last_good) is checked against them.
+RECORD_SHAPES = {
+    "up": lambda v: isinstance(v, bool),
+    "booted": lambda v: v is None or _number(v),
+    "build": lambda v: v is None or isinstance(v, str),
+    "fingerprint": lambda v: v is None or isinstance(v, str),
+    "rdma_enabled": lambda v: v is None or isinstance(v, bool),
+    "power": lambda v: v is None or isinstance(v, dict),
+}
+
+
+def earlier(records) -> tuple[dict[str, dict], list[str]]:
+    """Earlier readings of the Macs read back (status.json's last_good): a record that is no object, or a field
+    of another shape than observe() gives it, is left out (the Mac's next reading replaces it); what was left
+    out, by name."""
+    if not isinstance(records, dict):
+        return {}, ["last_good"] if records is not None else []
+    kept, left_out = {}, []
+    for host, record in records.items():
+        if not isinstance(record, dict):
+            left_out.append(f"last_good {host}")
+            continue
+        wrong = [name for name, fits in RECORD_SHAPES.items() if name in record and not fits(record[name])]
+        left_out += [f"last_good {host} {name}" for name in wrong]
+        kept[host] = {name: value for name, value in record.items() if name not in wrong}
+    return kept, left_out
 
 
 # --- the cluster --------------------------------------------------------------------------------------

@@ -4,11 +4,12 @@ what is broken in red, and a table per Mac). Each is written atomically, so a re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_picture
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import template_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding as PictureFinding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
@@ -28,7 +29,9 @@ _METRICS = (
 
 
 def _label(value: str) -> str:
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    # The text format escapes backslash, quote and newline; the other control characters a Mac's names may
+    # carry are written as their escapes first (printable), so the file is safe to show in a terminal too.
+    return '"' + printable(str(value)).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _labels(**labels) -> str:
@@ -84,7 +87,8 @@ def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, wat
 
 def render_html(status: dict, svg: str | None, why: str, every: float | None) -> str:
     return template_environment().get_template("status.html.j2").render(
-        status=status, svg=svg[svg.index("<svg"):] if svg else None, why=why, refresh=int(every) if every else None)
+        status=printable(status), svg=svg[svg.index("<svg"):] if svg else None, why=why,
+        refresh=int(every) if every else None)
 
 
 def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[str, watch.Finding],
@@ -101,6 +105,29 @@ def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], f
         "events": events,
         "last_good": last_good,
     }
+
+
+def read_status(path: Path) -> tuple[int, dict[str, dict], list[str]]:
+    """The round and last_good of an earlier watch's status.json (0 and {} without one), and what of it was left
+    out: a file that is not JSON or not mlx-fleet-watch/1, a round that is no count, a Mac's record or field of
+    another shape (watch.earlier). Never an error: this round's files replace it."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return 0, {}, []
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not UTF-8, not JSON, nested too deep
+        return 0, {}, [f"{path}: not read ({str(exc)[:100]}); this round starts afresh"]
+    if not isinstance(data, dict) or data.get("format") != watch.FORMAT:
+        return 0, {}, [f"{path}: not a {watch.FORMAT} status; this round starts afresh"]
+    number = data.get("round", 0)
+    left_out = [] if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else ["round"]
+    last_good, more = watch.earlier(data.get("last_good", {}))
+    left_out += more
+    if not left_out:
+        return number, last_good, []
+    shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+    return (0 if "round" in left_out else number), last_good, [
+        f"{path}: left out what the watch does not write so: {shown}"]
 
 
 def write(directory: Path, baseline: watch.Baseline, status_data: dict, links: list[Link],

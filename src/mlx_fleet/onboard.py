@@ -25,7 +25,7 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
 from mlx_fleet.arguments import seconds
@@ -257,11 +257,11 @@ def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path
             if finding["kind"] in ("wrong port", "extra") and finding["message"] not in said and (
                     finding["cable"] in wanted or finding["kind"] == "extra"):
                 said.add(finding["message"])
-                stream.write(("\r\033[K" if live else "") + finding["message"] + "\n")
+                stream.write(("\r\033[K" if live else "") + terminal_text([finding["message"]]) + "\n")
         for host, message in report.unreachable.items():
             if message not in said:
                 said.add(message)
-                stream.write(("\r\033[K" if live else "") + f"unreachable: {host}: {message}\n")
+                stream.write(("\r\033[K" if live else "") + terminal_text([f"unreachable: {host}: {message}"]) + "\n")
         waiting = [c for c in wanted if c not in found]
         line = (f"cables: {len(seen)}/{len(wanted)} in"
                 + (f"; waiting for {', '.join(waiting)}" if waiting else ""))

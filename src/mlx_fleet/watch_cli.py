@@ -17,8 +17,10 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import fingerprint_path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import last_links
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
 from mlx_fleet import watch_service
+from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, UserError
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.plan import VerifyError, read_inventory
@@ -44,16 +46,16 @@ def add_watch_parser(sub, command) -> None:
         "  mlx-fleet watch --uninstall")
     parser.add_argument("-i", "--inventory", action="append",
                         help="inventory file or folder (repeatable), as for ansible-playbook")
-    parser.add_argument("--every", type=float, default=60, metavar="S", help="seconds between rounds (default: 60)")
+    parser.add_argument("--every", type=seconds, default=60, metavar="S", help="seconds between rounds (default: 60)")
     parser.add_argument("--once", action="store_true", help="one round, then exit 0, 1 or 4 (as audit)")
     parser.add_argument("--on-change", metavar="CMD", help="a shell command run for each event, the event as "
                                                              f"JSON on its stdin (at most {HOOK_TIMEOUT} s each)")
     parser.add_argument("--output-dir", help="where the last converge's records are (default: mlx_fleet_output_dir, "
                                              "else .mlx-fleet in the inventory's folder)")
     parser.add_argument("--out", help="folder for status.json, metrics.prom, status.html (default: OUTPUT_DIR/watch)")
-    parser.add_argument("--connect-timeout", type=float, default=5, metavar="S",
+    parser.add_argument("--connect-timeout", type=seconds, default=5, metavar="S",
                         help="seconds to wait for a Mac's ssh connection (default: 5)")
-    parser.add_argument("--rdma-timeout", type=float, default=5, metavar="S",
+    parser.add_argument("--rdma-timeout", type=seconds, default=5, metavar="S",
                         help="seconds ibv_devinfo may take before RDMA counts as stale (default: 5)")
     service = parser.add_mutually_exclusive_group()
     service.add_argument("--install", action="store_true",
@@ -66,21 +68,16 @@ def add_watch_parser(sub, command) -> None:
 def _hostfile_envs(path: Path, inventory: str) -> list[str]:
     """The environment the last converge's hostfile gives the ranks (none without a hostfile)."""
     try:
-        envs = json.loads(path.read_text()).get("envs") or []
+        data = json.loads(path.read_text())
+        envs = data.get("envs") or []
+        if not isinstance(envs, list):
+            raise ValueError(f"envs is {type(envs).__name__}, not a list")
     except FileNotFoundError:
         return []
-    except (OSError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{path}: not a hostfile ({exc}); rewrite it: "
+    except (OSError, ValueError, AttributeError, RecursionError) as exc:
+        raise ValueError(f"{path}: not a hostfile ({str(exc)[:100]}); rewrite it: "
                          f"{fixes.run_command('hostfile', inventory, cli=True)}") from None
     return [str(e) for e in envs]
-
-
-def _previous(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and data.get("format") == watch.FORMAT else {}
 
 
 class Watch:
@@ -89,8 +86,6 @@ class Watch:
             settings, hosts = read_inventory(args.inventory, ("mlx_fleet_model",))
         except VerifyError as exc:
             raise UserError(str(exc)) from None
-        if args.every <= 0 or args.connect_timeout <= 0 or args.rdma_timeout <= 0:
-            raise UserError("--every, --connect-timeout and --rdma-timeout must be positive")
         self.args, self.hosts = args, hosts
         self.records = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
         self.baseline = watch.Baseline(
@@ -101,9 +96,9 @@ class Watch:
         env = str(Path(settings.python).parent.parent)
         self.script = nodes.read_script(watch.PROBE_READS, None, bounded=watch.BOUNDED_READS,
                                          limit=args.rdma_timeout, files={watch.FINGERPRINT_READ: fingerprint_path(env)})
-        previous = _previous(self.out / watch_page.STATUS_FILE)
-        self.round = previous.get("round", 0)
-        self.last_good = previous.get("last_good", {})
+        self.round, self.last_good, left_out = watch_page.read_status(self.out / watch_page.STATUS_FILE)
+        for line in left_out:
+            print(terminal_text([f"watch: {line}"]), file=sys.stderr, flush=True)
         # --once and a new watch report what is wrong now; later rounds only what changed.
         self.findings: dict[str, watch.Finding] = {}
 
@@ -144,10 +139,7 @@ class Watch:
 
     def tell(self, events: list[dict]) -> None:
         for event in events:
-            clock = event["time"][11:19]
-            label = {"new": event["event"], "cleared": "cleared"}.get(event["state"], event["event"])
-            print(f"{clock} {label}: {event['message']}" + (f"\n  fix: {event['fix']}" if event["fix"] else ""),
-                  flush=True)
+            print(_said(event), flush=True)
             if self.args.on_change:
                 self.hook(event)
 
@@ -161,7 +153,14 @@ class Watch:
             return
         if result.returncode != 0:
             why = (result.stderr.strip().splitlines() or [f"exit status {result.returncode}"])[-1]
-            print(f"  --on-change failed (exit {result.returncode}): {why}", file=sys.stderr, flush=True)
+            print(terminal_text([f"  --on-change failed (exit {result.returncode}): {why}"]), file=sys.stderr, flush=True)
+
+
+def _said(event: dict) -> str:
+    """An event on the terminal: its line, and its fix below; the Macs' text in them cleaned (terminal_text)."""
+    label = {"new": event["event"], "cleared": "cleared"}.get(event["state"], event["event"])
+    return terminal_text([f"{event['time'][11:19]} {label}: {event['message']}",
+                          *([f"  fix: {event['fix']}"] if event["fix"] else [])])
 
 
 def _state(findings: dict) -> str:
@@ -203,12 +202,13 @@ def run_watch(args) -> int:
         events, macs = run.one_round()
         run.tell(events)
         down = [h for h, m in macs.items() if not m.get("up")]
-        print(f"watch: {len(macs)} Macs, {_state(run.findings)} ({where})")
         status = EXIT_UNREACHABLE if down else EXIT_ATTENTION if run.findings else EXIT_OK
-        print({EXIT_OK: "result: ok (exit 0)", EXIT_ATTENTION: "result: findings (exit 1)"}.get(
-            status, f"result: unreachable: {', '.join(down)} (exit 4)"))
+        print(terminal_text([f"watch: {len(macs)} Macs, {_state(run.findings)} ({where})", {
+            EXIT_OK: "result: ok (exit 0)", EXIT_ATTENTION: "result: findings (exit 1)"}.get(
+                status, f"result: unreachable: {', '.join(down)} (exit 4)")]))
         return status
-    print(f"watching {len(run.hosts)} Macs every {args.every:g} s ({where}); Ctrl-C stops", flush=True)
+    print(terminal_text([f"watching {len(run.hosts)} Macs every {args.every:g} s ({where}); Ctrl-C stops"]),
+          flush=True)
     rounds = 0
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop ends it as Ctrl-C does
     try:
@@ -220,6 +220,6 @@ def run_watch(args) -> int:
             time.sleep(max(0.0, args.every - (time.monotonic() - started)))
     except KeyboardInterrupt:
         pass
-    print(f"watch stopped after {rounds} round{'' if rounds == 1 else 's'}: {_state(run.findings)} now"
-          + "".join(f"\n  {f.message}" for f in run.findings.values()) + f"\n({where})", flush=True)
+    print(terminal_text([f"watch stopped after {rounds} round{'' if rounds == 1 else 's'}: {_state(run.findings)} now",
+                         *(f"  {f.message}" for f in run.findings.values()), f"({where})"]), flush=True)
     return EXIT_INTERRUPTED

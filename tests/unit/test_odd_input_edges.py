@@ -72,3 +72,71 @@ def test_a_macos_tool_that_hangs_fails_its_read_not_the_module(monkeypatch):
     rc, out, err = macos_commands.capture(object(), ["sleep", "60"])
     assert (rc, out) == (macos_commands.TIMED_OUT, "")
     assert err == "sleep 60: no answer within 1 s"
+
+
+# --- mlx-fleet lock --index: an index that cannot give the wheels' listing ------------------------------
+
+FAKE_UV = textwrap.dedent("""\
+    #!/bin/sh
+    # uv as `mlx-fleet lock` runs it: the version, and a compile that pins one hashed package.
+    case "$1" in
+      --version) echo "uv 0.13.9" ;;
+      pip) echo "mlx==0.32.4 --hash=sha256:{sha}" ;;
+    esac
+    """).format(sha="1" * 64)
+
+
+def _lock(tmp_path, index: str, capsys) -> tuple[int, str]:
+    (tmp_path / "inventory.yml").write_text("all:\n  children:\n    mlx_cluster:\n      hosts:\n        m1:\n")
+    uv = tmp_path / "uv"
+    uv.write_text(FAKE_UV)
+    uv.chmod(0o755)
+    status = main(["lock", "-i", str(tmp_path / "inventory.yml"), "--index", index, "--uv-bin", str(uv),
+                   "-o", str(tmp_path / "lock.json")])
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "lock.json").exists()
+    return status, err
+
+
+def test_lock_from_a_file_tree_that_is_no_json_index_is_one_line(tmp_path, capsys):
+    # A mirror laid out for pip (one index.html per project): no JSON page for the project's URL.
+    (tmp_path / "simple" / "mlx").mkdir(parents=True)
+    (tmp_path / "simple" / "mlx" / "index.html").write_text('<a href="mlx-0.32.4.whl">mlx-0.32.4.whl</a>\n')
+    status, err = _lock(tmp_path, f"file://{tmp_path}/simple", capsys)
+    assert status == EXIT_BAD_INPUT
+    assert err.startswith(f"mlx-fleet lock: file://{tmp_path}/simple/mlx/: cannot be read (")
+
+
+def test_lock_from_an_html_only_index_is_one_line(tmp_path, capsys, monkeypatch):
+    import http.server
+    import threading
+
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import package_index
+
+    class Html(http.server.BaseHTTPRequestHandler):  # answers HTML (PEP 503) whatever the Accept header asks
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = b'<!DOCTYPE html><html><body><a href="/f/mlx-0.32.4.whl">mlx-0.32.4.whl</a></body></html>\n'
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    real = package_index.open_http
+    # The lock accepts only https://; this server speaks plain http on this machine.
+    monkeypatch.setattr(package_index, "open_http", lambda url, *a, **k: real(url.replace("https:", "http:", 1), *a, **k))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    try:
+        index = f"https://127.0.0.1:{server.server_port}/simple"
+        status, err = _lock(tmp_path, index, capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == EXIT_BAD_INPUT
+    assert err.startswith(f"mlx-fleet lock: {index}/mlx/: not JSON (")

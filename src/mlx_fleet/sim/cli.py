@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from mlx_fleet.arguments import seconds
+
 DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
 
 
@@ -66,7 +68,7 @@ def add_sim_parser(sub, help_text: str) -> None:
     offer.add_argument("--macos-build", required=True, help="e.g. 25F84")
     offer.add_argument("--fault", action="append", default=[], metavar="NODE=FAULT",
                        help="rehearse an update gone wrong on NODE: no-prepare, no-return, filevault-locked, rdma-off")
-    offer.add_argument("--prepare-seconds", type=float, default=5.0,
+    offer.add_argument("--prepare-seconds", type=seconds, default=5.0,
                        help="how long the preparation takes before the restart (default: %(default)s; a Mac takes minutes)")
     with_dir(ssub.add_parser("unlock", help="log in at a node's FileVault login window (after an update)")).add_argument("node")
     pip = with_dir(ssub.add_parser("pip", help="pip of a Python environment on a node, as its owner, offline: "

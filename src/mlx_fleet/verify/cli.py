@@ -85,5 +85,5 @@ def run_verify(args, argv: list[str] | None = None) -> int:
     outcome = verify(cluster, options, out, launcher)
     data = report.build(outcome, ["mlx-fleet", *(argv if argv is not None else sys.argv[1:])])
     report.write(out, data)
-    print("\n".join(report.summary_lines(data, out)))
+    report.print_summary(data, out)
     return data["exit_code"]

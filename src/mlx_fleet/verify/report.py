@@ -24,6 +24,7 @@ from mlx_fleet.verify import compare
 from mlx_fleet.verify.diagnose import CAUSES, failure_lines
 from mlx_fleet.verify.jobs import Job
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES as RECOVERY_TEMPLATES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from mlx_fleet.verify.plan import format_size
 from mlx_fleet.verify.run import FAILED, PASSED, UNREACHABLE, Outcome
 
@@ -323,6 +324,11 @@ def summary_lines(data: dict, folder: Path) -> list[str]:
                                                           if not item["done"]))
     lines.append(f"  report: {folder / HTML_FILE} (data: {folder / JSON_FILE}, logs: {folder / LOG_DIR})")
     return lines
+
+
+def print_summary(data: dict, folder: Path) -> None:
+    """The summary on the terminal: the Macs' and the ranks' text in it cleaned (terminal_text)."""
+    print(terminal_text(summary_lines(data, folder)))
 
 
 # --- the picture and the page -----------------------------------------------------------------------
