@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import zipfile
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 from mlx_fleet import onboard, onboard_ssh
@@ -231,3 +233,20 @@ def test_a_port_with_a_drive_is_not_free_in_the_fabric_s_advice():
     port.update(connected=True, speed_is_max=False, devices=[{"name": "TS4", "vendor": "CalDigit", "depth": 1}])
     assert cluster.fabric().errors[-1].endswith(
         "connect mini-2 (no free Thunderbolt port: free one first) to mini-3 Thunderbolt 1")
+
+
+# --- issue 26, trust round two ------------------------------------------------------------------------
+
+def test_published_outputs_are_readable_by_all_and_writable_by_the_owner_only(tmp_path):
+    # A writer may leave a staged file group- or world-writable (umask 0); what is published is not.
+    old = os.umask(0)
+    try:
+        with staged(tmp_path) as stage:
+            (stage / "hostfile.json").write_text("{}")
+            (stage / "hostfile.json").chmod(0o666)
+    finally:
+        os.umask(old)
+    published = current_files(tmp_path)["hostfile.json"]
+    assert stat.S_IMODE(published.stat().st_mode) == 0o644
+    assert stat.S_IMODE(published.parent.stat().st_mode) == 0o755
+    assert (tmp_path / "hostfile.json").read_text() == "{}"
