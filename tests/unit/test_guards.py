@@ -20,7 +20,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma, runlock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
@@ -30,7 +30,7 @@ from mlx_fleet import onboard, onboard_ssh
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import check_program, jobs
-from factories import FABRIC, HOSTS, MESH, NODE, Cluster, converged, joining, lines, node, plan
+from factories import FABRIC, HOSTS, MESH, NODE, Cluster, converged, joining, lines, minis, node, plan
 
 
 # --- the run lock ---------------------------------------------------------------------------------------
@@ -250,3 +250,13 @@ def test_published_outputs_are_readable_by_all_and_writable_by_the_owner_only(tm
     assert stat.S_IMODE(published.stat().st_mode) == 0o644
     assert stat.S_IMODE(published.parent.stat().st_mode) == 0o755
     assert (tmp_path / "hostfile.json").read_text() == "{}"
+
+
+def test_a_cabled_port_with_no_rdma_device_is_not_ready():
+    cluster = minis(3).mesh()
+    _, port = cluster.port("mini-2:1")
+    port.update(rdma_device=None, rdma_state=None)
+    node = cluster.assess().nodes["mini-2"]
+    assert node.status == rdma.ENABLED_NOT_WORKING
+    assert [(p.receptacle, p.outcome) for p in node.ports] == [(1, "no device"), (2, "active")]
+    assert cluster.assess().nodes["mini-1"].status == rdma.READY
