@@ -20,7 +20,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma, runlock, watch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
@@ -30,6 +30,8 @@ from mlx_fleet import onboard, onboard_ssh
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import check_program, jobs
+from captures import THUNDERBOLT_OUTPUTS
+from conftest import FIXTURE_DIR, load
 from factories import FABRIC, HOSTS, MESH, NODE, Cluster, converged, joining, lines, minis, node, plan
 
 
@@ -260,3 +262,22 @@ def test_a_cabled_port_with_no_rdma_device_is_not_ready():
     assert node.status == rdma.ENABLED_NOT_WORKING
     assert [(p.receptacle, p.outcome) for p in node.ports] == [(1, "no device"), (2, "active")]
     assert cluster.assess().nodes["mini-1"].status == rdma.READY
+
+
+def _watch_reads(**changed):
+    """One Mac's probe reads for the watch, from real captures (as test_watch's)."""
+    return {name: (rc, out) for name, (rc, out, _) in THUNDERBOLT_OUTPUTS.items()} | {
+        "sw_vers": (0, load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt")),
+        "boottime": (0, load(FIXTURE_DIR / "sysctl-kern.boottime__chef-ohai-uptime__1.txt")),
+        "pmset": (0, load(FIXTURE_DIR / "pmset-g-custom__go-pmset-table-test__1.txt"))} | changed
+
+
+def test_ibv_devinfo_killed_by_timeout_s_exit_124_is_stale_rdma():
+    # 124 is what timeout(1) exits with (the probe's bounded read), whatever the code calls it.
+    mac = watch.observe(_watch_reads(ibv_devinfo=(124, "")))
+    assert mac["rdma_stale"] is True
+    assert all(port["rdma_state"] is None for port in mac["ports"])  # unknown, not the last state seen
+    found = watch.assess(watch.Baseline(["m1"]), {"m1": mac})
+    assert found["stale-rdma m1"].kind == "stale-rdma" and found["stale-rdma m1"].macs == ["m1"]
+    failed = watch.observe(_watch_reads(ibv_devinfo=(1, "")))
+    assert failed["rdma_stale"] is False
