@@ -20,8 +20,8 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma, runlock, watch
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
@@ -281,3 +281,26 @@ def test_ibv_devinfo_killed_by_timeout_s_exit_124_is_stale_rdma():
     assert found["stale-rdma m1"].kind == "stale-rdma" and found["stale-rdma m1"].macs == ["m1"]
     failed = watch.observe(_watch_reads(ibv_devinfo=(1, "")))
     assert failed["rdma_stale"] is False
+
+
+def _watched_pair() -> tuple[watch.Baseline, dict]:
+    """A converged cable a:1 -- b:2 as the watch's baseline, and both Macs' records of it."""
+    def record(number, uuid, peer, address):
+        return {"up": True, "error": "", "build": "26.2 (25C56)", "booted": 1000, "power": {"sleep": 0},
+                "fingerprint": "abc", "rdma_enabled": True, "rdma_stale": False, "warnings": [],
+                "bridge": {"device": "bridge0", "active": False, "members": [], "service_enabled": False},
+                "ports": [{"receptacle": number, "device": f"en{number + 1}", "domain_uuid": uuid, "connected": True,
+                           "speed_gbps": 80, "speed_is_max": False, "devices": [],
+                           "peers": [{"domain_uuid": peer, "model": "Mac16,11", "name": "Mac mini", "direct": True}],
+                           "rdma_device": f"rdma_en{number + 1}", "rdma_state": "PORT_ACTIVE", "inet": [address]}]}
+    baseline = watch.Baseline(["a", "b"], [cluster_model.link(Cable(Port("b", 2), Port("a", 1)), "192.168.0.0/30")],
+                              ["a", "b"], {"a": "mini-m4-pro", "b": "mini-m4-pro"}, inventory="inv")
+    return baseline, {"a": record(1, "A1", "B2", "192.168.0.1/30"), "b": record(2, "B2", "A1", "192.168.0.2/30")}
+
+
+def test_bridge0_active_with_members_while_its_service_is_off_is_a_bridge_finding():
+    baseline, macs = _watched_pair()
+    assert watch.assess(baseline, macs) == {}
+    macs["a"]["bridge"].update(active=True, members=["en2"])
+    found = watch.assess(baseline, macs)
+    assert [(f.kind, f.macs) for f in found.values()] == [("bridge", ["a"])]
