@@ -20,13 +20,13 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
-from mlx_fleet import onboard, onboard_ssh
+from mlx_fleet import onboard, onboard_ssh, watch_cli
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import check_program, jobs
@@ -286,8 +286,9 @@ def test_ibv_devinfo_killed_by_timeout_s_exit_124_is_stale_rdma():
 def _watched_pair() -> tuple[watch.Baseline, dict]:
     """A converged cable a:1 -- b:2 as the watch's baseline, and both Macs' records of it."""
     def record(number, uuid, peer, address):
-        return {"up": True, "error": "", "build": "26.2 (25C56)", "booted": 1000, "power": {"sleep": 0},
-                "fingerprint": "abc", "rdma_enabled": True, "rdma_stale": False, "warnings": [],
+        return {"up": True, "error": "", "build": "26.2 (25C56)", "booted": 1000, "booted_at": "1970-01-01T00:16:40Z",
+                "power": {"sleep": 0}, "fingerprint": "abc", "rdma_enabled": True, "rdma_stale": False, "warnings": [],
+                "services": [], "default_route": "en0", "filevault": None, "competing": [],
                 "bridge": {"device": "bridge0", "active": False, "members": [], "service_enabled": False},
                 "ports": [{"receptacle": number, "device": f"en{number + 1}", "domain_uuid": uuid, "connected": True,
                            "speed_gbps": 80, "speed_is_max": False, "devices": [],
@@ -304,3 +305,19 @@ def test_bridge0_active_with_members_while_its_service_is_off_is_a_bridge_findin
     macs["a"]["bridge"].update(active=True, members=["en2"])
     found = watch.assess(baseline, macs)
     assert [(f.kind, f.macs) for f in found.values()] == [("bridge", ["a"])]
+
+
+def test_an_unreachable_round_keeps_the_mac_s_last_good_state(tmp_path, monkeypatch):
+    baseline, good = _watched_pair()
+    rounds = iter([good, {"a": good["a"], "b": watch.unreachable("ssh: connect to host b port 22: timed out")}])
+    watcher = object.__new__(watch_cli.Watch)  # the inventory and the Macs are the two rounds above
+    watcher.args = SimpleNamespace(once=False, every=30, on_change=None)
+    watcher.baseline, watcher.out, watcher.round, watcher.last_good, watcher.findings = (
+        baseline, tmp_path / "watch", 0, {}, {})
+    monkeypatch.setattr(watcher, "read_records", lambda: None)
+    monkeypatch.setattr(watcher, "probe", lambda: next(rounds))
+    watcher.one_round()
+    events, _ = watcher.one_round()
+    assert [(e["event"], e["state"]) for e in events] == [("down", "new")]
+    status = json.loads((watcher.out / watch_page.STATUS_FILE).read_text())
+    assert status["last_good"]["b"] == good["b"] and watcher.last_good["b"] == good["b"]
