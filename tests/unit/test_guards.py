@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
@@ -321,3 +322,16 @@ def test_an_unreachable_round_keeps_the_mac_s_last_good_state(tmp_path, monkeypa
     assert [(e["event"], e["state"]) for e in events] == [("down", "new")]
     status = json.loads((watcher.out / watch_page.STATUS_FILE).read_text())
     assert status["last_good"]["b"] == good["b"] and watcher.last_good["b"] == good["b"]
+
+
+@pytest.mark.parametrize("bare", ["\tstatus:", "\tstatus:   "])
+def test_a_bare_status_line_in_ifconfig_is_a_value_error_naming_ifconfig(bare):
+    real = load(FIXTURE_DIR / "ifconfig-en2__apple-tn3205__1.txt")
+    assert mp.parse_ifconfig(real)["en2"]["status"] == "active"
+    with pytest.raises(ValueError, match="ifconfig"):
+        mp.parse_ifconfig(real.replace("\tstatus: active", bare).replace("    status: active", bare))
+
+
+def test_a_job_with_no_ranks_did_not_pass():
+    job = jobs.Job("all_sum", "all_sum", "all_sum", "ring", {}, None, ranks=[])
+    assert not job.passed
