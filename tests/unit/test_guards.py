@@ -14,6 +14,8 @@ import json
 import os
 import stat
 import zipfile
+from ipaddress import IPv4Interface
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -23,6 +25,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory, inventory_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
@@ -335,3 +338,31 @@ def test_a_bare_status_line_in_ifconfig_is_a_value_error_naming_ifconfig(bare):
 def test_a_job_with_no_ranks_did_not_pass():
     job = jobs.Job("all_sum", "all_sum", "all_sum", "ring", {}, None, ranks=[])
     assert not job.passed
+
+
+def test_a_pool_inside_the_controller_s_network_is_refused():
+    hosts = {"mini-1": {"ansible_host": "10.0.0.11"}}
+    controller = [("en0", IPv4Interface("172.16.3.20/12"))]
+    assert check_inventory(hosts, {"mlx_fleet_ip_pool": "192.168.0.0/16"}, controller) == []
+    problems = inventory_problems(hosts, {"mlx_fleet_ip_pool": "172.20.0.0/16"}, controller)
+    assert [p.variables for p in problems] == [("mlx_fleet_ip_pool",)]
+    assert "172.16.0.0/12" in problems[0].line
+
+
+def _target(user: str) -> onboard_ssh.Target:
+    return onboard_ssh.Target("studio-4", "10.0.0.14", user, [], "10.0.0.14", "10.0.0.14", 22,
+                              Path("/nonexistent/known_hosts"), Path("/nonexistent/id_ed25519"), False)
+
+
+@pytest.mark.parametrize("user", ["admin;id", "admin ALL", "$(id)", "admin`id`", "ad min", "admin\tALL", "../admin",
+                                  "admin\nALL"])
+def test_a_user_with_shell_or_sudoers_characters_is_refused_before_any_session(user):
+    with pytest.raises(UserError, match="--user"):
+        onboard_ssh.install_access(_target(user), "AAAA", "secret", passwordless_sudo=True)
+
+
+@pytest.mark.xfail(strict=True, reason="onboard_ssh._USER_RE ends in $, which also matches before a final newline: "
+                   "'admin\\n' is taken as a user name (re.fullmatch or \\Z would refuse it)")
+def test_a_user_with_a_trailing_newline_is_refused():
+    with pytest.raises(UserError, match="--user"):
+        onboard_ssh.install_access(_target("admin\n"), "AAAA", "secret", passwordless_sudo=True)
