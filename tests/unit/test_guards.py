@@ -21,6 +21,7 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
@@ -366,3 +367,12 @@ def test_a_user_with_shell_or_sudoers_characters_is_refused_before_any_session(u
 def test_a_user_with_a_trailing_newline_is_refused():
     with pytest.raises(UserError, match="--user"):
         onboard_ssh.install_access(_target("admin\n"), "AAAA", "secret", passwordless_sudo=True)
+
+
+def test_a_disabled_bridge_service_is_reported_disabled():
+    real = load(FIXTURE_DIR / "networksetup-listnetworkserviceorder__network-info-script__1.txt")
+    interfaces = {"bridge0": {"status": "active", "members": ["en2"]}}
+    assert node_facts.bridge_state(interfaces, mp.parse_network_service_order(real))["service_enabled"] is True
+    off = mp.parse_network_service_order(real.replace("(5) Thunderbolt Bridge", "(*) Thunderbolt Bridge"))
+    assert node_facts.bridge_state(interfaces, off) == {"device": "bridge0", "active": True, "members": ["en2"],
+                                                        "service_enabled": False}
