@@ -25,6 +25,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_fact
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import HostPorts, advise
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory, inventory_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
@@ -376,3 +377,14 @@ def test_a_disabled_bridge_service_is_reported_disabled():
     off = mp.parse_network_service_order(real.replace("(5) Thunderbolt Bridge", "(*) Thunderbolt Bridge"))
     assert node_facts.bridge_state(interfaces, off) == {"device": "bridge0", "active": True, "members": ["en2"],
                                                         "service_enabled": False}
+
+
+def test_ring_advice_never_runs_the_ring_over_the_cable_it_says_to_unplug():
+    # Two Macs joined by their only ports: the third can join a ring only over that cable, which it would
+    # have to unplug to free them.
+    hosts = [HostPorts("a", (1,), frozenset({1})), HostPorts("b", (1,), frozenset({1})), HostPorts("new", (1, 2))]
+    advice = advise("new", hosts, [Cable(Port("a", 1), Port("b", 1))], "ring")
+    assert not advice.possible and not advice.cables and not advice.unplug and not advice.ring
+    roomy = [HostPorts("a", (1, 2), frozenset({1})), HostPorts("b", (1, 2), frozenset({1})), HostPorts("new", (1, 2))]
+    advice = advise("new", roomy, [Cable(Port("a", 1), Port("b", 1))], "ring")
+    assert [str(c) for c in advice.cables] == ["new:1 -- a:2", "new:2 -- b:2"] and not advice.unplug
