@@ -13,6 +13,7 @@ import io
 import json
 import os
 import stat
+import tarfile
 import zipfile
 from ipaddress import IPv4Interface
 from pathlib import Path
@@ -27,6 +28,9 @@ from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import HostPorts, advise
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import python_builds
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory, inventory_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
@@ -388,3 +392,35 @@ def test_ring_advice_never_runs_the_ring_over_the_cable_it_says_to_unplug():
     roomy = [HostPorts("a", (1, 2), frozenset({1})), HostPorts("b", (1, 2), frozenset({1})), HostPorts("new", (1, 2))]
     advice = advise("new", roomy, [Cable(Port("a", 1), Port("b", 1))], "ring")
     assert [str(c) for c in advice.cables] == ["new:1 -- a:2", "new:2 -- b:2"] and not advice.unplug
+
+
+@pytest.mark.parametrize("place", ["https://mirror.example.com/python-build-standalone/releases/download",
+                                   PYTHON_BUILD_BASE + "-fork", "http://github.com/astral-sh/python-build-standalone/"
+                                   "releases/download"])
+def test_a_cpython_build_from_an_unknown_place_is_not_locked(place):
+    def metadata(base):
+        name = "cpython-3.12.16%2B20261110-aarch64-apple-darwin-install_only_stripped.tar.gz"
+        return {"m16": {"name": "cpython", "arch": {"family": "aarch64", "variant": None}, "os": "darwin",
+                        "libc": "none", "major": 3, "minor": 12, "patch": 16, "prerelease": "", "variant": None,
+                        "build": "20261110", "url": f"{base}/20261110/{name}", "sha256": "2" * 64}}
+
+    def sdist(base):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+            body = json.dumps(metadata(base)).encode()
+            info = tarfile.TarInfo("uv-0.13.9/crates/uv-python-managed/download-metadata.json")
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+        return buffer.getvalue()
+
+    decl = {"python_version": "3.12", "uv_version": "0.13.9", "platforms": ["macos-arm64"]}
+    for base, refused in ((PYTHON_BUILD_BASE, False), (place, True)):
+        body = sdist(base)
+        index = {"files": [{"filename": "uv-0.13.9.tar.gz", "url": "https://files/uv-0.13.9.tar.gz",
+                            "hashes": {"sha256": hashlib.sha256(body).hexdigest()}}]}
+        resolve = lambda: python_builds(decl, fetch=lambda url: index, download=lambda url: body)  # noqa: E731
+        if refused:
+            with pytest.raises(EnvLockError, match="unknown place"):
+                resolve()
+        else:
+            assert [b["sha256"] for b in resolve()["builds"]] == ["2" * 64]
