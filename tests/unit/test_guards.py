@@ -22,9 +22,11 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env as env_node
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
+from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import HostPorts, advise
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
@@ -42,6 +44,7 @@ from mlx_fleet.errors import UserError
 from mlx_fleet.verify import check_program, jobs
 from captures import THUNDERBOLT_OUTPUTS
 from conftest import FIXTURE_DIR, load
+from module_runner import Commands, run_module
 from factories import FABRIC, HOSTS, MESH, NODE, Cluster, converged, joining, lines, minis, node, plan
 
 
@@ -424,3 +427,31 @@ def test_a_cpython_build_from_an_unknown_place_is_not_locked(place):
                 resolve()
         else:
             assert [b["sha256"] for b in resolve()["builds"]] == ["2" * 64]
+
+
+def test_a_link_to_a_marked_folder_is_never_cleared_through_the_link(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / env_node.VENV_MARKER).write_text("made by mlx-fleet\n")
+    (real / "models").mkdir()
+    link = tmp_path / "venv"
+    link.symlink_to(real)
+    assert env_node.folder_state(str(link), env_node.VENV_MARKER) == "foreign"
+    module = SimpleNamespace(fail_json=lambda msg: (_ for _ in ()).throw(_Failed(msg)))
+    with pytest.raises(_Failed, match="not made by mlx-fleet"):
+        env_node.claim(module, str(link), env_node.VENV_MARKER, clear=True)
+    assert sorted(os.listdir(real)) == [env_node.VENV_MARKER, "models"] and link.is_symlink()
+
+
+def test_a_folder_at_mlx_env_path_mlx_fleet_did_not_make_is_not_swapped_out(tmp_path):
+    venv, beside = tmp_path / "venv", tmp_path / ".venv.next"
+    venv.mkdir()
+    (venv / "notes.txt").write_text("the user's own")
+    beside.mkdir()
+    (beside / env_node.VENV_MARKER).write_text("made by mlx-fleet\n")
+    Path(env_node.fingerprint_path(str(beside))).write_text(json.dumps({"digest": "new"}))
+    args = {"path": str(venv), "built": {"next": str(beside), "path": str(venv), "digest": "new"}}
+    result = run_module(mlx_env_switch.main, args, Commands({}))
+    assert result["failed"] and not result.get("changed")
+    assert sorted(os.listdir(venv)) == ["notes.txt"]
+    assert sorted(os.listdir(beside)) == sorted([env_node.VENV_MARKER, "mlx-fleet.fingerprint.json"])
