@@ -26,7 +26,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env a
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch
+from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch, thunderbolt_network
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import HostPorts, advise
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
@@ -455,3 +455,15 @@ def test_a_folder_at_mlx_env_path_mlx_fleet_did_not_make_is_not_swapped_out(tmp_
     assert result["failed"] and not result.get("changed")
     assert sorted(os.listdir(venv)) == ["notes.txt"]
     assert sorted(os.listdir(beside)) == sorted([env_node.VENV_MARKER, "mlx-fleet.fingerprint.json"])
+
+
+def test_two_ports_given_one_address_are_refused():
+    hardware = mp.parse_hardware_ports(load(FIXTURE_DIR / "networksetup-listallhardwareports__noahzelezny-Knurlogic__1.txt"))
+    one = {"hardware_port": "Thunderbolt 1", "device": "en2", "address": "192.168.77.1", "prefix": 30,
+           "peer": "192.168.77.2"}
+    two = {"hardware_port": "Thunderbolt 2", "device": "en3", "address": "192.168.77.5", "prefix": 30,
+           "peer": "192.168.77.6"}
+    assert [p["address"] for p in thunderbolt_network.check_ports([one, two], hardware)] == ["192.168.77.1",
+                                                                                            "192.168.77.5"]
+    with pytest.raises(thunderbolt_network.PlanError, match="192.168.77.1 is listed twice"):
+        thunderbolt_network.check_ports([one, dict(two, address="192.168.77.1", peer="192.168.77.2")], hardware)
