@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import stat
 import tarfile
 import zipfile
@@ -38,7 +39,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding impor
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
-from mlx_fleet import onboard, onboard_ssh, watch_cli
+from mlx_fleet import interrupt, onboard, onboard_ssh, watch_cli
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import check_program, jobs
@@ -467,3 +468,24 @@ def test_two_ports_given_one_address_are_refused():
                                                                                             "192.168.77.5"]
     with pytest.raises(thunderbolt_network.PlanError, match="192.168.77.1 is listed twice"):
         thunderbolt_network.check_ports([one, dict(two, address="192.168.77.1", peer="192.168.77.2")], hardware)
+
+
+def test_ctrl_c_interrupts_the_playbook_waits_the_grace_then_kills_its_groups_never_the_cli_s(monkeypatch):
+    me, mine = os.getpid(), os.getpgrp()
+    # A helper in the CLI's own group, ansible-playbook in its session, and one of its workers (setsid).
+    table = {90001: (me, mine), 90002: (me, 90002), 90003: (90002, 90003)}
+    sent, clock = [], [100.0]
+    monkeypatch.setattr(interrupt, "processes", lambda: dict(table))
+    monkeypatch.setattr(interrupt.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(os, "kill", lambda pid, signum: sent.append(("kill", pid, signum)))
+    monkeypatch.setattr(os, "killpg", lambda group, signum: sent.append(("killpg", group, signum)))
+    with interrupt.Stopper(grace=5.0) as stopper:
+        signal.raise_signal(signal.SIGINT)
+        assert sorted(sent) == [("kill", 90001, signal.SIGINT), ("kill", 90002, signal.SIGINT)]
+        clock[0] += 4.9
+        assert stopper.cancel() is False and all(what[2] == signal.SIGINT for what in sent)
+        clock[0] += 0.2
+        assert stopper.cancel() is True
+    killed = sorted(what[:2] for what in sent if what[2] == signal.SIGKILL)
+    assert killed == [("kill", 90001), ("kill", 90002), ("kill", 90003), ("killpg", 90002), ("killpg", 90003)]
+    assert ("killpg", mine) not in killed
