@@ -41,7 +41,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import L
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
 from mlx_fleet import interrupt, onboard, onboard_ssh, watch_cli
 from mlx_fleet import record as records
-from mlx_fleet.errors import UserError
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 from mlx_fleet.verify import check_program, jobs
 from captures import THUNDERBOLT_OUTPUTS
 from conftest import FIXTURE_DIR, load
@@ -489,3 +489,34 @@ def test_ctrl_c_interrupts_the_playbook_waits_the_grace_then_kills_its_groups_ne
     killed = sorted(what[:2] for what in sent if what[2] == signal.SIGKILL)
     assert killed == [("kill", 90001), ("kill", 90002), ("kill", 90003), ("killpg", 90002), ("killpg", 90003)]
     assert ("killpg", mine) not in killed
+
+
+@pytest.mark.parametrize("wait", [False, True])
+def test_onboarding_with_a_cable_to_unplug_waits_before_it_converges(monkeypatch, tmp_path, wait):
+    # Every advised cable already seen, but the plan moves a cable: the Mac is not converged until the
+    # person did (without --wait-for-cables the command stops there; with it, the cables are read first).
+    plan = {"model": "mini-m4-pro", "add": ["mini-1:1 -- new:2"], "seen": ["mini-1:1 -- new:2"],
+            "unplug": ["mini-1:1 -- mini-2:1"]}
+    ran = []
+
+    def run_playbook(name, *args, **kwargs):
+        ran.append(name)
+        return SimpleNamespace(exit_status=0, result=lambda result: plan if name == "onboard" else None)
+
+    monkeypatch.setattr(onboard.onboard_ssh, "which_ssh", lambda: None)
+    monkeypatch.setattr(onboard, "_inventory_view", lambda inventories, name: ({}, None))
+    monkeypatch.setattr(onboard.onboard_ssh, "resolve", lambda *a, **k: SimpleNamespace(needs_ansible_host=True))
+    monkeypatch.setattr(onboard, "_trust", lambda target, fingerprint: ("key", True))
+    monkeypatch.setattr(onboard, "_access", lambda *a: None)
+    monkeypatch.setattr(onboard, "_new_host_file", lambda folder, name, host_vars: folder / "new.yml")
+    monkeypatch.setattr(onboard, "print_plan", lambda plan: None)
+    monkeypatch.setattr(onboard, "edit_inventory", lambda *a: [])
+    monkeypatch.setattr(onboard, "wait_for_cables", lambda *a: ran.append("cables") or False)
+    monkeypatch.setattr(onboard.runner, "output_dir_from", lambda args: tmp_path)
+    monkeypatch.setattr(onboard.runner, "run_playbook", run_playbook)
+    args = SimpleNamespace(name="new", inventory=["inv.yml"], address="10.0.0.14", user=None, known_hosts=None,
+                           identity=None, host_key_fingerprint=None, password_file=None, ask_become_pass=False,
+                           verbose=0, passwordless_sudo=False, model=None, location=None, wait_for_cables=wait,
+                           cable_timeout=60.0)
+    assert onboard.run_onboard(args, summarize=lambda report: EXIT_OK) == EXIT_ATTENTION
+    assert ran == (["onboard", "cables"] if wait else ["onboard"])
