@@ -36,7 +36,7 @@ KEY_TYPE = "ssh-ed25519"
 SCAN_TIMEOUT = 10  # seconds for ssh-keyscan to get an answer
 SESSION_TIMEOUT = 60  # seconds for the password session as a whole
 SUDOERS_DIR = "/etc/sudoers.d"
-_USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]*$")
+_USER_RE = re.compile(r"[a-z_][a-z0-9_.-]*")
 
 
 @dataclass
@@ -250,7 +250,7 @@ def install_access(target: Target, host_key_b64: str, password: str, *, password
     """One password session: the controller's key into authorized_keys (modes 700/600, once), and with
     passwordless_sudo a validated sudoers drop-in. Raises UserError in one line; a refused password
     changes nothing."""
-    if not _USER_RE.match(target.user):
+    if not _USER_RE.fullmatch(target.user):
         raise UserError(f"--user {target.user!r} is not a macOS short user name")
     public_key = Path(f"{target.identity}.pub").read_text().strip()
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-onboard-") as private:

@@ -371,9 +371,8 @@ def test_a_user_with_shell_or_sudoers_characters_is_refused_before_any_session(u
         onboard_ssh.install_access(_target(user), "AAAA", "secret", passwordless_sudo=True)
 
 
-@pytest.mark.xfail(strict=True, reason="onboard_ssh._USER_RE ends in $, which also matches before a final newline: "
-                   "'admin\\n' is taken as a user name (re.fullmatch or \\Z would refuse it)")
 def test_a_user_with_a_trailing_newline_is_refused():
+    # `$` also matches before a final newline: the name must match whole (fullmatch).
     with pytest.raises(UserError, match="--user"):
         onboard_ssh.install_access(_target("admin\n"), "AAAA", "secret", passwordless_sudo=True)
 
