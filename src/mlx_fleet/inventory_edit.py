@@ -91,9 +91,15 @@ class _Document:
             yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
             try:
                 data = yaml.load(self.text)
+                same = self._dump(yaml, data) == self.text
             except YAMLError as exc:
                 raise NotEditable(f"{path} is not YAML ({str(exc).splitlines()[0]})") from exc
-            if self._dump(yaml, data) == self.text:
+            except (AttributeError, TypeError, RecursionError) as exc:
+                # ruamel.yaml's own failures on YAML it cannot build (a merge key naming its own mapping,
+                # nesting deeper than Python follows): a YAML error too, for the person who wrote it.
+                raise NotEditable(f"{path} is YAML mlx-fleet cannot read back ({type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())})") from exc
+            if same:
                 self.yaml, self.data = yaml, data
                 return
         raise NotEditable(f"{path} would not keep its formatting if mlx-fleet rewrote it")
