@@ -94,9 +94,9 @@ class _Document:
                 same = self._dump(yaml, data) == self.text
             except YAMLError as exc:
                 raise NotEditable(f"{path} is not YAML ({str(exc).splitlines()[0]})") from exc
-            except (AttributeError, TypeError, RecursionError) as exc:
-                # ruamel.yaml's own failures on YAML it cannot build (a merge key naming its own mapping,
-                # nesting deeper than Python follows): a YAML error too, for the person who wrote it.
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError, RecursionError) as exc:
+                # ruamel.yaml's own failures on YAML it cannot build or write back (a merge key naming its own
+                # mapping, a comment before a lone [], nesting deeper than Python follows): a YAML error too.
                 raise NotEditable(f"{path} is YAML mlx-fleet cannot read back ({type(exc).__name__}: "
                                   f"{' '.join(str(exc).split())})") from exc
             if same:

@@ -131,9 +131,11 @@ def test_what_it_cannot_edit_faithfully_is_refused_and_kept_byte_for_byte(tmp_pa
 @pytest.mark.parametrize("data, why", [
     (INVENTORY.replace("Rack A", "R\u00e4ck A").encode("latin-1"), r"hosts.yml is not UTF-8 text \(byte \d+\)"),
     (INVENTORY.replace("\n", "\r\n").encode(), "would not keep its formatting"),
-    # Found by tests/unit/test_odd_input_inventory.py: ruamel.yaml raised AttributeError on a merge into itself.
+    # Found by tests/unit/test_odd_input_inventory.py: ruamel.yaml raised AttributeError on a merge into itself,
+    # IndexError writing back a comment before a lone [].
     (b"macs: &macs\n  studio-1:\n  children:\n    mlx_cluster:\n      hosts:\n        <<: *macs\n",
      "is YAML mlx-fleet cannot read back"),
+    (b"# An example cluster.\n[]\n", "is YAML mlx-fleet cannot read back"),
 ])
 def test_an_inventory_it_cannot_read_is_one_line_and_kept(tmp_path, data, why):
     path = tmp_path / "hosts.yml"
