@@ -41,21 +41,22 @@ def read_text(path):
 
 
 def write_atomically(module, path, content, mode=0o644):
-    """Replace path with content: a temporary file beside it, synced to disk, moved over it with
-    module.atomic_move, then the folder synced, so a reader or a power cut sees the old file or the
-    complete new one. The folder must exist."""
+    """Replace path with content: a temporary file beside it (O_EXCL, given its mode through its descriptor),
+    synced to disk, renamed over it, then the folder synced, so a reader or a power cut sees the old file or
+    the complete new one. Nothing is done by path after the rename: root (become) never follows a link
+    planted there meanwhile. The folder must exist. (module: the caller's, as other writers take it.)"""
     folder = os.path.dirname(path)
     fd, temp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
             handle.write(to_bytes(content, errors="surrogate_or_strict"))
             handle.flush()
             os.fsync(handle.fileno())
-        module.atomic_move(temp, path)
+        os.rename(temp, path)
     finally:
-        if os.path.exists(temp):
+        if os.path.lexists(temp):
             os.unlink(temp)
-    os.chmod(path, mode)  # atomic_move keeps an existing file's mode, or gives a new one the umask's
     folder_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(folder_fd)

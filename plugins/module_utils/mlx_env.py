@@ -11,11 +11,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import hashlib
 import json
 import os
 import pwd
-import shutil
+import stat
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
 
@@ -172,23 +173,71 @@ def next_path(venv):
 
 def claim(module, folder, marker, clear=False):
     """Mark FOLDER as made by mlx-fleet (it is ours already, or empty), emptying it first when
-    CLEAR; a folder mlx-fleet did not make is never written to or cleared."""
-    state = folder_state(folder, marker)
-    if state == "foreign":
-        module.fail_json(msg="mlx_env: %s exists and was not made by mlx-fleet (it is not empty and has no %s); "
-                             "move it away or choose another folder" % (folder, marker))
-    if state == "missing":
-        module.fail_json(msg="mlx_env: %s does not exist; the role creates it before this task" % folder)
-    if clear and state == "ours":
-        for name in os.listdir(folder):
-            full = os.path.join(folder, name)
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full)
-            else:
-                os.unlink(full)
-    if clear or state == "empty":
-        with open(os.path.join(folder, marker), "w") as handle:
-            handle.write("Made by mlx-fleet (roles/mlx_env): it may clear this folder.\n")
+    CLEAR; a folder mlx-fleet did not make is never written to or cleared.
+
+    Root does this in a folder another account owns (the venv's parent is the admin's): everything
+    happens through FOLDER's descriptor and no link is followed, so a symlink planted meanwhile (at
+    the marker, or for a subfolder, during a long removal) is refused or removed, never written through."""
+    try:
+        folder_fd = _open_folder(folder)
+    except OSError as exc:
+        folder_fd, state = None, "missing" if exc.errno == errno.ENOENT else "foreign"
+    else:
+        state = _state_at(folder_fd, marker)
+    try:
+        if state == "foreign":
+            module.fail_json(msg="mlx_env: %s exists and was not made by mlx-fleet (it is not empty and has no %s); "
+                                 "move it away or choose another folder" % (folder, marker))
+        if state == "missing":
+            module.fail_json(msg="mlx_env: %s does not exist; the role creates it before this task" % folder)
+        if clear and state == "ours":
+            _clear_at(folder_fd)
+        if clear or state == "empty":
+            try:
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=folder_fd)
+            except OSError as exc:
+                module.fail_json(msg="mlx_env: cannot mark %s as mlx-fleet's (%s: %s appeared while it was being "
+                                     "cleared); nothing was written there: run the play again"
+                                 % (folder, exc.strerror, marker))
+            with os.fdopen(fd, "w") as handle:
+                handle.write("Made by mlx-fleet (roles/mlx_env): it may clear this folder.\n")
+    finally:
+        if folder_fd is not None:
+            os.close(folder_fd)
+
+
+def _open_folder(path, dir_fd=None):
+    """A descriptor of the folder PATH, never through a symlink (OSError: ENOTDIR or ELOOP when it is not a
+    folder). O_NONBLOCK: a FIFO planted there fails at once rather than blocking the open."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+
+
+def _state_at(folder_fd, marker):
+    """empty, ours (holds MARKER, a plain file) or foreign, of the folder open at FOLDER_FD."""
+    try:
+        if stat.S_ISREG(os.stat(marker, dir_fd=folder_fd, follow_symlinks=False).st_mode):
+            return "ours"
+    except OSError:
+        pass
+    return "empty" if not os.listdir(folder_fd) else "foreign"
+
+
+def _clear_at(folder_fd):
+    """Remove everything in the folder open at FOLDER_FD, subfolders through their own descriptors: a link
+    is unlinked, never followed."""
+    for name in os.listdir(folder_fd):
+        try:
+            sub = _open_folder(name, dir_fd=folder_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            os.unlink(name, dir_fd=folder_fd)
+            continue
+        try:
+            _clear_at(sub)
+        finally:
+            os.close(sub)
+        os.rmdir(name, dir_fd=folder_fd)
 
 
 def store_paths(store):
@@ -240,14 +289,15 @@ def path_problems(path, store):
 
 
 def folder_state(path, marker):
-    """missing, empty, ours (holds MARKER) or foreign (anything else, never cleared)."""
-    if not os.path.lexists(path):
-        return "missing"
-    if os.path.islink(path) or not os.path.isdir(path):
-        return "foreign"
-    if os.path.isfile(os.path.join(path, marker)):
-        return "ours"
-    return "empty" if not os.listdir(path) else "foreign"
+    """missing, empty, ours (holds MARKER) or foreign (anything else, a symlink too: never cleared)."""
+    try:
+        folder_fd = _open_folder(path)
+    except OSError as exc:
+        return "missing" if exc.errno == errno.ENOENT else "foreign"
+    try:
+        return _state_at(folder_fd, marker)
+    finally:
+        os.close(folder_fd)
 
 
 def tree_digest(root):

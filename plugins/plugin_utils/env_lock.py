@@ -74,9 +74,11 @@ def lock_text(lock: dict) -> str:
 
 def write_lock(lock: dict, path: str | os.PathLike) -> str:
     """Write the lock atomically (a reader, or a run reading it meanwhile, sees the old lock or the new
-    one, never part of it); its sha256."""
+    one, never part of it); its sha256. A symlinked lock stays one: the file it names is rewritten (a lock kept
+    in a dotfiles repository, shared between inventories), as the inventory editor does."""
     check_names(lock, "the new lock")
     text = lock_text(lock)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, text)
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,23 +41,29 @@ class Edit:
     remove_cables: list[str] = field(default_factory=list)
 
 
-def backup_path(path: Path) -> Path:
-    """Where the file's previous text is kept: beside it, with an extension Ansible skips in an inventory
-    folder and in group_vars (.bak)."""
-    return path.with_name(path.name + BACKUP_SUFFIX)
+def backup_path(path: Path, when: float | None = None) -> Path:
+    """Where the file's text before an edit at WHEN (now) is kept: beside it, named by the UTC time so every
+    edit keeps its own (a second edit in the same second is -2, -3, ...), with an extension Ansible skips in
+    an inventory folder and in group_vars (.bak)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
+    backup, number = path.with_name(f"{path.name}.{stamp}{BACKUP_SUFFIX}"), 1
+    while backup.exists():
+        number += 1
+        backup = path.with_name(f"{path.name}.{stamp}-{number}{BACKUP_SUFFIX}")
+    return backup
 
 
 def replace_file(path: Path, text: str) -> Path | None:
     """Write text over path atomically, keeping the file's mode (0600 for a new file) and its previous
-    text in backup_path(path) (returned; None for a new file). A symlink stays one: the file it names is
-    rewritten (a dotfiles repository, a shared inventory)."""
+    text in a new backup_path(path) (returned; None for a new file). A symlink stays one: the file it names
+    is rewritten (a dotfiles repository, a shared inventory)."""
     target = Path(os.path.realpath(path))
     if not target.exists():
         atomic_write_text(target, text, mode=0o600)
         return None
     mode = target.stat().st_mode & 0o777
     backup = backup_path(path)
-    atomic_write_text(backup, target.read_text(), mode=mode)
+    atomic_write_text(backup, target.read_bytes().decode("utf-8"), mode=mode)
     atomic_write_text(target, text, mode=mode)
     return backup
 
@@ -69,7 +76,14 @@ class _Document:
         from ruamel.yaml.error import YAMLError
 
         self.path = path
-        self.text = path.read_text()
+        try:
+            # Bytes decoded as they are (no newline translation): a file ruamel would not write back the
+            # same, CRLF endings too, is refused below rather than rewritten.
+            self.text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NotEditable(f"{path} is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise NotEditable(f"cannot read {path}: {exc.strerror}") from None
         for mapping, sequence, offset in _STYLES:
             yaml = YAML()
             yaml.preserve_quotes = True
@@ -77,9 +91,15 @@ class _Document:
             yaml.indent(mapping=mapping, sequence=sequence, offset=offset)
             try:
                 data = yaml.load(self.text)
+                same = self._dump(yaml, data) == self.text
             except YAMLError as exc:
                 raise NotEditable(f"{path} is not YAML ({str(exc).splitlines()[0]})") from exc
-            if self._dump(yaml, data) == self.text:
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError, RecursionError) as exc:
+                # ruamel.yaml's own failures on YAML it cannot build or write back (a merge key naming its own
+                # mapping, a comment before a lone [], nesting deeper than Python follows): a YAML error too.
+                raise NotEditable(f"{path} is YAML mlx-fleet cannot read back ({type(exc).__name__}: "
+                                  f"{' '.join(str(exc).split())})") from exc
+            if same:
                 self.yaml, self.data = yaml, data
                 return
         raise NotEditable(f"{path} would not keep its formatting if mlx-fleet rewrote it")
@@ -141,11 +161,31 @@ def _cables_home(inventory: _Document) -> tuple[_Document, dict]:
             mapping = document.data
         if isinstance(mapping, dict) and CABLES in mapping:
             return document, mapping
-    if not isinstance(group.get("vars"), dict):
+    if _editable(group.get("vars"), f"{inventory.path}: {GROUP}: vars") is None:
         from ruamel.yaml.comments import CommentedMap
 
         group["vars"] = CommentedMap()
     return inventory, group["vars"]
+
+
+def _editable(node, where: str, kinds: tuple = (dict,)):
+    """node, when mlx-fleet can change it in place without changing anything else (None: it makes a new one),
+    else NotEditable: another kind of value (a Jinja expression, a variable) would be replaced, losing what
+    it holds, and a node under a YAML anchor or merge key (&name, *name, <<) is shared with every place
+    naming it, which would change too."""
+    if node is None:
+        return None
+    if not isinstance(node, kinds):
+        raise NotEditable(f"{where} is {_kind(node)}, not the {'mapping' if kinds == (dict,) else 'list'} "
+                          "mlx-fleet can add to")
+    if getattr(getattr(node, "anchor", None), "value", None) or getattr(node, "merge", None):
+        raise NotEditable(f"{where} is shared through a YAML anchor or merge key (&, *, <<), and every place "
+                          "naming it would change too")
+    return node
+
+
+def _kind(node) -> str:
+    return "a text" if isinstance(node, str) else f"a {type(node).__name__.replace('Commented', '').lower()}"
 
 
 def _key(text: str):
@@ -155,20 +195,23 @@ def _key(text: str):
         return text
 
 
-def apply(inventories: list[str], edit: Edit) -> list[Path]:
+def apply(inventories: list[str], edit: Edit) -> dict[Path, Path | None]:
     """Write the host and the cables into the inventory; the files changed (none when all were there),
-    each with its previous text in backup_path(). Raises NotEditable before writing anything when the
-    inventory is not one faithful YAML file. Callers hold the run lock: two edits never interleave."""
+    each with the backup_path() keeping its previous text. Raises NotEditable before writing anything when
+    the inventory is not one YAML file mlx-fleet can edit faithfully. Callers hold the run lock: two edits
+    never interleave."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     inventory = _Document(inventory_file(inventories))
     group = _group(inventory.data)
     if group is None:
         raise NotEditable(f"{inventory.path} has no group {GROUP}")
-    if not isinstance(group.get("hosts"), dict):
+    where = f"{inventory.path}: {GROUP}"
+    _editable(group, where)
+    if _editable(group.get("hosts"), f"{where}: hosts") is None:
         group["hosts"] = CommentedMap()
-    entry = group["hosts"].get(edit.host)
-    if not isinstance(entry, dict):
+    entry = _editable(group["hosts"].get(edit.host), f"{where}: hosts: {edit.host}")
+    if entry is None:
         entry = group["hosts"][edit.host] = CommentedMap()
     for key, value in edit.host_vars.items():
         if entry.get(key) != value:
@@ -177,8 +220,9 @@ def apply(inventories: list[str], edit: Edit) -> list[Path]:
     if edit.add_cables or edit.remove_cables:
         document, mapping = _cables_home(inventory)
         documents.setdefault(document.path, document)
-        cables = mapping.get(CABLES)
-        if not isinstance(cables, list):
+        _editable(mapping, f"{document.path}: the mapping holding {CABLES}")
+        cables = _editable(mapping.get(CABLES), f"{document.path}: {CABLES}", (list,))
+        if cables is None:
             cables = mapping[CABLES] = CommentedSeq()
         gone = {_key(c) for c in edit.remove_cables}
         for index in reversed(range(len(cables))):
@@ -189,9 +233,7 @@ def apply(inventories: list[str], edit: Edit) -> list[Path]:
     # Render every file before writing any, so a failure leaves the inventory as it was.
     new_texts = {path: document.dumped() for path, document in documents.items()}
     changed = [path for path, text in new_texts.items() if text != documents[path].text]
-    for path in changed:
-        replace_file(path, new_texts[path])
-    return changed
+    return {path: replace_file(path, new_texts[path]) for path in changed}
 
 
 def lines_to_add(edit: Edit) -> str:

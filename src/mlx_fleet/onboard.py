@@ -337,7 +337,7 @@ def run_onboard(args, summarize) -> int:
         print(f"inventory: not changed: {exc}; add these lines yourself, then run `{converge}`:")
         print(inventory_edit.lines_to_add(edit))
         return EXIT_ATTENTION
-    updated = ", ".join(f"{p} (before: {inventory_edit.backup_path(p).name})" for p in changed)
+    updated = ", ".join(f"{p} (before: {backup.name})" for p, backup in changed.items())
     print(f"inventory: {'updated ' + updated if changed else 'already lists ' + name + ' and its cables'}")
 
     pending = [c for c in plan["add"] if c not in plan["seen"]]

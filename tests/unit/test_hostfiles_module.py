@@ -109,3 +109,22 @@ def test_the_hold_alone_makes_the_folder_and_is_released_alone(run, tmp_path):
     assert released["changed"] and released["files"] == {"hostfile.held": "removed"} and contents(folder) == {}
     assert not run(folder, held="")["changed"]
     assert run(tmp_path / "other")["failed"]  # neither hostfiles nor a hold: nothing to do is bad input
+
+
+def test_root_follows_no_link_planted_at_a_hostfile_once_it_is_in_place(run, tmp_path, monkeypatch):
+    victim = tmp_path / "secret"  # any file on the Mac, private to its owner
+    victim.write_text("key")
+    victim.chmod(0o600)
+    folder = tmp_path / "opt"
+    real_rename = os.rename
+
+    def rename(src, dst, *args, **kwargs):  # another process replaces the new file by a link at once
+        real_rename(src, dst, *args, **kwargs)
+        if os.path.basename(os.fsdecode(dst)) == "hostfile.json":
+            os.unlink(dst)
+            os.symlink(victim, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    assert run(folder, hostfile=JACCL)["files"] == {"hostfile-ring.json": "absent", "hostfile.json": "created"}
+    assert victim.read_text() == "key" and victim.stat().st_mode & 0o777 == 0o600
+    assert sorted(os.listdir(folder)) == ["hostfile.json"]  # no temporary left behind

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from mlx_fleet.inventory_edit import Edit, NotEditable, apply, backup_path, lines_to_add
+from mlx_fleet.inventory_edit import Edit, NotEditable, apply, lines_to_add
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def test_the_host_and_its_cables_are_added_and_everything_else_is_kept(tmp_path)
     path = tmp_path / "hosts.yml"
     path.write_text(INVENTORY)
     path.chmod(0o640)
-    assert apply([str(path)], NEW) == [path]
+    assert list(apply([str(path)], NEW)) == [path]
     text = path.read_text()
     expected = INVENTORY.replace(
         "        studio-2: {mlx_fleet_model: studio-m3-ultra}\n",
@@ -47,7 +48,7 @@ def test_the_host_and_its_cables_are_added_and_everything_else_is_kept(tmp_path)
     assert text == expected
     assert path.stat().st_mode & 0o777 == 0o640
     # Again: nothing to change, nothing written.
-    assert apply([str(path)], NEW) == []
+    assert apply([str(path)], NEW) == {}
 
 
 def test_cables_go_where_the_plan_lives_and_a_moved_cable_is_taken_out(tmp_path):
@@ -56,7 +57,7 @@ def test_cables_go_where_the_plan_lives_and_a_moved_cable_is_taken_out(tmp_path)
     hosts_before = (folder / "hosts.yml").read_text()
     edit = Edit("studio-4", {"ansible_host": "studio-4.local", "mlx_fleet_model": "studio-m3-ultra"},
                 ["studio-1:4 -- studio-4:2", "studio-2:4 -- studio-4:3"], ["studio-2:2 -- studio-1:2"])
-    changed = apply([str(folder)], edit)
+    changed = list(apply([str(folder)], edit))
     assert changed == [folder / "hosts.yml", folder / "group_vars" / "mlx_cluster.yml"]
     assert (folder / "hosts.yml").read_text().startswith(hosts_before.split("      vars:")[0])
     group_vars = (folder / "group_vars" / "mlx_cluster.yml").read_text()
@@ -87,6 +88,73 @@ def test_inventories_it_cannot_rewrite_faithfully_are_left_alone(tmp_path, conte
     assert path.read_text() == content
 
 
+ALIASED_HOSTS = """\
+macs: &macs
+  studio-1:
+  studio-2:
+all:
+  children:
+    mlx_cluster:
+      hosts: *macs
+    backups:
+      hosts: *macs
+"""
+
+
+@pytest.mark.parametrize("content, why", [
+    (INVENTORY.replace("""mlx_fleet_cables:
+          - studio-1:2 -- studio-2:2   # short cable
+          - 'studio-1:3 -- studio-3:2'
+""", 'mlx_fleet_cables: "{{ lab_cables + extra_cables }}"\n'), "mlx_fleet_cables is a text, not the list"),
+    (INVENTORY.replace("mlx_fleet_cables:", "mlx_fleet_cables: {a: b}\n        was_cables:"),
+     "mlx_fleet_cables is a map, not the list"),
+    (ALIASED_HOSTS, "mlx_cluster: hosts is shared through a YAML anchor"),
+    (ALIASED_HOSTS.replace("hosts: *macs\n    backups", "hosts:\n        <<: *macs\n    backups"),
+     "mlx_cluster: hosts is shared through a YAML anchor or merge key"),
+    ("studio: &studio\n  mlx_fleet_model: studio-m3-ultra\nall:\n  children:\n    mlx_cluster:\n      hosts:\n"
+     "        studio-1: *studio\n        studio-4: *studio\n", "hosts: studio-4 is shared"),
+    ("plan: &plan\n- studio-1:2 -- studio-2:2\nall:\n  children:\n    mlx_cluster:\n      hosts:\n        studio-1:\n"
+     "      vars:\n        mlx_fleet_cables: *plan\n", "mlx_fleet_cables is shared"),
+    (INVENTORY.replace("      vars:\n        ansible_user: admin\n        # cabled by hand in March\n"
+                       "        mlx_fleet_cables:\n          - studio-1:2 -- studio-2:2   # short cable\n"
+                       "          - 'studio-1:3 -- studio-3:2'\n", "      vars: \"{{ lab_vars }}\"\n"),
+     "mlx_cluster: vars is a text, not the mapping"),
+])
+def test_what_it_cannot_edit_faithfully_is_refused_and_kept_byte_for_byte(tmp_path, content, why):
+    path = tmp_path / "hosts.yml"
+    path.write_text(content)
+    with pytest.raises(NotEditable, match=why):
+        apply([str(path)], NEW)
+    assert path.read_bytes() == content.encode() and sorted(p.name for p in tmp_path.iterdir()) == ["hosts.yml"]
+
+
+@pytest.mark.parametrize("data, why", [
+    (INVENTORY.replace("Rack A", "R\u00e4ck A").encode("latin-1"), r"hosts.yml is not UTF-8 text \(byte \d+\)"),
+    (INVENTORY.replace("\n", "\r\n").encode(), "would not keep its formatting"),
+    # Found by tests/unit/test_odd_input_inventory.py: ruamel.yaml raised AttributeError on a merge into itself,
+    # IndexError writing back a comment before a lone [].
+    (b"macs: &macs\n  studio-1:\n  children:\n    mlx_cluster:\n      hosts:\n        <<: *macs\n",
+     "is YAML mlx-fleet cannot read back"),
+    (b"# An example cluster.\n[]\n", "is YAML mlx-fleet cannot read back"),
+])
+def test_an_inventory_it_cannot_read_is_one_line_and_kept(tmp_path, data, why):
+    path = tmp_path / "hosts.yml"
+    path.write_bytes(data)
+    with pytest.raises(NotEditable, match=why) as refused:
+        apply([str(path)], NEW)
+    assert "\n" not in str(refused.value) and path.read_bytes() == data
+
+
+def test_every_edit_keeps_its_own_backup(tmp_path):
+    path = tmp_path / "hosts.yml"
+    path.write_text(INVENTORY)
+    first = apply([str(path)], NEW)[path]
+    after_first = path.read_text()
+    second = apply([str(path)], Edit("studio-5", {}, ["studio-1:5 -- studio-5:2"]))[path]
+    assert first != second and first.read_text() == INVENTORY and second.read_text() == after_first
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["hosts.yml", first.name, second.name])
+
+
 def test_the_lines_to_add_by_hand():
     assert lines_to_add(NEW) == (
         "under mlx_cluster: hosts: (YAML)\n"
@@ -103,11 +171,10 @@ def test_a_symlinked_inventory_stays_a_link_and_the_previous_text_is_kept(tmp_pa
     real.chmod(0o640)
     link = tmp_path / "hosts.yml"
     link.symlink_to(real)
-    assert apply([str(link)], NEW) == [link]
+    backup = apply([str(link)], NEW)[link]
     assert link.is_symlink() and "studio-4:" in real.read_text()
     assert real.stat().st_mode & 0o777 == 0o640
-    backup = backup_path(link)
-    assert backup.name == "hosts.yml.mlx-fleet.bak" and backup.read_text() == INVENTORY
+    assert re.fullmatch(r"hosts\.yml\.\d{8}T\d{6}Z\.mlx-fleet\.bak", backup.name) and backup.read_text() == INVENTORY
     assert backup.stat().st_mode & 0o777 == 0o640
 
 
@@ -123,4 +190,4 @@ def test_an_onboarding_edits_the_inventory_only_under_the_run_lock(tmp_path, mon
         with pytest.raises(Busy, match="inventory not changed: .* is in use by mlx-fleet onboard of studio-5"):
             edit_inventory([str(path)], NEW, tmp_path / ".mlx-fleet")
     assert path.read_text() == INVENTORY
-    assert edit_inventory([str(path)], NEW, tmp_path / ".mlx-fleet") == [path]
+    assert list(edit_inventory([str(path)], NEW, tmp_path / ".mlx-fleet")) == [path]

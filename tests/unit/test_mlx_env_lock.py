@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -382,6 +383,19 @@ def test_a_lock_that_cannot_be_written_whole_leaves_the_previous_one(tmp_path, m
     with pytest.raises(OSError, match="No space left"):
         env_lock.write_lock(data, path)
     assert path.read_text() == "the previous lock\n" and sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_symlinked_lock_stays_a_link_and_the_file_it_names_is_rewritten(tmp_path):
+    data, _ = env_lock.load_lock(REPO / "inventory" / "example" / ".mlx-env.lock.json")
+    real = tmp_path / "dotfiles" / "mlx-env.lock.json"
+    real.parent.mkdir()
+    real.write_text("the previous lock\n")
+    path = tmp_path / "inventory" / ".mlx-env.lock.json"
+    path.parent.mkdir()
+    path.symlink_to(real)
+    sha = env_lock.write_lock(data, path)
+    assert path.is_symlink() and os.readlink(path) == str(real)
+    assert env_lock.load_lock(path) == (data, sha) and sorted(os.listdir(path.parent)) == [path.name]
 
 
 def test_a_lock_is_never_resolved_from_a_plain_http_index():

@@ -71,6 +71,58 @@ def test_only_a_marked_or_empty_folder_is_cleared(tmp_path):
     assert sorted(os.listdir(venv)) == [node.VENV_MARKER]
 
 
+def _admin_folder(tmp_path):
+    """The venv's parent as on a Mac where it is not root's: owned by another account (nobody)."""
+    parent = tmp_path / "admin"
+    parent.mkdir()
+    os.chown(parent, 65534, 65534)
+    victim = tmp_path / "etc-sudoers"  # any root-owned file on the Mac
+    victim.write_text("root ALL=(ALL) ALL\n")
+    victim.chmod(0o440)
+    return parent, victim
+
+
+def test_clearing_as_root_writes_nothing_through_a_symlink_the_folders_owner_plants(tmp_path, monkeypatch):
+    parent, victim = _admin_folder(tmp_path)
+    venv = parent / "venv"
+    venv.mkdir()
+    (venv / node.VENV_MARKER).write_text("")
+    (venv / "lib").mkdir()
+    (venv / "lib" / "mlx.py").write_text("")
+    (venv / "etc").symlink_to(tmp_path)  # a link inside is removed, what it names is kept
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):  # the admin's process, during the long removal
+        real_unlink(path, *args, **kwargs)
+        if os.path.basename(path) == node.VENV_MARKER:
+            (venv / node.VENV_MARKER).symlink_to(victim)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    with pytest.raises(Failed, match="cannot mark .* appeared while it was being cleared"):
+        node.claim(FakeModule(), str(venv), node.VENV_MARKER, clear=True)
+    assert victim.read_text() == "root ALL=(ALL) ALL\n" and victim.stat().st_mode & 0o777 == 0o440
+    assert sorted(os.listdir(tmp_path)) == ["admin", "etc-sudoers"]
+    assert os.listdir(venv) == [node.VENV_MARKER] and (venv / node.VENV_MARKER).is_symlink()
+
+
+@pytest.mark.parametrize("clear", [True, False])
+def test_a_symlinked_venv_or_marker_is_foreign_and_never_written(tmp_path, clear):
+    parent, victim = _admin_folder(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / node.VENV_MARKER).write_text("")
+    (elsewhere / "keep").write_text("kept")
+    (parent / "venv").symlink_to(elsewhere)
+    marked = parent / ".venv.next"
+    marked.mkdir()
+    (marked / node.VENV_MARKER).symlink_to(victim)
+    for folder in (parent / "venv", marked):
+        assert node.folder_state(str(folder), node.VENV_MARKER) in ("foreign", "empty")
+        with pytest.raises(Failed, match="was not made by mlx-fleet|cannot mark"):
+            node.claim(FakeModule(), str(folder), node.VENV_MARKER, clear=clear)
+    assert (elsewhere / "keep").read_text() == "kept" and victim.read_text() == "root ALL=(ALL) ALL\n"
+
+
 def _extracted(store, key="cpython-3.12.16-macos-aarch64-none"):
     root = store / "python" / key / "python"
     (root / "bin").mkdir(parents=True)
