@@ -509,7 +509,7 @@ def test_onboarding_with_a_cable_to_unplug_waits_before_it_converges(monkeypatch
     monkeypatch.setattr(onboard, "_access", lambda *a: None)
     monkeypatch.setattr(onboard, "_new_host_file", lambda folder, name, host_vars: folder / "new.yml")
     monkeypatch.setattr(onboard, "print_plan", lambda plan: None)
-    monkeypatch.setattr(onboard, "edit_inventory", lambda *a: [])
+    monkeypatch.setattr(onboard, "edit_inventory", lambda *a: {})  # {changed file: its backup}
     monkeypatch.setattr(onboard, "wait_for_cables", lambda *a: ran.append("cables") or False)
     monkeypatch.setattr(onboard.runner, "output_dir_from", lambda args: tmp_path)
     monkeypatch.setattr(onboard.runner, "run_playbook", run_playbook)
