@@ -112,6 +112,9 @@ def test_the_summary_is_every_mac_on_the_target_only_when_every_mac_is_done(setu
 
     runs.then = failed
     assert cli.main(argv) == EXIT_ATTENTION
+    # Every Mac recorded done, but a step after them failed (the hold's release, the hostfiles): not a success.
+    record(out, m2=(ou.DONE, {"after": PLAN["target"]}), m1=(ou.DONE, {"after": PLAN["target"]}))
+    assert cli.main(argv) == EXIT_ATTENTION
 
 
 def test_a_reason_a_mac_supplied_is_printed_cleaned(setup, capsys):
