@@ -91,4 +91,5 @@ def test_text_that_is_no_json_object_is_bad_record(text):
 
 
 def test_the_generated_inputs_were_many():
+    print(f"\nos-update.json odd input: {RUNS} inputs")
     assert RUNS >= 5000, RUNS
