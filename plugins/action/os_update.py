@@ -10,6 +10,7 @@ event, log or record. Only macos_update receives it, as a no_log option."""
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import time
@@ -25,6 +26,18 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run
 FACTS = "mlx_fleet.cluster.os_update_facts"
 NODE_STATE = "mlx_fleet.cluster.node_state"
 PASSWORD_VAR = "mlx_fleet_os_update_password"
+
+
+def _seconds(args: dict, key: str, default: float) -> float:
+    """A wait's bound from the task, refused before any install when it is no number of seconds (`nan`, `inf`
+    and negatives would skip the wait or never end it)."""
+    try:
+        value = float(args.get(key) or default)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise AnsibleActionFail(f"{key}: {args.get(key)!r} is not a positive, finite number of seconds")
+    return value
 
 
 class ActionModule(ActionBase):
@@ -77,7 +90,7 @@ class ActionModule(ActionBase):
         """'back', or what went wrong: no-restart, no-return, locked, old-build."""
         deadline, went_down, unlock_tried = time.monotonic() + timeout, False, False
         while time.monotonic() < deadline:
-            time.sleep(poll)
+            time.sleep(max(0.0, min(poll, deadline - time.monotonic())))  # never past the deadline
             try:
                 self._connection.reset()  # the Mac restarts: never reuse a connection from before
             except Exception:  # noqa: BLE001 - nothing to reset is fine
@@ -113,8 +126,12 @@ class ActionModule(ActionBase):
         target = plan["target"]
         output_dir = Path(args["output_dir"])
         record_path = output_dir / os_update.RECORD_FILE
-        record = os_update.read_record(record_path) or os_update.new_record(plan, None)
-        timeout = int(args.get("timeout") or os_update.DEFAULT_TIMEOUT)
+        try:
+            record = os_update.read_record(record_path) or os_update.new_record(plan, None)
+        except os_update.BadRecord as exc:
+            raise AnsibleActionFail(str(exc)) from None
+        timeout, poll = (_seconds(args, key, default) for key, default in (("timeout", os_update.DEFAULT_TIMEOUT),
+                                                                             ("poll", 10)))
         inventory = args.get("inventory") or "INVENTORY"
         record["inventory"] = inventory  # for the hold line beside the hostfiles
         result.update(changed=False, host=name)
@@ -149,19 +166,21 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(f"{name}: {exc}") from None
             if not password:
                 raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
-            os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))
-            os_update.write_record(record_path, record)
-            res = self._execute_module(module_name="mlx_fleet.cluster.macos_update", module_args={
-                "label": plan["labels"][name], "build": target["build"], "user": args["user"], "password": password,
-                "confirm_timeout": int(args.get("confirm_timeout") or 120)}, task_vars=task_vars)
-            if res.get("failed"):
-                return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed"),
-                                                      res.get("error") or ""))
-            result["changed"] = True
-            os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
-            os_update.write_record(record_path, record)
-            outcome = self._wait(task_vars, target["build"], before["build"], timeout, float(args.get("poll") or 10),
-                                 password)
+            if not os_update.installing(previous):
+                os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))
+                os_update.write_record(record_path, record)
+                res = self._execute_module(module_name="mlx_fleet.cluster.macos_update", module_args={
+                    "label": plan["labels"][name], "build": target["build"], "user": args["user"],
+                    "password": password, "confirm_timeout": int(args.get("confirm_timeout") or 120)},
+                    task_vars=task_vars)
+                if res.get("failed"):
+                    return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed"),
+                                                          res.get("error") or ""))
+                result["changed"] = True
+                os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
+                os_update.write_record(record_path, record)
+            # else an interrupted run started its install, which goes on by itself: wait for its restart
+            outcome = self._wait(task_vars, target["build"], before["build"], timeout, poll, password)
             if outcome != "back":
                 return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
         after = self._read(task_vars, checks=True)

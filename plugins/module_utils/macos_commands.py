@@ -147,16 +147,15 @@ def parse_or_warn(module, parser, text, *args):
     return parsed
 
 
-def start_detached(argv, stdin_text, log_path):
+def start_detached(argv, stdin_text, log_fd):
     """Start a command in its own session with STDIN_TEXT on its standard input (a secret never goes in
-    argv), its output appended to LOG_PATH (created 0600); it outlives the module and its SSH connection.
+    argv), its output to LOG_FD (the caller's open log); it outlives the module and its SSH connection.
     Returns the Popen (poll() says whether it ended)."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=log_fd, stderr=log_fd,
+                               start_new_session=True, close_fds=True, env=dict(os.environ, LC_ALL="C"))
     try:
-        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=fd, stderr=fd, start_new_session=True,
-                                   close_fds=True, env=dict(os.environ, LC_ALL="C"))
-    finally:
-        os.close(fd)
-    process.stdin.write(stdin_text.encode())
-    process.stdin.close()
+        process.stdin.write(stdin_text.encode())
+        process.stdin.close()
+    except BrokenPipeError:
+        pass  # it ended without reading its input: its exit status and output say why
     return process

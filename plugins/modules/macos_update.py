@@ -22,7 +22,9 @@ description:
     C(mlx_fleet.cluster.os_update) action's.
   - Does nothing when C(sw_vers) already reports O(build).
   - Needs root (C(become)); on Apple silicon root alone cannot install an OS update, hence O(user) and O(password).
-  - The install's output goes to O(log) (root only); it never holds the password.
+  - The install's output is appended to O(log) (root only; a rerun keeps the earlier output); it never holds the
+    password. The log's folder must be root's and not writable by others, and the log is never opened through a
+    symbolic link.
 version_added: "0.3.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
@@ -93,13 +95,54 @@ error:
   returned: when it failed
 """
 
+import errno
 import os
+import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     output_of, parse_or_fail, run_reads, start_detached)
+
+
+class UnsafeLog(Exception):
+    """The log's folder or file is one another account could swap for a link to a file root then writes."""
+
+
+def open_log(path):
+    """The install's log opened for appending (a rerun keeps the earlier runs' output), in a folder only root
+    can change, never through a link; (fd, the offset where this run's output starts)."""
+    folder, name = os.path.split(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, 0o755)
+    folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        info = os.fstat(folder_fd)
+        if info.st_uid != 0 or info.st_mode & 0o022:
+            raise UnsafeLog("{0}: owned by uid {1} with mode {2:o}; the install's log needs a folder only root can "
+                            "change (chown root and chmod go-w it, or give another log)".format(
+                                folder, info.st_uid, info.st_mode & 0o7777))
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                         dir_fd=folder_fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafeLog("{0}: a symbolic link; remove it (the install's log is never written through a "
+                                "link)".format(path))
+            raise
+    finally:
+        os.close(folder_fd)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != 0:
+        os.close(fd)
+        raise UnsafeLog("{0}: not a regular file of root's; remove it".format(path))
+    return fd, info.st_size
+
+
+def read_from(fd, offset):
+    """What the log holds from OFFSET on."""
+    return os.pread(fd, max(0, os.fstat(fd).st_size - offset), offset).decode("utf-8", "replace")
 
 
 def main():
@@ -118,20 +161,26 @@ def main():
         module.exit_json(changed=True, started=False, build=sw["build_version"])
     tool = module.get_bin_path("softwareupdate", required=True)
     argv = [tool, "--install", p["label"], "--agree-to-license", "--restart", "--user", p["user"], "--stdinpass"]
-    folder = os.path.dirname(p["log"])
-    if not os.path.isdir(folder):
-        os.makedirs(folder, 0o755)
-    # Its own session: the install outlives this module and the SSH connection that started it.
-    process = start_detached(argv, p["password"] + "\n", p["log"])
-    deadline = time.monotonic() + p["confirm_timeout"]
-    while True:
-        with open(p["log"]) as handle:
-            text = handle.read()
-        said = parsers.parse_softwareupdate_install(text)
-        done = process.poll() is not None
-        if said["error"] or said["started"] or done or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+    try:
+        fd, offset = open_log(p["log"])
+    except UnsafeLog as exc:
+        module.fail_json(msg=str(exc), started=False, build=sw["build_version"])
+    try:
+        # Its own session: the install outlives this module and the SSH connection that started it.
+        process = start_detached(argv, p["password"] + "\n", fd)
+        deadline = time.monotonic() + p["confirm_timeout"]
+        while True:
+            text = read_from(fd, offset)
+            said = parsers.parse_softwareupdate_install(text)
+            done = process.poll() is not None
+            if said["error"] or said["started"] or done or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if done:
+            text = read_from(fd, offset)  # all it wrote before it ended
+            said = parsers.parse_softwareupdate_install(text)
+    finally:
+        os.close(fd)
     if said["error"] or (done and process.returncode != 0):
         why = said["error"] or said["last"] or "exit {0}".format(process.returncode)
         module.fail_json(msg="softwareupdate --install failed: {0}".format(why), started=False, output=text,

@@ -9,6 +9,7 @@ target, so a rerun never updates a Mac twice and skips none.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -
         matches = [t for t in known.values() if wanted in (t["build"], t["version"])]
         if not matches:
             raise Refused([f"no Mac is on or offered macOS {wanted}: " + offered_line(names, macs)], bad_input=True)
-        target = max(matches, key=lambda t: version_tuple(t["version"]))
+        target = max(matches, key=_newness)
         labels = reach(target["build"])
         if labels is None:
             missing = [n for n in names if macs[n]["build"] != target["build"]
@@ -71,8 +72,19 @@ def choose_target(names: list[str], macs: dict[str, dict], wanted: str | None) -
     if not reachable:
         raise Refused(["no macOS build is offered to every Mac: " + offered_line(names, macs)
                        + "; give one with --to"])
-    target = max(reachable, key=lambda t: version_tuple(t["version"]))
+    target = max(reachable, key=_newness)
     return dict(target, labels=reach(target["build"]))
+
+
+def build_tuple(build: str) -> tuple:
+    """(25, "C", 101, "") from "25C101", in the order Apple numbers builds (major, train letter, number, a
+    security response's letter); () for a build of another form, which then orders first."""
+    found = re.fullmatch(r"(\d+)([A-Z])(\d+)([a-z]?)", build or "")
+    return (int(found[1]), found[2], int(found[3]), found[4]) if found else ()
+
+
+def _newness(target: dict) -> tuple:
+    return version_tuple(target["version"]), build_tuple(target["build"])
 
 
 def _offers_text(mac: dict) -> str:
@@ -103,16 +115,63 @@ def order(names: list[str], todo: list[str], canary: str | None) -> list[str]:
     return ([first] if first else []) + middle + ([rank0] if rank0 in todo and rank0 != first else [])
 
 
+class BadRecord(Refused):
+    """OUTPUT_DIR/os-update.json is not a record this version can trust; its one line names the file, what is
+    wrong and the fix (every reader of the record raises this, and only this, for a malformed file)."""
+
+    def __init__(self, path: str | Path, why: str):
+        super().__init__([f"{path}: not a readable update record ({why}); move it away to start afresh"],
+                         bad_input=True)
+
+
+# What each field of a record must be: a Mac's entry, and the record around it.
+_MAC_FIELDS = {"status": str, "at": str, "reason": str, "installed": bool, "before": dict, "after": dict}
+_RECORD_FIELDS = {"target": dict, "macs": dict, "plan": dict, "started_at": str, "finished_at": str,
+                  "inventory": str}
+
+
+def _check_fields(path, where: str, value: dict, fields: dict) -> None:
+    for key, kind in fields.items():
+        if key in value and not isinstance(value[key], kind):
+            raise BadRecord(path, f"{where}{key} is {type(value[key]).__name__}, not {kind.__name__}")
+
+
 def read_record(path: str | Path) -> dict | None:
+    """The record at PATH, its fields checked; None when there is none or it is another format's (a fresh
+    update then writes its own). BadRecord, naming PATH, when it cannot be read as one."""
     import json
 
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(Path(path).read_bytes())
     except FileNotFoundError:
         return None
-    except ValueError as exc:
-        raise Refused([f"{path}: not a readable update record ({exc}); move it away to start afresh"]) from None
-    return record if record.get("format") == RECORD_FORMAT else None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise BadRecord(path, str(exc)) from None
+    if not isinstance(record, dict):
+        raise BadRecord(path, f"a {type(record).__name__}, not an object")
+    if record.get("format") != RECORD_FORMAT:
+        return None
+    _check_fields(path, "", record, _RECORD_FIELDS)
+    target = record.get("target")
+    if not target or not all(isinstance(target.get(k), str) for k in ("version", "build")):
+        raise BadRecord(path, "its target has no version and build")
+    record.setdefault("macs", {})
+    for name, mac in record["macs"].items():
+        if not isinstance(mac, dict):
+            raise BadRecord(path, f"macs.{name} is {type(mac).__name__}, not dict")
+        _check_fields(path, f"macs.{name}.", mac, _MAC_FIELDS)
+        if mac.get("status") not in (DONE, STARTED, FAILED):
+            raise BadRecord(path, f"macs.{name}.status is {mac.get('status')!r}")
+    current = (record.get("plan") or {}).get("current", {})
+    if not isinstance(current, dict):
+        raise BadRecord(path, "plan.current is not an object")
+    return record
+
+
+def installing(mac: dict) -> bool:
+    """The Mac's install started (softwareupdate said so) and no later step ended: a rerun waits for its
+    restart rather than installing again."""
+    return mac.get("status") == STARTED and bool(mac.get("installed"))
 
 
 def plan(names: list[str], macs: dict[str, dict], *, wanted: str | None, canary: str | None,
@@ -153,6 +212,16 @@ def plan_lines(p: dict) -> list[str]:
         lines.append(f"  {name}{role}: {cur['version']} ({cur['build']}): {state}; offered: {offers or 'no macOS update'}")
     lines.append("order: " + (" -> ".join(p["order"]) if p["order"] else "nothing to do"))
     return lines
+
+
+def interrupted_lines(record: dict) -> list[str]:
+    """What a Ctrl-C during an update leaves, from the record: the Macs whose install goes on by itself."""
+    midway = [n for n, m in record.get("macs", {}).items() if m.get("status") == STARTED]
+    return ["interrupted" + (f" while {', '.join(midway)} was updating: its update goes on by itself (never "
+                             "force a restart)" if midway else ""),
+            "result: run mlx-fleet os-update again to resume: it checks " + (f"{', '.join(midway)} first and "
+                                                                           if midway else "")
+            + "installs no Mac twice (exit 130)"]
 
 
 def new_record(p: dict, previous: dict | None) -> dict:
@@ -224,12 +293,12 @@ def audit_problems(findings: list[dict], drift_before: list[str]) -> list[dict]:
 
 
 WAIT_PROBLEMS = {
-    "no-restart": ("did not restart within {timeout} s of starting the update (its preparation never finished); "
+    "no-restart": ("did not restart within {timeout:g} s of starting the update (its preparation never finished); "
                    "still on {build}", False,
                    ["Look at System Settings > General > Software Update on the Mac",
                     "Never force a restart during the preparation: it aborts the update",
                     "Run mlx-fleet os-update again once the Mac is idle"]),
-    "no-return": ("went down for the update and did not come back within {timeout} s", True,
+    "no-return": ("went down for the update and did not come back within {timeout:g} s", True,
                   ["Go to the Mac: is it on, at a progress bar, or at the login window?",
                    "If it is off, press its power button; wait for the update to finish",
                    "Then run mlx-fleet os-update again (it resumes here)"]),
@@ -255,7 +324,7 @@ def install_problem(message: str, error: str = "") -> dict:
     return {"reason": message, "visit": False, "steps": steps + ["Then run mlx-fleet os-update again"]}
 
 
-def wait_problem(kind: str, *, timeout: int, build: str) -> dict:
+def wait_problem(kind: str, *, timeout: float, build: str) -> dict:
     text, visit, steps = WAIT_PROBLEMS[kind]
     return {"reason": text.format(timeout=timeout, build=build), "visit": visit, "steps": steps}
 

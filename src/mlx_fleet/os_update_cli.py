@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update, secret_socket
-from mlx_fleet import runner
-from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, UserError
+from mlx_fleet import arguments, runner
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, Interrupted, UserError
 
 PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
 UPDATE_ACTION = "mlx_fleet.cluster.os_update"
@@ -30,9 +31,10 @@ def add_os_update_parser(sub, command) -> None:
                                            "(else it is asked once)")
     p.add_argument("--check", action="store_true", help="print the plan and every Mac's offered macOS updates; "
                                                         "change nothing")
-    p.add_argument("--timeout", type=int, default=os_update.DEFAULT_TIMEOUT,
-                   help="seconds a Mac may take to prepare, restart and come back (default: %(default)s)")
-    p.add_argument("--poll", type=float, default=10.0, help="seconds between looks at a restarting Mac (default: %(default)s)")
+    p.add_argument("--timeout", type=arguments.long_seconds, default=os_update.DEFAULT_TIMEOUT,
+                   help="seconds a Mac may take to prepare, restart and come back, at most a day (default: %(default)s)")
+    p.add_argument("--poll", type=arguments.seconds, default=10.0,
+                   help="seconds between looks at a restarting Mac, at most an hour (default: %(default)s)")
 
 
 def _interrupted(report) -> bool:
@@ -61,6 +63,14 @@ def _password_consumers(args) -> list[str]:
     return macs
 
 
+def _read_record(path) -> dict:
+    """The record as far as it goes ({"macs": {}} when there is none); a malformed one is a UserError."""
+    try:
+        return os_update.read_record(path) or {"macs": {}}
+    except os_update.BadRecord as exc:
+        raise UserError(str(exc)) from None
+
+
 def run_os_update(args) -> int:
     from mlx_fleet.onboard import read_password
 
@@ -73,15 +83,20 @@ def run_os_update(args) -> int:
                      **{k: v for k, v in (("mlx_fleet_os_update_to", args.to),
                                            ("mlx_fleet_os_update_canary", args.canary)) if v})
     # Each Mac's install fetches the password once (its FileVault unlock has a socket of its own).
-    with secret_socket.serve_secret(password, len(macs)) as secret_env:
-        options.environment = secret_env
-        report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
-                                     output_dir=runner.output_dir_from(args))
+    record_path = runner.output_dir_from(args) / os_update.RECORD_FILE
+    try:
+        with secret_socket.serve_secret(password, len(macs)) as secret_env:
+            options.environment = secret_env
+            report = runner.run_playbook("os_update", args.inventory, options, extravars=extravars,
+                                         output_dir=runner.output_dir_from(args))
+    except Interrupted:  # the runner's line would say "converge": an update is resumed by os-update alone
+        print(terminal_text(os_update.interrupted_lines(_read_record(record_path))))
+        return EXIT_INTERRUPTED
     plan = report.result(PLAN_ACTION)
     if not plan or "plan" not in plan:  # refused or could not read every Mac: nothing changed
         refused = [line for dummy, text in report.cluster_failed for line in text.splitlines()]
         if refused:
-            print("\n".join(f"refused: {line}" for line in refused), file=sys.stderr)
+            print(terminal_text([f"refused: {line}" for line in refused]), file=sys.stderr)
             status = EXIT_BAD_INPUT if report.input_errors else EXIT_ATTENTION
             print(f"result: nothing was changed (exit {status})", file=sys.stderr)
             return status
@@ -89,9 +104,9 @@ def run_os_update(args) -> int:
     plan = plan["plan"]
     out = os_update.plan_lines(plan)
     if args.check:
-        print("\n".join(out + ["result: --check: nothing was changed"]))
+        print(terminal_text(out + ["result: --check: nothing was changed"]))
         return report.exit_status
-    record = os_update.read_record(runner.output_dir_from(args) / os_update.RECORD_FILE) or {"macs": {}}
+    record = _read_record(record_path)
     for name in plan["order"]:
         mac = record["macs"].get(name, {})
         status = mac.get("status", "untouched")
@@ -112,18 +127,13 @@ def run_os_update(args) -> int:
     for host, why in sorted(report.unreachable.items()):
         out.append(f"unreachable: {host}: {why}")
     stopped = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") != os_update.DONE]
-    midway = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") == os_update.STARTED]
     if _interrupted(report):
-        out.append("interrupted" + (f" while {', '.join(midway)} was updating: its update goes on by itself (never "
-                                    "force a restart)" if midway else ""))
-        out.append("result: run mlx-fleet os-update again: it checks " + (f"{', '.join(midway)} first and " if midway
-                                                                          else "") + "installs no Mac twice (exit 130)")
-        print("\n".join(out))
+        print(terminal_text(out + os_update.interrupted_lines(record)))
         return EXIT_INTERRUPTED
     if not stopped and report.exit_status == EXIT_OK:
         out.append(f"result: every Mac on macOS {plan['target']['version']} ({plan['target']['build']}); "
-                   f"record: {runner.output_dir_from(args) / os_update.RECORD_FILE}")
-        print("\n".join(out))
+                   f"record: {record_path}")
+        print(terminal_text(out))
         return EXIT_OK
     untouched = [n for n in stopped if n not in record["macs"]]
     if untouched:
@@ -133,6 +143,6 @@ def run_os_update(args) -> int:
         out.append(f"{held} (hostfile.held beside the hostfiles)")
     out.append(f"full output: {report.artifacts}/stdout")
     out.append("result: the update stopped; do what is said above, then run mlx-fleet os-update again (exit 1)")
-    print("\n".join(out))
+    print(terminal_text(out))
     return report.exit_status or EXIT_ATTENTION
 

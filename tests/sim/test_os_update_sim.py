@@ -219,3 +219,51 @@ def test_each_fault_stops_at_its_mac_and_a_rerun_after_clearing_it_finishes(make
     assert set(builds(sim).values()) == {"25F84"}
     assert restarts(sim) == ["ou-2", "ou-3", "ou-4", "ou-1"]
     assert "ou-1: FileVault unlocked over SSH" in (sim.dir / "power-agent.log").read_text()
+
+
+def installs(sim, node: str) -> int:
+    """How many installs the Mac's softwareupdate started (the double counts them)."""
+    path = sim.dir / "nodes" / node / "fs/usr/local/libexec/macsim/softwareupdate-installs.json"
+    return int(path.read_text()) if path.exists() else 0
+
+
+def test_a_ctrl_c_during_a_preparation_then_a_rerun_installs_no_mac_twice_and_keeps_the_log(make_sim, tmp_path):
+    plan = tmp_path / "plan.yml"
+    names = ["oi-1", "oi-2"]
+    plan.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in names},
+                                    "cables": ["oi-1:1 -- oi-2:1"]}))
+    sim = make_sim(topology=str(plan))
+    password_file = tmp_path / "owner-password"
+    password_file.write_text((sim.dir / "admin_password").read_text())
+    password_file.chmod(0o600)
+    # A preparation long enough that the rerun finds the canary still preparing.
+    sim.cli("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "30")
+    inventory = str(sim.dir / "inventory.yml")
+    for option, value in (("--poll", "nan"), ("--timeout", "-5"), ("--poll", "1e9")):
+        refused = mlx_fleet("os-update", "-i", inventory, "--password-file", str(password_file), option, value,
+                            check=False)
+        assert refused.returncode == 2 and option in refused.stderr, refused.stderr
+    assert installs(sim, "oi-2") == 0 and restarts(sim) == []
+
+    record = sim.dir / ".mlx-fleet" / "os-update.json"
+    run = subprocess.Popen([str(BIN / "mlx-fleet"), "os-update", "-i", inventory, "--password-file",
+                            str(password_file), *SHORT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and run.poll() is None:  # until the canary's install started
+        if record.exists() and '"installed": true' in record.read_text():
+            break
+        time.sleep(0.2)
+    run.send_signal(2)  # Ctrl-C, during oi-2's preparation
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, out + err
+    assert "run mlx-fleet os-update again to resume" in out and "converge" not in out + err, out + err
+    log = sim.dir / "nodes" / "oi-2" / "fs/Library/Logs/mlx-fleet/softwareupdate-install.log"
+    first = log.read_text()
+    assert "Downloading" in first and installs(sim, "oi-2") == 1
+
+    resumed = os_update(sim, password_file, "--timeout", "180")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert set(builds(sim).values()) == {"25F84"}
+    assert installs(sim, "oi-2") == 1 and installs(sim, "oi-1") == 1  # the canary's install was not repeated
+    assert restarts(sim) == ["oi-2", "oi-1"]
+    assert log.read_text() == first  # the first run's output kept (no second install on oi-2 wrote to it)

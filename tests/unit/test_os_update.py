@@ -152,3 +152,28 @@ def test_a_target_no_mac_is_offered_is_bad_input():
     with pytest.raises(ou.Refused) as refused:  # offered to some Macs: the cluster's state, not the input
         ou.plan(NAMES, macs, wanted="26.5.2", canary=None, record=None)
     assert not refused.value.bad_input
+
+
+def test_a_mac_recorded_done_but_on_another_build_is_updated_again_on_resume():
+    macs = {n: mac() for n in NAMES}
+    record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
+    ou.mark(record, "m2", ou.DONE)  # yet m2 is on 25C56 (rolled back, restored from a backup)
+    again = ou.plan(NAMES, macs, wanted=None, canary=None, record=record)
+    assert "m2" in again["install"] and again["done"] == []
+
+
+def test_the_newest_macos_is_chosen_by_number_and_then_by_build():
+    v9 = dict(OFFER, label="macOS Tahoe 26.9-25X99", version="26.9", build="25X99")
+    v10 = dict(OFFER, label="macOS Tahoe 26.10-25Y12", version="26.10", build="25Y12")
+    assert ou.plan(NAMES, {n: mac(updates=(v10, v9)) for n in NAMES}, wanted=None, canary=None,
+                   record=None)["target"]["build"] == "25Y12"
+    assert ou.plan(NAMES, {n: mac(updates=(v9, v10)) for n in NAMES}, wanted=None, canary=None,
+                   record=None)["target"]["build"] == "25Y12"
+    b99 = dict(OFFER, label="macOS Tahoe 26.5.2-25C99", build="25C99")
+    b101 = dict(OFFER, label="macOS Tahoe 26.5.2-25C101", build="25C101")
+    for offers in ((b99, b101), (b101, b99)):
+        assert ou.plan(NAMES, {n: mac(updates=offers) for n in NAMES}, wanted=None, canary=None,
+                       record=None)["target"]["build"] == "25C101"
+    assert ou.plan(NAMES, {n: mac(updates=(b101, b99)) for n in NAMES}, wanted="26.5.2", canary=None,
+                   record=None)["target"]["build"] == "25C101"
+    assert ou.build_tuple("25C101") > ou.build_tuple("25C99") and ou.build_tuple("no build") == ()

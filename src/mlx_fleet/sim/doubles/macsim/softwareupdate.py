@@ -10,6 +10,7 @@ node.json's `update_prepare_seconds` and then asks the machine to restart into t
 (`power-request.json`, which the sim's power agent on the host acts on).
 On Apple silicon even root needs a volume owner's credentials: `--user OWNER --stdinpass` with the
 password on stdin; without them, or with a wrong password, "failed to authorize for installation".
+Each install that starts preparing adds one to the count in INSTALLS (a Mac installs an update once).
 """
 
 import ctypes
@@ -24,6 +25,7 @@ from . import state
 from .state import Fail, err, out
 
 POWER_REQUEST = f"{state.LIBEXEC}/power-request.json"
+INSTALLS = f"{state.LIBEXEC}/softwareupdate-installs.json"  # how many installs started: a test's count
 NOT_AUTHORIZED = "failed to authorize for installation\n"
 
 
@@ -86,6 +88,7 @@ def _install(argv: list[str]) -> int:
     if node.get("update_fault") == "no-prepare":
         return 0  # the preparation never starts: nothing downloads, nothing restarts
     update = offered[labels[-1]]
+    state.write_json(state.path(INSTALLS), state.read_json(state.path(INSTALLS), 0) + 1)
     out(f"Downloading {update['title']}\nDownloaded: {update['title']}\n")
     sys.stdout.flush()
     # The system goes on preparing after the command returns; the detached child outlives it.
