@@ -28,7 +28,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
-from mlx_fleet.arguments import seconds
+from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, Busy, UserError
 
 DEFAULT_USER = "admin"
@@ -93,7 +93,7 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--identity", help="private key whose .pub to install (default: ssh's first key with a .pub)")
     parser.add_argument("--wait-for-cables", action="store_true",
                         help="after the advice, wait until the advised cables are plugged in, then converge")
-    parser.add_argument("--cable-timeout", type=seconds, default=1800, metavar="SECONDS",
+    parser.add_argument("--cable-timeout", type=long_seconds, default=1800, metavar="SECONDS",
                         help="how long --wait-for-cables waits (default 1800)")
     parser.add_argument("--output-dir", help="where the visit sheet, hostfiles and run logs go "
                                              f"(default: {runner.OUTPUT_DIR_NAME} in the inventory's folder)")

@@ -20,7 +20,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
 from mlx_fleet import watch_service
-from mlx_fleet.arguments import seconds
+from mlx_fleet.arguments import long_seconds, seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, UserError
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.plan import VerifyError, read_inventory
@@ -46,7 +46,7 @@ def add_watch_parser(sub, command) -> None:
         "  mlx-fleet watch --uninstall")
     parser.add_argument("-i", "--inventory", action="append",
                         help="inventory file or folder (repeatable), as for ansible-playbook")
-    parser.add_argument("--every", type=seconds, default=60, metavar="S", help="seconds between rounds (default: 60)")
+    parser.add_argument("--every", type=long_seconds, default=60, metavar="S", help="seconds between rounds (default: 60)")
     parser.add_argument("--once", action="store_true", help="one round, then exit 0, 1 or 4 (as audit)")
     parser.add_argument("--on-change", metavar="CMD", help="a shell command run for each event, the event as "
                                                              f"JSON on its stdin (at most {HOOK_TIMEOUT} s each)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
-from mlx_fleet.arguments import seconds
+from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report
 from mlx_fleet.verify.jobs import LaunchError, mlx_launch
@@ -36,7 +36,7 @@ def add_verify_parser(sub, command) -> None:
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("--sizes", default=DEFAULT_SIZES,
                         help="message sizes: FROM:TO (x4 steps) or a list, e.g. 1KiB,4MiB (default: %(default)s)")
-    parser.add_argument("--timeout", type=seconds, default=120,
+    parser.add_argument("--timeout", type=long_seconds, default=120,
                         help="seconds each job may run before every rank is stopped (default: %(default)s)")
     parser.add_argument("--script", type=Path, help="your own small task: a Python script that prints its result "
                                                     "as JSON (numbers or arrays)")
