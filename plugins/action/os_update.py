@@ -130,8 +130,8 @@ class ActionModule(ActionBase):
             record = os_update.read_record(record_path) or os_update.new_record(plan, None)
         except os_update.BadRecord as exc:
             raise AnsibleActionFail(str(exc)) from None
-        timeout, poll = (_seconds(args, key, default) for key, default in (("timeout", os_update.DEFAULT_TIMEOUT),
-                                                                             ("poll", 10)))
+        timeout = _seconds(args, "timeout", os_update.DEFAULT_TIMEOUT)
+        poll = _seconds(args, "poll", 10)
         inventory = args.get("inventory") or "INVENTORY"
         record["inventory"] = inventory  # for the hold line beside the hostfiles
         result.update(changed=False, host=name)

@@ -219,9 +219,8 @@ def interrupted_lines(record: dict) -> list[str]:
     midway = [n for n, m in record.get("macs", {}).items() if m.get("status") == STARTED]
     return ["interrupted" + (f" while {', '.join(midway)} was updating: its update goes on by itself (never "
                              "force a restart)" if midway else ""),
-            "result: run mlx-fleet os-update again to resume: it checks " + (f"{', '.join(midway)} first and "
-                                                                           if midway else "")
-            + "installs no Mac twice (exit 130)"]
+            "result: run mlx-fleet os-update again to resume: it checks "
+            + (f"{', '.join(midway)} first and " if midway else "") + "installs no Mac twice (exit 130)"]
 
 
 def new_record(p: dict, previous: dict | None) -> dict:
