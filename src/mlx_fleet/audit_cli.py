@@ -68,6 +68,11 @@ def _not_audited(report) -> list[str]:
     return lines + [f"not audited: {host}: {m}" for host in natural(report.failed) for m in report.failed[host]]
 
 
+def run_audit_or_record(args) -> int:
+    """The command line's entry for both commands this module adds."""
+    return run_audit(args) if args.tool == "audit" else run_record(args)
+
+
 def run_audit(args) -> int:
     report, result = _audit(args, "audit")
     if result is None:  # the comparison did not run or failed: every Mac unreachable, bad input

@@ -11,9 +11,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import dataclass
 
-# The summary's lines come from the collection, as the summary callback's do.
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import _fabric_lines, _rdma_lines
 from mlx_fleet import __version__
 from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_INTERRUPTED, EXIT_OK, Busy, Interrupted, UserError
 
@@ -66,30 +65,52 @@ PLAYBOOK_COMMANDS = {
 }
 
 
-def _run_playbook_command(name: str, args) -> int:
+def _run_playbook_command(args) -> int:
     from mlx_fleet import runner
 
-    playbook, needs_every_mac = PLAYBOOK_COMMANDS[name][:2]
-    options = runner.options_from(args, name, needs_every_mac)
+    playbook, needs_every_mac = PLAYBOOK_COMMANDS[args.tool][:2]
+    options = runner.options_from(args, args.tool, needs_every_mac)
     report = runner.run_playbook(playbook, args.inventory, options, extravars=runner.output_extravars(args),
                                  output_dir=runner.output_dir_from(args))
-    return runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
+    return runner.print_converge_summary(report)
 
 
-# The other tools' parsers, in the help's order: (the tools one function adds, its module, the function). Each
-# module is imported only when its tool is the one a run names (or for the whole help), so every command starts
-# without the others' imports (verify's, the simulator's); the rest are listed by name only.
-TOOL_PARSERS = (
-    (("lock",), "mlx_fleet.env_lock_cli", "add_env_lock_parser"),
-    (("verify",), "mlx_fleet.verify.cli", "add_verify_parser"),
-    (("audit", "record"), "mlx_fleet.audit_cli", "add_audit_parsers"),
-    (("watch",), "mlx_fleet.watch_cli", "add_watch_parser"),
-    (("explain",), "mlx_fleet.explain_cli", "add_explain_parser"),
-    (("capture",), "mlx_fleet.cli", "_capture_parser"),
-    (("os-update",), "mlx_fleet.os_update_cli", "add_os_update_parser"),
-    (("onboard",), "mlx_fleet.onboard", "add_onboard_parser"),
-    (("sim",), "mlx_fleet.sim.cli", "add_sim_parser"),
+def _playbook_parsers(sub, command) -> None:
+    from mlx_fleet.runner import add_playbook_options
+
+    for name, (_, _, summary, description, examples) in PLAYBOOK_COMMANDS.items():
+        add_playbook_options(command(sub, name, summary, description, examples))
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One entry of the command line: the commands it adds, the module holding them (imported only when a
+    run names one of them, or for the whole help, so every command starts without the others' imports),
+    the function adding their parsers, `(sub, command)`, and the one running them, `(args) -> exit status`."""
+
+    names: tuple[str, ...]
+    module: str
+    add_parsers: str
+    run: str
+
+
+# Every command, in the help's order: the one registry the parser and the dispatch both read.
+TOOLS = (
+    Tool(tuple(PLAYBOOK_COMMANDS), "mlx_fleet.cli", "_playbook_parsers", "_run_playbook_command"),
+    Tool(("lock",), "mlx_fleet.env_lock_cli", "add_env_lock_parser", "run_env_lock"),
+    Tool(("verify",), "mlx_fleet.verify.cli", "add_verify_parser", "run_verify"),
+    Tool(("audit", "record"), "mlx_fleet.audit_cli", "add_audit_parsers", "run_audit_or_record"),
+    Tool(("watch",), "mlx_fleet.watch_cli", "add_watch_parser", "run_watch"),
+    Tool(("explain",), "mlx_fleet.explain_cli", "add_explain_parser", "run_explain"),
+    Tool(("capture",), "mlx_fleet.cli", "_capture_parser", "_run_capture"),
+    Tool(("os-update",), "mlx_fleet.os_update_cli", "add_os_update_parser", "run_os_update"),
+    Tool(("onboard",), "mlx_fleet.onboard", "add_onboard_parser", "run_onboard"),
+    Tool(("sim",), "mlx_fleet.sim.cli", "add_sim_parser", "run_sim"),
 )
+
+
+def _tool(name: str) -> Tool | None:
+    return next((tool for tool in TOOLS if name in tool.names), None)
 
 
 def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
@@ -99,72 +120,31 @@ def build_parser(tool: str | None = None) -> argparse.ArgumentParser:
     None or `sim` (listed in the help as it is)."""
     import importlib
 
-    from mlx_fleet.runner import add_playbook_options
-
     parser = argparse.ArgumentParser(prog="mlx-fleet", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"mlx-fleet {__version__}")
     sub = parser.add_subparsers(dest="tool", required=True)
-    for name, (_, _, summary, description, examples) in PLAYBOOK_COMMANDS.items():
-        add_playbook_options(_command(sub, name, summary, description, examples))
-    known = set(PLAYBOOK_COMMANDS).union(*(tools for tools, _, _ in TOOL_PARSERS))
-    for tools, module, function in TOOL_PARSERS:
-        if tools == ("sim",):
+    named = _tool(tool) if tool else None
+    for entry in TOOLS:
+        if entry.names == ("sim",):
             if tool in (None, "sim"):
-                importlib.import_module(module).add_sim_parser(sub, SIM_HELP)
+                importlib.import_module(entry.module).add_sim_parser(sub, SIM_HELP)
             else:  # its arguments are parsed once `sim` is the tool
                 sub.add_parser("sim", help=SIM_HELP, add_help=False).add_argument("sim_args", nargs=argparse.REMAINDER)
-        elif tool not in known or tool in tools:
-            getattr(importlib.import_module(module), function)(sub, _command)
+        elif named is None or named is entry:
+            getattr(importlib.import_module(entry.module), entry.add_parsers)(sub, _command)
         else:
-            for name in tools:  # parsed only once it is the tool (its own parser is then built)
+            for name in entry.names:  # parsed only once it is the tool (its own parser is then built)
                 sub.add_parser(name, add_help=False).add_argument("rest", nargs=argparse.REMAINDER)
     return parser
 
 
 def _dispatch(args, argv: list[str] | None) -> int:
-    if args.tool in PLAYBOOK_COMMANDS:
-        return _run_playbook_command(args.tool, args)
-    if args.tool == "sim":
-        from mlx_fleet.sim.cli import run_sim
-        from mlx_fleet.sim.host import SimError
+    import importlib
 
-        try:
-            return run_sim(args)
-        except SimError as exc:
-            raise UserError(str(exc)) from None
-    if args.tool == "capture":
-        return _run_capture(args)
-    if args.tool == "onboard":
-        from mlx_fleet import runner
-        from mlx_fleet.onboard import run_onboard
-
-        return run_onboard(args, lambda report: runner.print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report)))
-    if args.tool in ("audit", "record"):
-        from mlx_fleet import audit_cli
-
-        return audit_cli.run_audit(args) if args.tool == "audit" else audit_cli.run_record(args)
-    if args.tool == "os-update":
-        from mlx_fleet.os_update_cli import run_os_update
-
-        return run_os_update(args)
-    if args.tool == "lock":
-        from mlx_fleet.env_lock_cli import run_env_lock
-
-        return run_env_lock(args)
-    if args.tool == "watch":
-        from mlx_fleet.watch_cli import run_watch
-
-        return run_watch(args)
-    if args.tool == "explain":
-        from mlx_fleet.explain_cli import run_explain
-
-        return run_explain(args)
-    if args.tool == "verify":
-        from mlx_fleet.verify.cli import run_verify
-
-        return run_verify(args, argv)
-    raise AssertionError(args.tool)
+    entry = _tool(args.tool)
+    args.command_line = ["mlx-fleet", *(argv if argv is not None else sys.argv[1:])]  # for a report that records it
+    return getattr(importlib.import_module(entry.module), entry.run)(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 # imported raised none, so a command does not import the others' modules (the lock's loads ansible) to tell.
 BAD_INPUT = (("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan", "CablePlanError"),
              ("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration", "EnvLockError"),
-             ("mlx_fleet.capture", "CaptureError"))
+             ("mlx_fleet.capture", "CaptureError"),
+             ("mlx_fleet.sim.host", "SimError"))
 
 
 def _bad_input(exc: Exception) -> bool:

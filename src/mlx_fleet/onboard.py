@@ -280,8 +280,8 @@ def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path
         time.sleep(POLL_SECONDS)
 
 
-def run_onboard(args, summarize) -> int:
-    """The whole onboarding; summarize(report) prints a converge's summary and returns its exit status."""
+def run_onboard(args) -> int:
+    """The whole onboarding, ending with its converge's summary and exit status."""
     started = time.monotonic()
     onboard_ssh.which_ssh()
     if args.password_file:
@@ -352,6 +352,6 @@ def run_onboard(args, summarize) -> int:
                   "run this command again")
             return EXIT_ATTENTION
     report = runner.run_playbook("site", args.inventory, options, output_dir=output_dir, extravars=extravars)
-    status = summarize(report)
+    status = runner.print_converge_summary(report)
     print(f"onboarding of {name} took {time.monotonic() - started:.0f} s")
     return status

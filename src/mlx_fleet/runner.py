@@ -29,7 +29,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import t
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CLUSTER_STEP, CONTROLLER,
-                                                                             RunOutcome, first_line)
+                                                                             RunOutcome, _fabric_lines, _rdma_lines,
+                                                                             first_line)
 from mlx_fleet import interrupt
 from mlx_fleet.errors import (EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, EXIT_UNREACHABLE, Busy, Interrupted,
                               UserError)
@@ -430,6 +431,11 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
                + (" (--check: nothing was changed)" if report.check else ""))
     print(terminal_text(out), file=stream)
     return status
+
+
+def print_converge_summary(report: RunReport) -> int:
+    """A converge's summary (converge, hostfile, checklist, onboard): the RDMA and fabric lines first."""
+    return print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
 
 
 def add_playbook_options(parser, inventory_required: bool = True, read_only: bool = False) -> None:

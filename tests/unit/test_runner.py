@@ -48,7 +48,7 @@ def test_a_fabric_left_alone_for_a_mac_that_dropped_out_is_a_warning_in_the_summ
                             res={"changed": False, "dropped": ["mini-3"], "msg": why, "warnings": [why],
                                  CLUSTER_STEP: True}))
     assert report.lines() == [f"warning: {why}", "nothing changed"]  # said once, not as mini-1's
-    assert cli._fabric_lines(report) == []
+    assert runner._fabric_lines(report) == []
 
 
 def test_a_macs_own_warning_names_the_mac_and_one_shared_by_several_is_one_line():
@@ -137,10 +137,10 @@ def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
         (tmp_path / name).write_text("{}")
     fabric = {"backend": "ring", "reason": "why", "hostfile": str(tmp_path / "hostfile.json"), "hostfile_dir": "/opt/x"}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
-    assert cli._fabric_lines(report)[1:] == [f"hostfiles: {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
+    assert runner._fabric_lines(report)[1:] == [f"hostfiles: {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
                                              f"picture: {tmp_path / 'fabric.svg'}"]
     report.check = True
-    assert cli._fabric_lines(report)[1:] == [
+    assert runner._fabric_lines(report)[1:] == [
         f"hostfiles (the last run's; --check wrote none): {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
         f"picture (the last run's; --check wrote none): {tmp_path / 'fabric.svg'}"]
 
@@ -148,7 +148,7 @@ def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
 def test_what_moved_since_the_last_converge_is_said_after_the_backend():
     fabric = {"backend": "ring", "reason": "why", "changes": ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
-    assert cli._fabric_lines(report) == [
+    assert runner._fabric_lines(report) == [
         "backend: ring (why)", "since the last converge: cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
 
 
@@ -379,9 +379,9 @@ def test_check_says_which_bridges_it_would_turn_off_not_a_warning():
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
     report.check = True
     assert ("Thunderbolt Bridge: would turn off on mini-1, mini-2 (mlx_fabric_bridge: disabled; across the cables "
-            "it breaks RDMA setup)") in cli._fabric_lines(report)
+            "it breaks RDMA setup)") in runner._fabric_lines(report)
     report.check = False
-    assert any(line.startswith("Thunderbolt Bridge: turned off on mini-1, mini-2") for line in cli._fabric_lines(report))
+    assert any(line.startswith("Thunderbolt Bridge: turned off on mini-1, mini-2") for line in runner._fabric_lines(report))
 
 
 def test_rdma_enabled_but_not_working_points_below_where_the_details_are():
@@ -390,7 +390,7 @@ def test_rdma_enabled_but_not_working_points_below_where_the_details_are():
             "warnings": ["mini-1: enabled but not working: Thunderbolt 2 is PORT_DOWN"], CLUSTER_STEP: True}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.rdma_readiness", res=rdma))
     out = io.StringIO()
-    runner.print_summary(report, stream=out, extra=cli._rdma_lines(report))
+    runner.print_summary(report, stream=out, extra=runner._rdma_lines(report))
     lines = out.getvalue().splitlines()
     rdma_line = next(i for i, line in enumerate(lines) if line.startswith("RDMA: "))
     assert lines[rdma_line].endswith("(each says why in a warning below)") and "see above" not in out.getvalue()

@@ -7,7 +7,7 @@ import importlib
 from types import SimpleNamespace
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
-from mlx_fleet import cli, runner
+from mlx_fleet import runner
 
 callback = importlib.import_module("ansible_collections.mlx_fleet.cluster.plugins.callback.summary")
 
@@ -49,7 +49,7 @@ def _cli_lines(results, check=False) -> list[str]:
     for kind, host, action, name, res in results:
         events({"event": f"runner_on_{kind}", "event_data": {"host": host, "task_action": action, "task": name,
                                                              "res": dict(res)}})
-    return report.lines(cli._rdma_lines(report) + cli._fabric_lines(report))
+    return report.lines(runner._rdma_lines(report) + runner._fabric_lines(report))
 
 
 def test_the_callback_prints_the_cli_summary_lines():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def _options(args, python: str) -> Options:
                    args.rtol, args.atol)
 
 
-def run_verify(args, argv: list[str] | None = None) -> int:
+def run_verify(args) -> int:
     try:
         settings = settings_from_inventory(args.inventory)
         options = _options(args, args.python or settings.python)
@@ -83,7 +82,7 @@ def run_verify(args, argv: list[str] | None = None) -> int:
     print(f"mlx-fleet verify: {cluster.backend}, {len(cluster.hosts)} Macs, {len(cluster.cables)} cables; "
           f"report in {out}", flush=True)
     outcome = verify(cluster, options, out, launcher)
-    data = report.build(outcome, ["mlx-fleet", *(argv if argv is not None else sys.argv[1:])])
+    data = report.build(outcome, args.command_line)
     report.write(out, data)
     report.print_summary(data, out)
     return data["exit_code"]
