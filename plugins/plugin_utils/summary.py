@@ -1,4 +1,4 @@
-"""The end-of-run summary, one home for both installs: the CLI (src/mlx_fleet/runner.py, from
+"""The end-of-run summary, one home for both installs: the CLI (src/mlx_fleet/runner/, from
 ansible-runner's events) and the collection's callback plugin (mlx_fleet.cluster.summary, for plain
 ansible-playbook and AWX) fill a RunOutcome from the same task results and print the same lines: what
 failed where, what a person must do (the Recovery checklist, the cables), the backend and why, the

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(given[0] if given else "").parse_args(argv)
     from mlx_fleet.interrupt import raise_keyboard_interrupt
 
-    # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner.py); the sim keeps its own.
+    # SIGTERM and SIGHUP unwind as Ctrl-C does (a run's playbook is stopped by runner/run.py); the sim keeps its own.
     previous = {signum: signal.signal(signum, raise_keyboard_interrupt)
                 for signum in (signal.SIGTERM, signal.SIGHUP) if args.tool != "sim"}
     try:

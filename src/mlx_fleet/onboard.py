@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
@@ -96,7 +97,7 @@ def add_onboard_parser(sub, command) -> None:
     parser.add_argument("--cable-timeout", type=long_seconds, default=1800, metavar="SECONDS",
                         help="how long --wait-for-cables waits (default 1800)")
     parser.add_argument("--output-dir", help="where the visit sheet, hostfiles and run logs go "
-                                             f"(default: {runner.OUTPUT_DIR_NAME} in the inventory's folder)")
+                                             f"(default: {OUTPUT_DIR_NAME} in the inventory's folder)")
     parser.add_argument("-K", "--ask-become-pass", action="store_true",
                         help="ask once for the sudo password of the cluster's other Macs (the new Mac's sudo gets "
                              "its admin password, never theirs)")

@@ -9,6 +9,8 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, refusal
 from mlx_fleet import cli, runner
+from mlx_fleet.runner import events as runner_events, progress as runner_progress, run as runner_run
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import summary
 from mlx_fleet.errors import UserError
 
 
@@ -18,7 +20,7 @@ def _event(kind, host="mini-1", action="", task="a task", res=None, **data):
 
 def _report(*events):
     report = runner.RunReport(playbook="mlx_fleet.cluster.hostfile")
-    handle = runner._Events(report, None)
+    handle = runner_events.EventHandler(report, None)
     for event in events:
         assert handle(event) is True
     return report
@@ -48,7 +50,7 @@ def test_a_fabric_left_alone_for_a_mac_that_dropped_out_is_a_warning_in_the_summ
                             res={"changed": False, "dropped": ["mini-3"], "msg": why, "warnings": [why],
                                  CLUSTER_STEP: True}))
     assert report.lines() == [f"warning: {why}", "nothing changed"]  # said once, not as mini-1's
-    assert runner._fabric_lines(report) == []
+    assert summary._fabric_lines(report) == []
 
 
 def test_a_macs_own_warning_names_the_mac_and_one_shared_by_several_is_one_line():
@@ -137,10 +139,10 @@ def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
         (tmp_path / name).write_text("{}")
     fabric = {"backend": "ring", "reason": "why", "hostfile": str(tmp_path / "hostfile.json"), "hostfile_dir": "/opt/x"}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
-    assert runner._fabric_lines(report)[1:] == [f"hostfiles: {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
+    assert summary._fabric_lines(report)[1:] == [f"hostfiles: {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
                                              f"picture: {tmp_path / 'fabric.svg'}"]
     report.check = True
-    assert runner._fabric_lines(report)[1:] == [
+    assert summary._fabric_lines(report)[1:] == [
         f"hostfiles (the last run's; --check wrote none): {tmp_path / 'hostfile.json'} (on every Mac in /opt/x)",
         f"picture (the last run's; --check wrote none): {tmp_path / 'fabric.svg'}"]
 
@@ -148,7 +150,7 @@ def test_a_check_run_names_the_hostfiles_as_the_last_runs(tmp_path):
 def test_what_moved_since_the_last_converge_is_said_after_the_backend():
     fabric = {"backend": "ring", "reason": "why", "changes": ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
-    assert runner._fabric_lines(report) == [
+    assert summary._fabric_lines(report) == [
         "backend: ring (why)", "since the last converge: cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
 
 
@@ -169,8 +171,8 @@ def test_a_cluster_steps_failure_names_no_mac_and_indents_its_lines():
 
 def test_progress_line_counts_hosts_and_failures():
     stream = io.StringIO()
-    progress = runner.Progress(stream)
-    handle = runner._Events(runner.RunReport(playbook="p"), progress)
+    progress = runner_progress.Progress(stream)
+    handle = runner_events.EventHandler(runner.RunReport(playbook="p"), progress)
     handle({"event": "playbook_on_task_start", "event_data": {"task": "Read the Mac"}})
     for host in ("mini-1", "mini-2"):
         handle(_event("runner_on_start", host=host))
@@ -222,7 +224,7 @@ def test_the_runs_rotation_removes_only_old_runs_of_its_own(tmp_path):
     (runs / "notes").mkdir()  # the user's
     (runs / "ffffffff-0000-4000-8000-000000000000").write_text("a file")
     os.utime(runs / "notes", (1, 1))
-    runner.rotate_runs(runs, keep=10)
+    runner_run.rotate_runs(runs, keep=10)
     assert sorted(p.name for p in runs.iterdir() if p.name in idents) == idents[4:]
     assert (victim / "precious").read_text() == "keep" and (runs / "notes").is_dir()
     assert (runs / "00000000-0000-4000-8000-00000000ffff").is_symlink()
@@ -263,8 +265,8 @@ def test_the_cli_names_an_output_folder_others_can_write_in_one_line_and_exits_2
 
 def _progress(*events) -> str:
     stream = io.StringIO()
-    progress = runner.Progress(stream)
-    handle = runner._Events(runner.RunReport(playbook="p"), progress, io.StringIO())
+    progress = runner_progress.Progress(stream)
+    handle = runner_events.EventHandler(runner.RunReport(playbook="p"), progress, io.StringIO())
     for event in events:
         handle(event)
     progress.finish()
@@ -337,7 +339,7 @@ def test_mac_lists_are_in_natural_order():
 def test_diff_prints_each_changes_differences_as_ansible_playbook_does():
     diffs = io.StringIO()
     report = runner.RunReport(playbook="p", diff=True)
-    handle = runner._Events(report, None, diffs)
+    handle = runner_events.EventHandler(report, None, diffs)
     handle(_event("runner_on_ok", host="mini-2", task="Keep the Mac awake", res={"changed": True, "diff": [
         {"before_header": "pmset -g custom", "after_header": "pmset -g custom",
          "before": "sleep 1\nwomp 1\n", "after": "sleep 0\nwomp 1\n"}]}))
@@ -354,7 +356,7 @@ def test_diff_prints_each_changes_differences_as_ansible_playbook_does():
     assert '-    "state": "absent"\n+    "state": "directory"\n' in text
     assert "/opt/y" not in text and "mini-3" not in text  # unchanged: nothing to show, as ansible-playbook
     quiet = io.StringIO()
-    runner._Events(runner.RunReport(playbook="p"), None, quiet)(  # without --diff: nothing printed
+    runner_events.EventHandler(runner.RunReport(playbook="p"), None, quiet)(  # without --diff: nothing printed
         _event("runner_on_ok", res={"changed": True, "diff": {"before": "a\n", "after": "b\n"}}))
     assert quiet.getvalue() == ""
 
@@ -365,8 +367,8 @@ def test_a_diff_on_a_terminal_clears_the_live_line_first():
             return True
 
     line, diffs = Tty(), io.StringIO()
-    progress = runner.Progress(line)
-    handle = runner._Events(runner.RunReport(playbook="p", diff=True), progress, diffs)
+    progress = runner_progress.Progress(line)
+    handle = runner_events.EventHandler(runner.RunReport(playbook="p", diff=True), progress, diffs)
     handle(_task("Keep the Mac awake"))
     handle(_event("runner_on_start", host="mini-1"))
     handle(_event("runner_on_ok", host="mini-1", res={"changed": True, "diff": {"before": "a\n", "after": "b\n"}}))
@@ -379,9 +381,9 @@ def test_check_says_which_bridges_it_would_turn_off_not_a_warning():
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.fabric", res=fabric))
     report.check = True
     assert ("Thunderbolt Bridge: would turn off on mini-1, mini-2 (mlx_fabric_bridge: disabled; across the cables "
-            "it breaks RDMA setup)") in runner._fabric_lines(report)
+            "it breaks RDMA setup)") in summary._fabric_lines(report)
     report.check = False
-    assert any(line.startswith("Thunderbolt Bridge: turned off on mini-1, mini-2") for line in runner._fabric_lines(report))
+    assert any(line.startswith("Thunderbolt Bridge: turned off on mini-1, mini-2") for line in summary._fabric_lines(report))
 
 
 def test_rdma_enabled_but_not_working_points_below_where_the_details_are():
@@ -390,7 +392,7 @@ def test_rdma_enabled_but_not_working_points_below_where_the_details_are():
             "warnings": ["mini-1: enabled but not working: Thunderbolt 2 is PORT_DOWN"], CLUSTER_STEP: True}
     report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.rdma_readiness", res=rdma))
     out = io.StringIO()
-    runner.print_summary(report, stream=out, extra=runner._rdma_lines(report))
+    runner.print_summary(report, stream=out, extra=summary._rdma_lines(report))
     lines = out.getvalue().splitlines()
     rdma_line = next(i for i, line in enumerate(lines) if line.startswith("RDMA: "))
     assert lines[rdma_line].endswith("(each says why in a warning below)") and "see above" not in out.getvalue()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mlx_fleet import cli, interrupt, onboard, runner
+from mlx_fleet.runner import config as runner_config, events as runner_events, run as runner_run
 from mlx_fleet.errors import EXIT_BAD_INPUT, UserError
 
 SECRET = "hunter2-at-rest-7c1f"  # the -K password of these tests
@@ -25,8 +26,8 @@ def test_the_command_record_keeps_only_what_reruns_it():
            "AWS_SECRET_ACCESS_KEY": "k", "MLX_FLEET_RUN_TOKEN": "t0ken", "ANSIBLE_CONFIG": "/c/ansible.cfg",
            "ANSIBLE_COLLECTIONS_PATH": "/c", "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_STDOUT_CALLBACK": "awx_display"}
     command = ["sh", "-i", "/inv/hosts.yml", "-i", "/tmp/run-x/become.yml", "--ask-become-pass",
-               "--vault-id", f"{runner.VAULT_ID}@prompt", "mlx_fleet.cluster.site"]
-    record = runner.command_record(command, "/work", env, "/tmp/run-x")
+               "--vault-id", f"{runner_config.VAULT_ID}@prompt", "mlx_fleet.cluster.site"]
+    record = runner_run.command_record(command, "/work", env, "/tmp/run-x")
     assert record == {"command": ["/usr/bin/sh", "-i", "/inv/hosts.yml", "--ask-become-pass", "mlx_fleet.cluster.site"],
                       "cwd": "/work", "env": {"ANSIBLE_CONFIG": "/c/ansible.cfg", "ANSIBLE_COLLECTIONS_PATH": "/c",
                                               "ANSIBLE_HOST_KEY_CHECKING": "True"}}
@@ -49,7 +50,7 @@ def kept_private(monkeypatch, tmp_path):
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(runner.tempfile, "TemporaryDirectory", Kept)
+    monkeypatch.setattr(runner_run.tempfile, "TemporaryDirectory", Kept)
     return made
 
 
@@ -73,7 +74,7 @@ def test_passwords_reach_ansible_playbook_and_no_file(tmp_path, kept_private, mo
     for secret in (SECRET, HOST_SECRET):
         assert _files_with(secret, private, tmp_path / "out") == []
     record = json.loads((report.artifacts / "command").read_text())
-    assert set(record["env"]) <= set(runner.RECORDED_ENV) and "SOME_TOKEN" not in json.dumps(record)
+    assert set(record["env"]) <= set(runner_config.RECORDED_ENV) and "SOME_TOKEN" not in json.dumps(record)
 
 
 def test_a_password_file_others_can_read_is_refused(tmp_path, capsys):
@@ -137,17 +138,17 @@ def test_an_interrupt_leaves_no_process_of_the_playbooks_tree(signum):
 
 def test_the_interrupted_line_names_the_macs_that_may_be_mid_change():
     report = runner.RunReport(playbook="mlx_fleet.cluster.site")
-    assert runner._interrupted(report) == "interrupted before any Mac was changed"
-    events = runner._Events(report, None)
+    assert runner_run.interrupted_line(report) == "interrupted before any Mac was changed"
+    events = runner_events.EventHandler(report, None)
     for event in ({"event": "runner_on_start", "event_data": {"host": "mini-2"}},
                   {"event": "runner_on_start", "event_data": {"host": "mini-3"}},
                   {"event": "runner_on_ok", "event_data": {"host": "mini-3", "res": {}}},
                   {"event": "runner_on_ok", "event_data": {"host": "mini-1", "res": {"changed": True}}}):
         events(event)
-    assert runner._interrupted(report) == "interrupted: mini-1, mini-2 may be mid-change; the next converge repairs them"
-    assert runner._interrupted(report, read_only=True) == "interrupted (this command changes no Mac)"
+    assert runner_run.interrupted_line(report) == "interrupted: mini-1, mini-2 may be mid-change; the next converge repairs them"
+    assert runner_run.interrupted_line(report, read_only=True) == "interrupted (this command changes no Mac)"
     report.check = True
-    assert runner._interrupted(report) == "interrupted (--check: nothing was changed)"
+    assert runner_run.interrupted_line(report) == "interrupted (--check: nothing was changed)"
 
 
 def test_sigterm_outside_a_run_unwinds_as_ctrl_c(tmp_path):

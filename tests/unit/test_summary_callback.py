@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
 from mlx_fleet import runner
+from mlx_fleet.runner import events as runner_events
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import summary
 
 callback = importlib.import_module("ansible_collections.mlx_fleet.cluster.plugins.callback.summary")
 
@@ -45,11 +47,11 @@ def _callback_lines(results, check=False) -> list[str]:
 
 def _cli_lines(results, check=False) -> list[str]:
     report = runner.RunReport(playbook="mlx_fleet.cluster.site", check=check)
-    events = runner._Events(report, None)
+    events = runner_events.EventHandler(report, None)
     for kind, host, action, name, res in results:
         events({"event": f"runner_on_{kind}", "event_data": {"host": host, "task_action": action, "task": name,
                                                              "res": dict(res)}})
-    return report.lines(runner._rdma_lines(report) + runner._fabric_lines(report))
+    return report.lines(summary._rdma_lines(report) + summary._fabric_lines(report))
 
 
 def test_the_callback_prints_the_cli_summary_lines():
