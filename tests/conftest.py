@@ -19,6 +19,15 @@ sys.path.insert(0, str(REPO / "tests" / "sim"))
 
 FIXTURE_DIR = REPO / "tests" / "fixtures" / "macos"
 
+# The heaviest property tests run a fifth of their examples (still hundreds of inputs each) unless
+# MLX_FLEET_DEEP_PROPERTIES=1 asks for the full count, e.g. after changing a reader they feed.
+DEEP_PROPERTIES = os.environ.get("MLX_FLEET_DEEP_PROPERTIES") == "1"
+
+
+def examples(deep: int) -> int:
+    """A property test's number of examples: `deep` with MLX_FLEET_DEEP_PROPERTIES=1, else a fifth of it."""
+    return deep if DEEP_PROPERTIES else deep // 5
+
 
 # A prompt line the source kept: "% cmd", "~ % cmd", "$ cmd", "user@host dir % cmd".
 _PROMPT = re.compile(r"^(?:\S+(?: \S+)* )?[%$] \S")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simlib import MLX_FLEET
+from simlib import MLX_FLEET, Sim
 
 pytestmark = pytest.mark.sim
 
@@ -155,8 +155,16 @@ def test_both_ends_of_a_cable_persist_across_a_reboot_and_come_off_again(make_si
     assert "<UP" in node(sim, "mini-1", "ifconfig bridge0").splitlines()[0]
 
 
-def test_a_service_that_existed_before_gets_its_configuration_back(make_sim):
-    sim = make_sim(nodes=1)
+@pytest.fixture(scope="module")
+def one_mac():
+    """One Mac for the tests that configure a single port: each compares the Mac with itself before and after."""
+    sim = Sim(nodes=1)
+    yield sim
+    sim.down()
+
+
+def test_a_service_that_existed_before_gets_its_configuration_back(one_mac):
+    sim = one_mac
     en = sim.device("mini-1", 2)
     node(sim, "mini-1", "networksetup -createnetworkservice 'Thunderbolt 2' 'Thunderbolt 2' && "
                         "networksetup -setmanual 'Thunderbolt 2' 10.9.0.1 255.255.255.0 && "
@@ -179,8 +187,8 @@ def test_a_service_that_existed_before_gets_its_configuration_back(make_sim):
     assert "Thunderbolt Bridge" in node(sim, "mini-1", "networksetup -listallnetworkservices")
 
 
-def test_a_port_the_mac_does_not_have_is_named_with_the_fix(make_sim):
-    sim = make_sim(nodes=1)
+def test_a_port_the_mac_does_not_have_is_named_with_the_fix(one_mac):
+    sim = one_mac
     port = {"device": "en5", "hardware_port": "Thunderbolt 4", "address": "192.168.77.1", "peer": "192.168.77.2"}
     before = network_state(sim, "mini-1")
     failed = run_module(sim, "mini-1", {"ports": [port]}, ok=False)

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from mlx_fleet.cli import build_parser
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK
 from mlx_fleet.explain_cli import run_explain
@@ -38,14 +39,14 @@ def explain_stdin(monkeypatch, capsys, data: bytes):
     return status, out
 
 
-@settings(max_examples=2500, **SETTINGS)
+@settings(max_examples=examples(2500), **SETTINGS)
 @given(data=st.binary(max_size=400))
 def test_any_bytes_on_stdin(monkeypatch, capsys, data):
     COUNT["stdin bytes"] += 1
     explain_stdin(monkeypatch, capsys, data)
 
 
-@settings(max_examples=2500, **SETTINGS)
+@settings(max_examples=examples(2500), **SETTINGS)
 @given(pieces=st.lists(PIECES, min_size=1, max_size=8), separator=st.sampled_from([b"", b"\n", b"\r\n", b" "]))
 def test_real_logs_with_escapes_and_bytes_mixed_in(monkeypatch, capsys, pieces, separator):
     COUNT["logs with escapes"] += 1
@@ -66,4 +67,4 @@ def test_inputs_counted(request, capsys):
     total = sum(COUNT.values())
     with capsys.disabled():
         print(f"\nexplain odd input: {total} inputs ({', '.join(f'{k} {v}' for k, v in sorted(COUNT.items()))})")
-    assert total >= 5_000
+    assert total >= examples(5_000)

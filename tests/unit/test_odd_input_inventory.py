@@ -7,7 +7,8 @@ goes, tabs, CRLF endings, bytes that are not UTF-8. For each: `inventory_edit.ap
 NotEditable (one line) having written nothing, every file byte for byte; what it writes keeps every host of
 every group and every cable it was not asked to remove.
 
-The inputs are counted; the last test checks the total (at least 5,000).
+The inputs are counted; the last test checks the total (at least 5,000 with MLX_FLEET_DEEP_PROPERTIES=1,
+1,000 by default: conftest.examples).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
 from test_inventory_edit import ALIASED_HOSTS, INVENTORY
 from test_odd_input import ODD_TEXT, SETTINGS, mutated_text
 from mlx_fleet.inventory_edit import CABLES, GROUP, Edit, NotEditable, apply
@@ -177,14 +179,14 @@ def check_edit(files: dict[str, bytes], edit: Edit) -> None:
                 assert now == was
 
 
-@settings(max_examples=3500, **SETTINGS)
+@settings(max_examples=examples(3500), **SETTINGS)
 @given(file_bytes([INVENTORY, ALIASED_HOSTS, EXAMPLE_HOSTS]), st.sampled_from(EDITS))
 def test_one_inventory_file_is_edited_faithfully_or_refused_untouched(data, edit):
     COUNT["inventory files"] += 1
     check_edit({"hosts.yml": data}, edit)
 
 
-@settings(max_examples=1500, **SETTINGS)
+@settings(max_examples=examples(1500), **SETTINGS)
 @given(file_bytes([EXAMPLE_HOSTS]), file_bytes([EXAMPLE_VARS]), st.sampled_from(EDITS))
 def test_an_inventory_folder_with_group_vars_is_edited_faithfully_or_refused_untouched(hosts, group_vars, edit):
     COUNT["inventory folders"] += 1
@@ -198,4 +200,4 @@ def test_inputs_counted(request, capsys):
     total = COUNT["inventory files"] + COUNT["inventory folders"]
     with capsys.disabled():
         print(f"\nodd inventories: {total} inputs ({', '.join(f'{k} {v}' for k, v in sorted(COUNT.items()))})")
-    assert total >= 5_000 and COUNT["refused"] and COUNT["edited"]
+    assert total >= examples(5_000) and COUNT["refused"] and COUNT["edited"]

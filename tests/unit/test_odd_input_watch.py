@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
+from conftest import examples
 from mlx_fleet import onboard, watch_cli
 from mlx_fleet.cli import build_parser, main
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT
@@ -112,7 +113,7 @@ def status_path(tmp_path_factory):
     return tmp_path_factory.mktemp("watch") / watch_page.STATUS_FILE
 
 
-@settings(max_examples=5000, **SETTINGS)
+@settings(max_examples=examples(5000), **SETTINGS)
 @given(text=status_files())
 def test_any_status_file_is_read_and_the_next_round_runs(status_path, text):
     COUNT["status files"] += 1
@@ -131,7 +132,7 @@ def test_any_status_file_is_read_and_the_next_round_runs(status_path, text):
 def test_status_files_counted(request):
     if request.config.option.keyword or request.config.option.markexpr:
         pytest.skip("counts only when the whole file runs")
-    assert COUNT["status files"] >= 5000
+    assert COUNT["status files"] >= examples(5000)
 
 
 # --- intervals ----------------------------------------------------------------------------------------------
