@@ -629,7 +629,7 @@ def read_mac(module):
     addresses state=present puts back (plan_live) and the ports' own reads (with nothing to change, they are
     the state after)."""
     params = module.params
-    module.get_bin_path("networksetup", required=True)
+    module.get_bin_path("networksetup", required=True)  # a Mac without it fails before anything is read
     port_reads = node_facts.THUNDERBOLT_READS if params["read_ports"] else ()
     live_read = ("ifconfig",) if params["state"] == "present" else ()
     reads = run_reads(module, ("hardware_ports", "service_order") + live_read + port_reads)
