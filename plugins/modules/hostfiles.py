@@ -100,6 +100,49 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import (
     HELD, HOSTFILE, RING_HOSTFILE, read_text, write_atomically)
 
 
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", default=HOSTFILE_DIR),
+    hostfile=dict(type="str"),
+    ring_hostfile=dict(type="str"),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    held=dict(type="str"),
+)
+
+
+def with_hold(wanted, held):
+    """wanted with the hold's file when held is given: written with its text, removed when empty."""
+    if held is not None:
+        wanted[HELD] = held + "\n" if held else None
+    return wanted
+
+
+def present(module):
+    """{name: text} state=present writes, in order: the ring hostfile first, so a reader of hostfile.json finds
+    its fallback already in place. While held (or when only the hold is asked for) the hostfiles stay as they are."""
+    params = module.params
+    if params["held"] is None and params["hostfile"] is None:
+        module.fail_json(msg="state is present but the following are missing: hostfile (or held)")
+    wanted = {}
+    if not params["held"] and params["hostfile"] is not None:
+        wanted = {RING_HOSTFILE: params["ring_hostfile"], HOSTFILE: params["hostfile"]}
+    for name, text in wanted.items():
+        try:
+            if text is not None and not isinstance(json.loads(text), dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, RecursionError) as exc:
+            module.fail_json(msg="{0}: the text given is not a hostfile ({1}); pass the fabric's hostfiles".format(
+                name, exc))
+    return with_hold(wanted, params["held"])
+
+
+def absent(module):
+    """{name: text or None} of state=absent: both hostfiles removed, and the hold as held says when given."""
+    return with_hold(dict.fromkeys((RING_HOSTFILE, HOSTFILE)), module.params["held"])
+
+
+STATES = {"present": present, "absent": absent}
+
+
 def plan(wanted, current):
     """{name: what happens} from {name: text or None (absent)} wanted and current."""
     actions = {}
@@ -114,63 +157,48 @@ def plan(wanted, current):
     return actions
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", default=HOSTFILE_DIR),
-            hostfile=dict(type="str"),
-            ring_hostfile=dict(type="str"),
-            state=dict(type="str", default="present", choices=["present", "absent"]),
-            held=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
+def report(module, wanted, current):
+    """The result: what happens to each file, and the diff of those that change."""
     folder = module.params["path"]
-    present = module.params["state"] == "present"
-    held = module.params["held"]
-    if present and held is None and module.params["hostfile"] is None:
-        module.fail_json(msg="state is present but the following are missing: hostfile (or held)")
-    # The ring hostfile first: a reader of hostfile.json then finds its fallback already in place.
-    wanted = {RING_HOSTFILE: module.params["ring_hostfile"], HOSTFILE: module.params["hostfile"]}
-    if not present:
-        wanted = dict.fromkeys(wanted)  # no text: removed
-    elif held or module.params["hostfile"] is None:
-        wanted = {}  # held (or only the hold asked for): the hostfiles stay as they are
-    if held is not None:
-        wanted[HELD] = held + "\n" if held else None
-    for name, text in wanted.items():
-        if text is None or name == HELD:
-            continue
-        try:
-            if not isinstance(json.loads(text), dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, RecursionError) as exc:
-            module.fail_json(msg="{0}: the text given is not a hostfile ({1}); pass the fabric's hostfiles".format(
-                name, exc))
-
-    current = dict((name, read_text(os.path.join(folder, name))) for name in wanted)
     files = plan(wanted, current)
     changing = [name for name, action in files.items() if action in ("created", "updated", "removed")]
-    make_folder = present and not os.path.isdir(folder) and any(text is not None for text in wanted.values())
-    result = dict(changed=bool(changing) or make_folder, path=folder, files=files)
+    result = dict(changed=bool(changing) or making_folder(module, wanted), path=folder, files=files)
     if module._diff:
         result["diff"] = [dict(before_header=os.path.join(folder, name), after_header=os.path.join(folder, name),
                                before=current[name] or "", after=wanted[name] or "") for name in changing]
-    if module.check_mode or not result["changed"]:
-        module.exit_json(**result)
+    return result
 
+
+def making_folder(module, wanted):
+    folder = module.params["path"]
+    return module.params["state"] == "present" and not os.path.isdir(folder) and any(
+        text is not None for text in wanted.values())
+
+
+def apply(module, wanted, result):
+    """The one write path: the folder when missing, then each file that changes, in order."""
+    folder = module.params["path"]
     try:
-        if make_folder:
+        if making_folder(module, wanted):
             os.makedirs(folder, 0o755)
-        for name in changing:
+        for name, action in result["files"].items():
             target = os.path.join(folder, name)
-            if files[name] == "removed":
+            if action == "removed":
                 os.unlink(target)
-            else:
+            elif action in ("created", "updated"):
                 write_atomically(module, target, wanted[name])
     except (IOError, OSError) as exc:
         module.fail_json(msg="{0}: cannot write the hostfiles ({1}); writing there needs root (become: true)".format(
             folder, exc), **result)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    wanted = STATES[module.params["state"]](module)
+    current = dict((name, read_text(os.path.join(module.params["path"], name))) for name in wanted)
+    result = report(module, wanted, current)
+    if result["changed"] and not module.check_mode:
+        apply(module, wanted, result)
     module.exit_json(**result)
 
 

@@ -119,105 +119,161 @@ LAUNCH_DAEMONS = "/Library/LaunchDaemons"
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 NOT_LOADED = (3, 113)  # launchctl bootout: "No such process" / "Could not find service"
 
+ARGUMENT_SPEC = dict(
+    power_settings=dict(type="dict", default={}),
+    computer_name=dict(type="str"),
+    local_host_name=dict(type="str"),
+    host_name=dict(type="str"),
+    wired_limit_mb=dict(type="int", default=0),
+    wired_limit_fraction=dict(type="float", default=0),
+    wired_limit_label=dict(type="str", default=defaults.WIRED_LIMIT_LABEL),
+    automatic_macos_updates=dict(type="bool"),
+)
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            power_settings=dict(type="dict", default={}),
-            computer_name=dict(type="str"),
-            local_host_name=dict(type="str"),
-            host_name=dict(type="str"),
-            wired_limit_mb=dict(type="int", default=0),
-            wired_limit_fraction=dict(type="float", default=0),
-            wired_limit_label=dict(type="str", default=defaults.WIRED_LIMIT_LABEL),
-            automatic_macos_updates=dict(type="bool"),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    names = [(key, option, read) for key, option, read in settings_utils.NAME_KEYS if params[option] is not None]
-    wanted_names = dict((key, params[option]) for key, option, dummy in names)
-    label = params["wired_limit_label"]
-    problem = settings_utils.check_names(wanted_names)
+
+def requested_names(params):
+    """(key, option, read) of the names the task sets (settings_utils.NAME_KEYS)."""
+    return [(key, option, read) for key, option, read in settings_utils.NAME_KEYS if params[option] is not None]
+
+
+def wanted_names(params):
+    return dict((key, params[option]) for key, option, dummy in requested_names(params))
+
+
+def check_params(module):
+    """The names and the label, checked before anything is read."""
+    label = module.params["wired_limit_label"]
+    problem = settings_utils.check_names(wanted_names(module.params))
     if not _LABEL.match(label):
         problem = "wired_limit_label {0!r}: use letters, digits, dots, hyphens and underscores".format(label)
     if problem:
         module.fail_json(msg=problem)
-    plist_path = os.path.join(LAUNCH_DAEMONS, label + ".plist")
 
-    # One round of reads: pmset, the names, and sysctl (the limit now, and the memory).
-    auto_wanted = params["automatic_macos_updates"]
-    reads = run_reads(module, ["pmset", "sysctl"] + [read for dummy, dummy, read in names]
-                      + (["auto_install_macos"] if auto_wanted is not None else []))
-    try:
-        settings = settings_utils.normalize_power(params["power_settings"])
-        power_changes, unsupported, power_before, power_after = settings_utils.plan_power(
-            settings_utils.power_sections(*reads["pmset"]), settings)
-        current_names = dict((key, settings_utils.scutil_value(key, *reads[read])) for key, dummy, read in names)
-        target = settings_utils.wired_limit_mb(params["wired_limit_mb"], params["wired_limit_fraction"],
-                                               int(macos_parsers.parse_sysctl(reads["sysctl"][1]).get("hw.memsize") or 0))
-        plist_now = read_text(plist_path)
-        plist = settings_utils.wired_limit_plist(label, target) if target else None
-        daemon = ("created" if plist_now is None else "updated") if plist is not None and plist != plist_now else (
-            "removed" if plist is None and plist_now is not None else None)
-        # With no limit to set or give back, the Mac need not even have the setting.
-        limit_now = settings_utils.sysctl_value(settings_utils.WIRED_LIMIT, *reads["sysctl"]) \
-            if target or daemon else None
-    except ValueError as e:
-        module.fail_json(msg=to_native(e))
+
+def needed_reads(params):
+    """One round of reads: pmset, the names, sysctl (the limit now, and the memory), the update preference."""
+    return (["pmset", "sysctl"] + [read for dummy, dummy, read in requested_names(params)]
+            + (["auto_install_macos"] if params["automatic_macos_updates"] is not None else []))
+
+
+# --- the plan, one part per setting: what it is after the run, what changes, the diff, the writes ----------
+
+def part(result, changes, diffs=(), writes=()):
+    return {"result": result, "changes": changes, "diffs": list(diffs), "writes": list(writes)}
+
+
+def power_plan(module, reads):
+    settings = settings_utils.normalize_power(module.params["power_settings"])
+    changes, unsupported, before, after = settings_utils.plan_power(settings_utils.power_sections(*reads["pmset"]),
+                                                                    settings)
     for name in unsupported:
         module.warn("pmset: this Mac has no '{0}' setting; left alone".format(name))
-    name_changes = settings_utils.plan_names(current_names, wanted_names)
+
+    def write():
+        settings_utils.run_checked(module, settings_utils.power_command(module, "all", changes))
+        # Read back: pmset ignores some settings silently.
+        left = settings_utils.plan_power(settings_utils.power_sections(*run_reads(module, ["pmset"])["pmset"]),
+                                         settings)[0]
+        if left:
+            raise ValueError(settings_utils.power_not_applied(left))
+
+    return part({"power": after}, {"power": changes},
+                [("pmset -g custom", settings_utils.render_power(before), settings_utils.render_power(after))],
+                [write] if changes else [])
+
+
+def names_plan(module, reads):
+    current = dict((key, settings_utils.scutil_value(key, *reads[read]))
+                   for key, dummy, read in requested_names(module.params))
+    changes = settings_utils.plan_names(current, wanted_names(module.params))
+    after = dict(current, **changes)
+    return part({"names": after}, {"names": changes},
+                [("scutil --get", settings_utils.render_names(current), settings_utils.render_names(after))],
+                [lambda: settings_utils.apply_names(module, changes)] if changes else [])
+
+
+def wired_limit_plan(module, reads):
+    params = module.params
+    label = params["wired_limit_label"]
+    plist_path = os.path.join(LAUNCH_DAEMONS, label + ".plist")
+    target = settings_utils.wired_limit_mb(params["wired_limit_mb"], params["wired_limit_fraction"],
+                                           int(macos_parsers.parse_sysctl(reads["sysctl"][1]).get("hw.memsize") or 0))
+    plist_now = read_text(plist_path)
+    plist = settings_utils.wired_limit_plist(label, target) if target else None
+    daemon = ("created" if plist_now is None else "updated") if plist is not None and plist != plist_now else (
+        "removed" if plist is None and plist_now is not None else None)
+    # With no limit to set or give back, the Mac need not even have the setting.
+    limit_now = settings_utils.sysctl_value(settings_utils.WIRED_LIMIT, *reads["sysctl"]) if target or daemon else None
     # The limit now: the target, or macOS's default once the daemon that set it is gone.
     limit = str(target) if target else ("0" if daemon == "removed" else limit_now)
-
-    changes = dict(power=power_changes, names=name_changes)
+    changes, writes = {}, []
     if limit != limit_now:
         changes["wired_limit_mb"] = int(limit)
+        writes.append(lambda: settings_utils.write_sysctl(module, settings_utils.WIRED_LIMIT, limit))
     if daemon:
         changes["launch_daemon"] = daemon
-    auto_now = settings_utils.defaults_bool(module.warn, AUTO_INSTALL_MACOS, *reads["auto_install_macos"]) \
-        if auto_wanted is not None else None
-    auto_change = auto_wanted is not None and auto_now != settings_utils.UNKNOWN and auto_now is not auto_wanted
-    if auto_change:
-        changes["automatic_macos_updates"] = auto_wanted
-    result = dict(changed=bool(power_changes or name_changes or limit != limit_now or daemon or auto_change),
-                  power=power_after, names=dict(current_names, **name_changes), wired_limit_mb=int(limit or 0),
-                  changes=changes)
-    if module._diff:
-        sysctl_header = "sysctl " + settings_utils.WIRED_LIMIT
-        diffs = [
-            ("pmset -g custom", settings_utils.render_power(power_before), settings_utils.render_power(power_after)),
-            ("scutil --get", settings_utils.render_names(current_names), settings_utils.render_names(result["names"])),
-            (sysctl_header, "{0}: {1}\n".format(settings_utils.WIRED_LIMIT, limit_now),
-             "{0}: {1}\n".format(settings_utils.WIRED_LIMIT, limit)),
-            (plist_path, plist_now or "", plist or ""),
-            (AUTO_INSTALL_MACOS, "{0}\n".format(auto_now), "{0}\n".format(auto_wanted if auto_change else auto_now)),
-        ]
-        result["diff"] = [dict(before_header=header, after_header=header, before=before, after=after)
-                          for header, before, after in diffs if before != after]
-    if module.check_mode or not result["changed"]:
-        module.exit_json(**result)
+        writes.append(lambda: reload_daemon(module, label, plist_path, plist))
+    sysctl_line = settings_utils.WIRED_LIMIT + ": {0}\n"
+    return part({"wired_limit_mb": int(limit or 0)}, changes,
+                [("sysctl " + settings_utils.WIRED_LIMIT, sysctl_line.format(limit_now), sysctl_line.format(limit)),
+                 (plist_path, plist_now or "", plist or "")], writes)
 
+
+def automatic_updates_plan(module, reads):
+    wanted = module.params["automatic_macos_updates"]
+    if wanted is None:
+        return part({}, {})
+    now = settings_utils.defaults_bool(module.warn, AUTO_INSTALL_MACOS, *reads["auto_install_macos"])
+    if now == settings_utils.UNKNOWN or now is wanted:
+        return part({}, {})
+
+    def write():
+        settings_utils.run_checked(module, [module.get_bin_path("defaults", required=True), "write",
+                                            SOFTWARE_UPDATE_DOMAIN, AUTO_INSTALL_MACOS, "-bool",
+                                            "true" if wanted else "false"])
+
+    return part({}, {"automatic_macos_updates": wanted},
+                [(AUTO_INSTALL_MACOS, "{0}\n".format(now), "{0}\n".format(wanted))], [write])
+
+
+PLANS = (power_plan, names_plan, wired_limit_plan, automatic_updates_plan)
+
+
+# --- the run: read, plan, report, apply -----------------------------------------------------------------
+
+def report(module, plan):
+    """The module's result from the plan: each setting after the run (or as it would be), what changes, the diff."""
+    result = dict(changed=any(p["writes"] for p in plan), changes={})
+    for setting in plan:
+        result.update(setting["result"])
+        result["changes"].update(setting["changes"])
+    if module._diff:
+        result["diff"] = [dict(before_header=header, after_header=header, before=before, after=after)
+                          for setting in plan for header, before, after in setting["diffs"] if before != after]
+    return result
+
+
+def apply(module, plan, result):
+    """The one write path: each setting's writes, in the plan's order."""
     try:
-        if power_changes:
-            settings_utils.run_checked(module, settings_utils.power_command(module, "all", power_changes))
-            # Read back: pmset ignores some settings silently.
-            left = settings_utils.plan_power(settings_utils.power_sections(*run_reads(module, ["pmset"])["pmset"]),
-                                             settings)[0]
-            if left:
-                raise ValueError(settings_utils.power_not_applied(left))
-        settings_utils.apply_names(module, name_changes)
-        if limit != limit_now:
-            settings_utils.write_sysctl(module, settings_utils.WIRED_LIMIT, limit)
-        if daemon:
-            reload_daemon(module, label, plist_path, plist)
-        if auto_change:
-            settings_utils.run_checked(module, [module.get_bin_path("defaults", required=True), "write",
-                                                SOFTWARE_UPDATE_DOMAIN, AUTO_INSTALL_MACOS, "-bool",
-                                                "true" if auto_wanted else "false"])
+        for setting in plan:
+            for write in setting["writes"]:
+                write()
     except (ValueError, IOError, OSError) as e:
         module.fail_json(msg=to_native(e), **result)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    check_params(module)
+    reads = run_reads(module, needed_reads(module.params))
+    try:
+        plan = [plan_setting(module, reads) for plan_setting in PLANS]
+    except ValueError as e:
+        module.fail_json(msg=to_native(e))
+    result = report(module, plan)
+    if result["changed"] and not module.check_mode:
+        apply(module, plan, result)
     module.exit_json(**result)
 
 

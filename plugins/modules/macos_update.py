@@ -145,52 +145,73 @@ def read_from(fd, offset):
     return os.pread(fd, max(0, os.fstat(fd).st_size - offset), offset).decode("utf-8", "replace")
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(label=dict(type="str", required=True), build=dict(type="str", required=True),
-                           user=dict(type="str", required=True), password=dict(type="str", required=True, no_log=True),
-                           confirm_timeout=dict(type="int", default=120),
-                           log=dict(type="path", default="/Library/Logs/mlx-fleet/softwareupdate-install.log")),
-        supports_check_mode=True,
-    )
+ARGUMENT_SPEC = dict(
+    label=dict(type="str", required=True),
+    build=dict(type="str", required=True),
+    user=dict(type="str", required=True),
+    password=dict(type="str", required=True, no_log=True),
+    confirm_timeout=dict(type="int", default=120),
+    log=dict(type="path", default="/Library/Logs/mlx-fleet/softwareupdate-install.log"),
+)
+
+
+def installed_build(module):
+    return parse_or_fail(module, parsers.parse_sw_vers,
+                         output_of(module, run_reads(module, ["sw_vers"]), "sw_vers"))["build_version"]
+
+
+def watch(process, fd, offset, timeout):
+    """Follow the install's log until it says it started, fails or ends, or TIMEOUT seconds pass;
+    (its output, what it said, whether it ended)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = read_from(fd, offset)
+        said = parsers.parse_softwareupdate_install(text)
+        done = process.poll() is not None
+        if said["error"] or said["started"] or done or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if done:
+        text = read_from(fd, offset)  # all it wrote before it ended
+        said = parsers.parse_softwareupdate_install(text)
+    return text, said, done
+
+
+def install(module, build):
+    """Start the install and see its preparation begin; the result, or the module fails."""
     p = module.params
-    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, run_reads(module, ["sw_vers"]), "sw_vers"))
-    if sw["build_version"] == p["build"]:
-        module.exit_json(changed=False, started=False, build=sw["build_version"])
-    if module.check_mode:
-        module.exit_json(changed=True, started=False, build=sw["build_version"])
     tool = module.get_bin_path("softwareupdate", required=True)
     argv = [tool, "--install", p["label"], "--agree-to-license", "--restart", "--user", p["user"], "--stdinpass"]
     try:
         fd, offset = open_log(p["log"])
     except UnsafeLog as exc:
-        module.fail_json(msg=str(exc), started=False, build=sw["build_version"])
+        module.fail_json(msg=str(exc), started=False, build=build)
     try:
         # Its own session: the install outlives this module and the SSH connection that started it.
         process = start_detached(argv, p["password"] + "\n", fd)
-        deadline = time.monotonic() + p["confirm_timeout"]
-        while True:
-            text = read_from(fd, offset)
-            said = parsers.parse_softwareupdate_install(text)
-            done = process.poll() is not None
-            if said["error"] or said["started"] or done or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        if done:
-            text = read_from(fd, offset)  # all it wrote before it ended
-            said = parsers.parse_softwareupdate_install(text)
+        text, said, done = watch(process, fd, offset, p["confirm_timeout"])
     finally:
         os.close(fd)
     if said["error"] or (done and process.returncode != 0):
         why = said["error"] or said["last"] or "exit {0}".format(process.returncode)
         module.fail_json(msg="softwareupdate --install failed: {0}".format(why), started=False, output=text,
-                         build=sw["build_version"], error=why)
+                         build=build, error=why)
     if not said["started"]:
         why = "it ended without downloading or preparing anything" if done else \
             "its output showed no download or preparation within {0} s".format(p["confirm_timeout"])
         module.fail_json(msg="the update's preparation did not start: {0} (last line: {1!r})".format(why, said["last"]),
-                         started=False, output=text, build=sw["build_version"])
-    module.exit_json(changed=True, started=True, output=text, build=sw["build_version"])
+                         started=False, output=text, build=build)
+    return dict(changed=True, started=True, output=text, build=build)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    build = installed_build(module)
+    if build == module.params["build"]:
+        module.exit_json(changed=False, started=False, build=build)
+    if module.check_mode:
+        module.exit_json(changed=True, started=False, build=build)
+    module.exit_json(**install(module, build))
 
 
 if __name__ == "__main__":

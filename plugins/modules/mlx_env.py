@@ -475,16 +475,16 @@ def _write_fingerprint(run, venv, machine):
     return fact, built
 
 
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True),
+    store=dict(type="path", required=True),
+    plan=dict(type="dict", required=True, options=PLAN_SPEC),
+    lock_hash=dict(type="str", required=True),
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            store=dict(type="path", required=True),
-            plan=dict(type="dict", required=True, options=PLAN_SPEC),
-            lock_hash=dict(type="str", required=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     run = _Run(module)
     _prepare_store(run)
     try:

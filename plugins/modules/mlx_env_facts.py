@@ -143,86 +143,117 @@ def _to_make(path, store, owner, uid):
     return out
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            store=dict(type="path", required=True),
-            python_interpreter=dict(type="str", default=""),
-            owner=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True),
+    store=dict(type="path", required=True),
+    python_interpreter=dict(type="str", default=""),
+    owner=dict(type="str", default=""),
+)
+
+
+def checked_paths(module):
+    """(path, store) normalised, once they are folders mlx_env may manage."""
     path, store = module.params["path"], module.params["store"]
     problems = path_problems(path, store)
     if problems:
         module.fail_json(msg="mlx_env: " + "; ".join(problems))
-    path, store = os.path.normpath(path), os.path.normpath(store)
+    return os.path.normpath(path), os.path.normpath(store)
+
+
+def users(module):
+    """(the login user, the environment's owner, the owner's uid)."""
     login = pwd.getpwuid(os.getuid()).pw_name
     owner = module.params["owner"] or login
     try:
-        uid = pwd.getpwnam(owner).pw_uid
+        return login, owner, pwd.getpwnam(owner).pw_uid
     except KeyError:
         module.fail_json(msg="mlx_env: the owner %r is not a user on this node; set mlx_env_owner" % owner)
 
-    uname = module.get_bin_path("uname", required=True)
-    rc, out, err = module.run_command([uname, "-m"])
+
+def uname_machine(module):
+    rc, out, err = module.run_command([module.get_bin_path("uname", required=True), "-m"])
     if rc != 0:
         module.fail_json(msg="uname -m failed: %s" % err.strip())
-    result = dict(changed=False, owner=owner, login_user=login, uname_machine=out.strip(),
-                  to_make=_to_make(path, store, owner, uid),
-                  folders={"path": folder_state(path, VENV_MARKER), "store": folder_state(store, STORE_MARKER)})
+    return out.strip()
 
+
+def read_target(module):
+    """The target interpreter as its Python reports it; for a uv-managed CPython, the Python Ansible runs with,
+    which reports the node's platform the build is made for (the controller supplies the build's version)."""
     interpreter = module.params["python_interpreter"]
-    layout = store_paths(store)
-    # The venv's probe (it imports MLX) runs beside the rest of the reads: the slowest read sets the time.
-    probes = ThreadPoolExecutor(max_workers=1)
-    venv_python = os.path.join(path, "bin", "python")
-    venv_probe = probes.submit(run_probe, module, venv_python, "installed", "prove") \
-        if os.access(venv_python, os.X_OK) else None
-    target = {"source": "interpreter" if interpreter else "managed", "path": interpreter, "info": None, "error": ""}
-    if not interpreter:
-        # A uv-managed CPython is built for the node's platform: the Python Ansible runs
-        # with reports that platform (the controller supplies the build's version).
-        target["path"] = sys.executable
+    target = {"source": "interpreter" if interpreter else "managed", "path": interpreter or sys.executable,
+              "info": None, "error": ""}
     if os.path.isabs(target["path"]) and not os.access(target["path"], os.X_OK):
         target["error"] = "%s is not an executable on this node" % target["path"]
     else:
         target["info"], target["error"] = run_probe(module, target["path"])
-    result["target"] = target
+    return target
 
+
+def managed_builds(store, pythons):
     builds = {}
-    if os.path.isdir(layout["pythons"]):
-        for name in sorted(os.listdir(layout["pythons"])):
+    if os.path.isdir(pythons):
+        for name in sorted(os.listdir(pythons)):
             if name.endswith(".json"):
                 state = build_state(store, name[:-len(".json")])
                 if state:
                     builds[name[:-len(".json")]] = state
-    result["managed_builds"] = builds
+    return builds
 
+
+def wheels_in(folder):
     wheels = {}
-    if os.path.isdir(layout["wheels"]):
-        for name in sorted(os.listdir(layout["wheels"])):
-            full = os.path.join(layout["wheels"], name)
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            full = os.path.join(folder, name)
             if name.endswith(".whl") and os.path.isfile(full):
                 wheels[name] = sha256_file(full)
-    result["wheels"] = wheels
-    result["uv_sha256"] = sha256_file(layout["uv"]) if os.path.isfile(layout["uv"]) else ""
+    return wheels
 
-    fingerprint = None
+
+def read_fingerprint(path):
     try:
         with open(fingerprint_path(path)) as handle:
-            fingerprint = json.load(handle)
+            return json.load(handle)
     except (IOError, OSError, ValueError, RecursionError):
-        pass
-    result["fingerprint"] = fingerprint
+        return None
 
-    venv = {"exists": False, "info": None, "home": pyvenv_home(path)}
-    if venv_probe is not None:
-        venv["info"], venv["error"] = venv_probe.result()
-        venv["exists"] = venv["info"] is not None
-    probes.shutdown()
-    result["venv"] = venv
+
+def read_store(store):
+    """What the store holds: the managed Python builds, the wheels, uv's sha256."""
+    layout = store_paths(store)
+    return dict(managed_builds=managed_builds(store, layout["pythons"]), wheels=wheels_in(layout["wheels"]),
+                uv_sha256=sha256_file(layout["uv"]) if os.path.isfile(layout["uv"]) else "")
+
+
+def read_venv(module, path):
+    """The venv at path: its probe (it imports MLX) runs beside the other reads, as the slowest read sets the
+    time; returns a function that waits for it and gives the venv's state."""
+    probes = ThreadPoolExecutor(max_workers=1)
+    venv_python = os.path.join(path, "bin", "python")
+    venv_probe = probes.submit(run_probe, module, venv_python, "installed", "prove") \
+        if os.access(venv_python, os.X_OK) else None
+
+    def venv():
+        state = {"exists": False, "info": None, "home": pyvenv_home(path)}
+        if venv_probe is not None:
+            state["info"], state["error"] = venv_probe.result()
+            state["exists"] = state["info"] is not None
+        probes.shutdown()
+        return state
+    return venv
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    path, store = checked_paths(module)
+    login, owner, uid = users(module)
+    result = dict(changed=False, owner=owner, login_user=login, uname_machine=uname_machine(module),
+                  to_make=_to_make(path, store, owner, uid),
+                  folders={"path": folder_state(path, VENV_MARKER), "store": folder_state(store, STORE_MARKER)})
+    venv = read_venv(module, path)
+    result["target"] = read_target(module)
+    result.update(read_store(store), fingerprint=read_fingerprint(path), venv=venv())
     module.exit_json(**result)
 
 

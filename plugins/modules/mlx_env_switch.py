@@ -126,19 +126,17 @@ def swap(new, path):
     return "renames"
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            built=dict(type="dict", options=dict(next=dict(type="path", required=True),
-                                                 path=dict(type="path", required=True),
-                                                 digest=dict(type="str", required=True))),
-        ),
-        supports_check_mode=True,
-    )
-    path, built = os.path.normpath(module.params["path"]), module.params["built"]
-    if not built or module.check_mode:
-        module.exit_json(changed=False, msg="no new environment to switch to")
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", required=True),
+    built=dict(type="dict", options=dict(next=dict(type="path", required=True),
+                                         path=dict(type="path", required=True),
+                                         digest=dict(type="str", required=True))),
+)
+
+
+def check_built(module, path, built):
+    """Fail unless BUILT names PATH and the folder beside it, both mlx-fleet's, the new one holding what was built;
+    returns the new one's path."""
     new = next_path(path)
     if os.path.normpath(built["path"]) != path or os.path.normpath(built["next"]) != new:
         module.fail_json(msg="mlx_env_switch: built names %s and %s, not %s and %s beside it"
@@ -154,6 +152,15 @@ def main():
     if digest != built["digest"]:
         module.fail_json(msg="mlx_env_switch: %s does not hold the environment just built (its fingerprint differs); "
                              "nothing was switched: run the play again" % new)
+    return new
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    path, built = os.path.normpath(module.params["path"]), module.params["built"]
+    if not built or module.check_mode:
+        module.exit_json(changed=False, msg="no new environment to switch to")
+    new = check_built(module, path, built)
     how = swap(new, path)
     claim(module, new, VENV_MARKER, clear=True)  # the old venv, now beside the new one
     module.exit_json(changed=True, swapped=how, msg="%s is the new environment" % path)

@@ -222,34 +222,40 @@ def _environment(module, path, verify):
     return env
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            env_path=dict(type="path"),
-            hostfile_dir=dict(type="path"),
-            hostfiles=dict(type="list", elements="str", default=["hostfile.json", "hostfile-ring.json"]),
-            wired_limit_label=dict(type="str"),
-            verify_files=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
+ARGUMENT_SPEC = dict(
+    env_path=dict(type="path"),
+    hostfile_dir=dict(type="path"),
+    hostfiles=dict(type="list", elements="str", default=["hostfile.json", "hostfile-ring.json"]),
+    wired_limit_label=dict(type="str"),
+    verify_files=dict(type="bool", default=True),
+)
+
+
+def checked_label(module):
+    """The wired limit daemon's launchd label, once the arguments the action plugin gives are there."""
     for name in ("env_path", "hostfile_dir"):
-        if not params[name]:
+        if not module.params[name]:
             module.fail_json(msg="node_state: {0} is missing (the node_state action plugin gives it)".format(name))
-    label = params["wired_limit_label"] or WIRED_LIMIT_LABEL
+    label = module.params["wired_limit_label"] or WIRED_LIMIT_LABEL
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", label):
         module.fail_json(msg="wired_limit_label {0!r} is not a launchd label".format(label))
+    return label
+
+
+def read_node(module, label):
+    """One round of every read the three facts need."""
     names = []
     for group in (node_facts.MACOS_READS, node_facts.THUNDERBOLT_READS, NODE_READS):
         names += [name for name in group if name not in names]
-    results = run_reads(module, names, {"wired_limit_daemon": ("launchctl", "print", "system/" + label)})
+    return run_reads(module, names, {"wired_limit_daemon": ("launchctl", "print", "system/" + label)})
 
-    macos = node_facts.macos(module, results)
-    thunderbolt = node_facts.thunderbolt(module, results)
+
+def node_fact(module, results, macos, thunderbolt, label):
+    """mlx_fleet_node: what the roles converge, as the node has it."""
+    params = module.params
     pmset = parse_or_fail(module, parsers.parse_pmset, output_of(module, results, "pmset"))
     hostfiles = files.digests(module, params["hostfile_dir"], [os.path.basename(name) for name in params["hostfiles"]])
-    node = {
+    return {
         "pmset": pmset,
         "names": _names(module, results),
         "addresses": _addresses(thunderbolt),
@@ -263,6 +269,15 @@ def main():
         "competing": sorted(label for name, label in COMPETING_DAEMON_READS.items()
                             if _job(module, results, name) is not None),
     }
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    label = checked_label(module)
+    results = read_node(module, label)
+    macos = node_facts.macos(module, results)
+    thunderbolt = node_facts.thunderbolt(module, results)
+    node = node_fact(module, results, macos, thunderbolt, label)
     module.exit_json(changed=False, ansible_facts={"mlx_fleet_macos": macos, "mlx_fleet_thunderbolt": thunderbolt,
                                                    "mlx_fleet_node": node})
 

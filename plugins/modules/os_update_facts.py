@@ -83,6 +83,46 @@ def jobs(ps_text, env_path):
     return found
 
 
+def updates(module, results):
+    """The installed version and build, the pending updates, and the warnings of softwareupdate --list
+    (each also given to Ansible)."""
+    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
+    rc, out, err = results["softwareupdate"]
+    listed = parsers.parse_softwareupdate_list(out + "\n" + err)
+    if rc not in (0, 1) or (rc == 1 and parsers.SU_NOTHING not in err + out):
+        listed["warnings"].append("softwareupdate --list failed (exit {0}): {1}".format(rc, (err or out).strip()))
+    for warning in listed["warnings"]:
+        module.warn(warning)
+    return {"version": sw["product_version"], "build": sw["build_version"], "updates": listed["updates"],
+            "warnings": listed["warnings"]}
+
+
+def running_jobs(module, env_path):
+    rc, out, err = module.run_command(PS, environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(PS), rc, (err or out).strip()))
+    return jobs(out, env_path)
+
+
+def checks(module, results, env_path):
+    """What the checks after an update read: RDMA, the Thunderbolt ports' addresses, whether MLX imports."""
+    rc, out, err = results["rdma_ctl"]
+    facts = {"rdma_enabled": parsers.parse_rdma_ctl_status(out) if rc == 0 and out.strip() in (
+        "enabled", "disabled") else None}
+    ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
+    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
+    facts["addresses"] = dict(
+        (device, sorted(a["address"] for a in interfaces.get(device, {}).get("inet", [])))
+        for device in parsers.thunderbolt_interfaces(ports).values())
+    python = os.path.join(env_path, "bin", "python")
+    if os.access(python, os.X_OK):
+        rc, out, err = module.run_command([python, "-c", "import mlx.core"])
+        facts["mlx_imports"], facts["mlx_error"] = rc == 0, (err.strip().splitlines() or [""])[-1]
+    else:
+        facts["mlx_imports"], facts["mlx_error"] = False, "{0} is missing".format(python)
+    return facts
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(env_path=dict(type="path", default="/opt/mlx-fleet/venv"),
@@ -91,33 +131,9 @@ def main():
     )
     env_path = module.params["env_path"]
     results = run_reads(module, READS + (CHECK_READS if module.params["checks"] else ()))
-    sw = parse_or_fail(module, parsers.parse_sw_vers, output_of(module, results, "sw_vers"))
-    rc, out, err = results["softwareupdate"]
-    listed = parsers.parse_softwareupdate_list(out + "\n" + err)
-    if rc not in (0, 1) or (rc == 1 and parsers.SU_NOTHING not in err + out):
-        listed["warnings"].append("softwareupdate --list failed (exit {0}): {1}".format(rc, (err or out).strip()))
-    for warning in listed["warnings"]:
-        module.warn(warning)
-    rc, ps_out, ps_err = module.run_command(PS, environ_update={"LC_ALL": "C"})
-    if rc != 0:
-        module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(PS), rc, (ps_err or ps_out).strip()))
-    facts = {"version": sw["product_version"], "build": sw["build_version"], "updates": listed["updates"],
-             "warnings": listed["warnings"], "jobs": jobs(ps_out, env_path)}
+    facts = dict(updates(module, results), jobs=running_jobs(module, env_path))
     if module.params["checks"]:
-        rc, out, err = results["rdma_ctl"]
-        facts["rdma_enabled"] = parsers.parse_rdma_ctl_status(out) if rc == 0 and out.strip() in (
-            "enabled", "disabled") else None
-        ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, results, "hardware_ports"))
-        interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, results, "ifconfig"))
-        facts["addresses"] = dict(
-            (device, sorted(a["address"] for a in interfaces.get(device, {}).get("inet", [])))
-            for device in parsers.thunderbolt_interfaces(ports).values())
-        python = os.path.join(env_path, "bin", "python")
-        if os.access(python, os.X_OK):
-            rc, out, err = module.run_command([python, "-c", "import mlx.core"])
-            facts["mlx_imports"], facts["mlx_error"] = rc == 0, (err.strip().splitlines() or [""])[-1]
-        else:
-            facts["mlx_imports"], facts["mlx_error"] = False, "{0} is missing".format(python)
+        facts.update(checks(module, results, env_path))
     module.exit_json(changed=False, ansible_facts={"mlx_fleet_os_update": facts})
 
 

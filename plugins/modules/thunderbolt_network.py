@@ -552,10 +552,6 @@ def _diff(name, before, after):
 
 # --- the Mac: reads, record, writes ---------------------------------------------------------------
 
-def _networksetup(module, path, args):
-    return module.run_command([path] + list(args), environ_update={"LC_ALL": "C"})
-
-
 def read_configs(module, services, names):
     """{name: snapshot} of the named existing services: -getinfo and -getadditionalroutes each."""
     configs = {}
@@ -626,39 +622,39 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+# --- the run: read, plan (present or absent), apply ------------------------------------------------
+
+def read_mac(module):
+    """The first round of reads: the hardware ports, the services in order, the record; with them the live
+    addresses state=present puts back (plan_live) and the ports' own reads (with nothing to change, they are
+    the state after)."""
     params = module.params
-    networksetup = module.get_bin_path("networksetup", required=True)
-    # The ports' own reads go with the first round: with nothing to change, they are the state after.
+    module.get_bin_path("networksetup", required=True)  # a Mac without it fails before anything is read
     port_reads = node_facts.THUNDERBOLT_READS if params["read_ports"] else ()
-    # ifconfig: the live addresses state=present puts back to the services' (plan_live).
     live_read = ("ifconfig",) if params["state"] == "present" else ()
     reads = run_reads(module, ("hardware_ports", "service_order") + live_read + port_reads)
-    hardware_ports = parse_or_fail(module, parsers.parse_hardware_ports, output_of(module, reads, "hardware_ports"))
-    services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
-    record = load_record(module, params["record"])
+    return {"reads": reads,
+            "hardware_ports": parse_or_fail(module, parsers.parse_hardware_ports,
+                                            output_of(module, reads, "hardware_ports")),
+            "services": parse_or_fail(module, parsers.parse_network_service_order,
+                                      output_of(module, reads, "service_order")),
+            "record": load_record(module, params["record"])}
 
-    try:
-        if params["state"] == "present":
-            ports = check_ports(params["ports"], hardware_ports)
-            names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
-            if params["exclusive"]:
-                names += sorted(record["previous"])
-            configs = read_configs(module, services, names)
-            plan = plan_present(ports, params["bridge"], services, configs, record, params["exclusive"])
-        else:
-            configs = read_configs(module, services, sorted(record["previous"]) + sorted(record["created"]))
-            plan = plan_absent(params["ports"], params["bridge"], services, configs, record)
-    except PlanError as exc:
-        module.fail_json(msg=to_native(exc))
-    commands, new_record, results, bridge, diffs = plan
-    live_steps = []
-    if params["state"] == "present":
-        interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, reads, "ifconfig"))
-        live_steps, live_diffs = plan_live(results, set(p["hardware_port"] for p in ports), interfaces)
-        diffs += live_diffs
-    if params["state"] == "present" and params["services_last"]:
+
+def present(module, mac):
+    """The plan of state=present: the ports' services and the bridge, the live addresses, the service order."""
+    params, services, record = module.params, mac["services"], mac["record"]
+    ports = check_ports(params["ports"], mac["hardware_ports"])
+    names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
+    if params["exclusive"]:
+        names += sorted(record["previous"])
+    configs = read_configs(module, services, names)
+    commands, new_record, results, bridge, diffs = plan_present(ports, params["bridge"], services, configs, record,
+                                                                params["exclusive"])
+    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, mac["reads"], "ifconfig"))
+    live_steps, live_diffs = plan_live(results, set(p["hardware_port"] for p in ports), interfaces)
+    diffs += live_diffs
+    if params["services_last"]:
         # The order of what is left: a service this run removes (a port whose cable left) is no longer there.
         removed = set(command[1] for command in commands if command[0] == "-removenetworkservice")
         step, diff = plan_order([s for s in services if s["name"] not in removed],
@@ -666,44 +662,89 @@ def main():
         if step:
             commands.append(step)
             diffs.append(diff)
-    for warning in (r.get("warning") for r in results):
+    # Recorded before any write: a run that fails half-way still knows what it may have created.
+    return {"commands": commands, "live_steps": live_steps, "results": results, "bridge": bridge, "diffs": diffs,
+            "record_first": _union(record, new_record), "record": new_record}
+
+
+def absent(module, mac):
+    """The plan of state=absent: the recorded services (of the listed ports) and the bridge put back."""
+    params, record = module.params, mac["record"]
+    configs = read_configs(module, mac["services"], sorted(record["previous"]) + sorted(record["created"]))
+    commands, new_record, results, bridge, diffs = plan_absent(params["ports"], params["bridge"], mac["services"],
+                                                               configs, record)
+    # An entry is forgotten only after its service was put back.
+    return {"commands": commands, "live_steps": [], "results": results, "bridge": bridge, "diffs": diffs,
+            "record_first": record, "record": new_record}
+
+
+STATES = {"present": present, "absent": absent}
+
+
+def report(module, plan):
+    """The module's result from the plan (what is, or in check mode would be, after the run)."""
+    for warning in (r.get("warning") for r in plan["results"]):
         if warning:
             module.warn(warning)
-
-    result = dict(changed=bool(commands or live_steps), commands=commands, ifconfig_commands=live_steps,
-                  services=results, bridge=bridge, record=params["record"])
-    if params["hostfile_dir"]:
-        result["hostfiles"] = digests(module, params["hostfile_dir"], HOSTFILE_FOLDER)
+    result = dict(changed=bool(plan["commands"] or plan["live_steps"]), commands=plan["commands"],
+                  ifconfig_commands=plan["live_steps"], services=plan["results"], bridge=plan["bridge"],
+                  record=module.params["record"])
+    if module.params["hostfile_dir"]:
+        result["hostfiles"] = digests(module, module.params["hostfile_dir"], HOSTFILE_FOLDER)
     if module._diff:
-        result["diff"] = diffs
-    if module.check_mode or (not commands and not live_steps and new_record == record):
-        if port_reads:
-            result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, reads)}
-        module.exit_json(**result)
+        result["diff"] = plan["diffs"]
+    return result
 
-    # Record first: a run that fails half-way still knows what it may have created, and what it has yet
-    # to put back (an entry is forgotten only after its service was put back).
-    saved = _union(record, new_record) if params["state"] == "present" else record
-    if saved != record:
-        save_record(module, params["record"], saved)
-    for args in commands:
-        rc, out, err = _networksetup(module, networksetup, args)
-        if rc != 0:
-            hint = "; writing needs root (become: true)" if "admin privileges" in (err or out) else ""
-            module.fail_json(msg="networksetup {0} failed (exit {1}): {2}{3}".format(
-                " ".join(shlex.quote(a) for a in args), rc, (err or out).strip(), hint), **result)
-    if live_steps:
-        ifconfig = module.get_bin_path("ifconfig", required=True)
-        for args in live_steps:
-            rc, out, err = module.run_command([ifconfig] + args, environ_update={"LC_ALL": "C"})
-            if rc != 0:
-                module.fail_json(msg="ifconfig {0} failed (exit {1}): {2}".format(
-                    " ".join(shlex.quote(a) for a in args), rc, (err or out).strip()), **result)
-    if new_record != saved:
-        save_record(module, params["record"], new_record)
-    if port_reads:
-        result["ansible_facts"] = {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, run_reads(module, port_reads))}
-    module.exit_json(**result)
+
+def writes(plan, record):
+    """Whether applying the plan writes anything (a record that only forgets entries included)."""
+    return bool(plan["commands"] or plan["live_steps"] or plan["record"] != record)
+
+
+def _write(module, tool, args, result):
+    rc, out, err = module.run_command([module.get_bin_path(tool, required=True)] + list(args),
+                                      environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        hint = "; writing needs root (become: true)" if tool == "networksetup" and "admin privileges" in (
+            err or out) else ""
+        module.fail_json(msg="{0} {1} failed (exit {2}): {3}{4}".format(
+            tool, " ".join(shlex.quote(a) for a in args), rc, (err or out).strip(), hint), **result)
+
+
+def apply(module, plan, record, result):
+    """The one write path: the record, the networksetup calls, the ifconfig calls, the record again."""
+    if plan["record_first"] != record:
+        save_record(module, module.params["record"], plan["record_first"])
+    for args in plan["commands"]:
+        _write(module, "networksetup", args, result)
+    for args in plan["live_steps"]:
+        _write(module, "ifconfig", args, result)
+    if plan["record"] != plan["record_first"]:
+        save_record(module, module.params["record"], plan["record"])
+
+
+def ports_fact(module, reads):
+    """ansible_facts with the Thunderbolt ports (read_ports) from reads, or read again when reads is None."""
+    if not module.params["read_ports"]:
+        return {}
+    if reads is None:
+        reads = run_reads(module, node_facts.THUNDERBOLT_READS)
+    return {"ansible_facts": {"mlx_fleet_thunderbolt": node_facts.thunderbolt(module, reads)}}
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    mac = read_mac(module)
+    try:
+        plan = STATES[module.params["state"]](module, mac)
+    except PlanError as exc:
+        module.fail_json(msg=to_native(exc))
+    result = report(module, plan)
+    applies = not module.check_mode and writes(plan, mac["record"])
+    if applies:
+        apply(module, plan, mac["record"], result)
+    # After a write the ports are read again: a cable moved while they were configured shows there.
+    module.exit_json(**dict(result, **ports_fact(module, None if applies else mac["reads"])))
 
 
 if __name__ == "__main__":
