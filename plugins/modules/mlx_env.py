@@ -127,17 +127,16 @@ ansible_facts:
       type: dict
 """
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tarfile
 import tempfile
-import time
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.locks import LockTimeout, lock_within, open_lock_file
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     STORE_MARKER, VENV_MARKER, build_marker, build_state, claim, fingerprint, fingerprint_path, next_path,
     path_problems, pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
@@ -237,17 +236,18 @@ def _check_uv(module, uv_path, want):
 def _wait_for_other_installs(module, store):
     """The store's install lock, held until this module ends. An interrupted converge's install can outlive its
     ssh session and still be writing here: the leftovers are cleared only once it has ended (bounded wait)."""
-    handle = open(os.path.join(store, INSTALL_LOCK), "a")
-    deadline = time.monotonic() + INSTALL_WAIT
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
-        except (IOError, OSError):
-            if time.monotonic() > deadline:
-                module.fail_json(msg="mlx_env: another install (an interrupted run's) still holds %s after %d s; "
-                                     "let it end, then run again" % (os.path.join(store, INSTALL_LOCK), INSTALL_WAIT))
-            time.sleep(0.5)
+    path = os.path.join(store, INSTALL_LOCK)
+    try:
+        fd = open_lock_file(path, 0o644)
+    except OSError as exc:
+        module.fail_json(msg="mlx_env: %s cannot be opened as the install lock (%s): a symlink or another kind of "
+                             "file is there; remove it and run again" % (path, exc.strerror))
+    try:
+        lock_within(fd, INSTALL_WAIT, 0.5)
+    except LockTimeout:
+        module.fail_json(msg="mlx_env: another install (an interrupted run's) still holds %s after %d s; "
+                             "let it end, then run again" % (path, INSTALL_WAIT))
+    return fd
 
 
 def _remove_leftovers(store):
