@@ -175,7 +175,7 @@ def _argv(job: Job, launcher: list[str], python: str, rundir: str, command: list
                   f"{deadline:g}", "--", *command]
     if len(job.hosts) == 1:
         env = [*job.hostfile["envs"], "MLX_RANK=0"]
-        return nodes.ssh_argv(job.hosts[0], f"cd {shlex.quote(rundir)} && " + shlex.join(["env", *env, *supervised]))
+        return nodes.ssh_argv(nodes.by_name(job.hosts[0]), f"cd {shlex.quote(rundir)} && " + shlex.join(["env", *env, *supervised]))
     hostfile = job.log_dir / "hostfile.json"
     hostfile.write_text(json.dumps(job.hostfile, indent=2) + "\n")
     return [*launcher, "--hostfile", str(hostfile), "--backend", job.backend, "--cwd", rundir, "--", *supervised]
