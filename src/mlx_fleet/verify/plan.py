@@ -162,7 +162,7 @@ def load_cluster(folder: Path, inventory: str = "INVENTORY") -> Cluster:
     for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
         if data is not None or path == folder / HOSTFILE:  # a hostfile.json of "null" is no hostfile either
             try:
-                hostfiles.check_hostfile(data)
+                hostfiles.Hostfile.from_json(data)
             except ValueError as exc:
                 raise VerifyError(f"{path}: {exc}; {fix}") from None
     try:
@@ -189,7 +189,7 @@ def link_hostfile(cluster: Cluster, link: LinkModel, backend: str, devices: dict
     management = {host: next(iter(_entry(cluster.hostfile, host)["ips"]), None) for host in (a.host, b.host)}
     return hostfiles.render("jaccl" if backend.startswith("jaccl") else "ring", [a.host, b.host],
                             pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): link.network}, management,
-                            cluster.hostfile["envs"])
+                            cluster.hostfile["envs"]).to_json()
 
 
 def single_host_hostfile(cluster: Cluster) -> dict:
