@@ -16,7 +16,8 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, json_text
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 
 
 @dataclass(frozen=True)

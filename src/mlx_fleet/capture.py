@@ -11,7 +11,6 @@ leaves. ``mlx-fleet sim up --replay NODE=DIR`` turns such a folder into a simula
 from __future__ import annotations
 
 import datetime
-import json
 import shlex
 import subprocess
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from mlx_fleet import __version__
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, atomic_write_json, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
 
 MANIFEST = "manifest.json"
@@ -115,5 +114,5 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
                 subprocess.run(target.argv(*control, "-O", "exit", ssh=ssh), capture_output=True, timeout=CONNECT_TIMEOUT)
             except subprocess.TimeoutExpired:
                 pass  # the master ends with its folder, which goes now
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    atomic_write_json(out / MANIFEST, manifest)
     return manifest

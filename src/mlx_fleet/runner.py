@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (ARGUMENT_CHECK, CLUSTER_STEP, CONTROLLER,
@@ -403,7 +404,7 @@ def _record_command(data: dict, runner_config, envvars: dict, private: str) -> N
     if data.get("status") != "running":
         return
     record = command_record(runner_config.command, runner_config.cwd, envvars, private)
-    atomic_write_text(Path(runner_config.artifact_dir) / "command", json.dumps(record), mode=0o600)
+    atomic_write_text(Path(runner_config.artifact_dir) / "command", json_text(record), mode=0o600)
 
 
 def _interrupted(report: RunReport, read_only: bool = False) -> str:
