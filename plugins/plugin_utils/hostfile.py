@@ -13,10 +13,9 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD, json_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 
 
