@@ -115,8 +115,8 @@ class ActionModule(ClusterAction):
             # Where the mlx_fabric role puts them on every Mac (its variable, when run from the role).
             hostfile_dir=self._templar.template(task_vars.get("mlx_fabric_hostfile_dir")),
             # What mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them.
-            hostfiles={HOSTFILE: built.hostfile and hostfile.text(built.hostfile),
-                       RING_HOSTFILE: built.ring_hostfile and hostfile.text(built.ring_hostfile)},
+            hostfiles={HOSTFILE: built.hostfile and built.hostfile.text(),
+                       RING_HOSTFILE: built.ring_hostfile and built.ring_hostfile.text()},
             # What mlx_fleet.cluster.fabric_publish writes: the files of this judgment, not of a second one.
             publication=fab.Publication.of(built).to_dict(),
             changed=False,

@@ -22,6 +22,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update, secret_socket
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
 NODE_STATE = "mlx_fleet.cluster.node_state"
@@ -77,14 +78,15 @@ class ActionModule(ActionBase):
                             inventory=inventory)
         return os_update.own_findings(name, audited.findings)
 
-    def _ssh_argv(self):
-        """ssh to this Mac as Ansible reaches it (its user, port and common arguments)."""
+    def _ssh_argv(self, name):
+        """ssh to this Mac as Ansible reaches it (its user, port, key, host-key checking and arguments)."""
         conn = self._connection
-        argv = ["ssh"] + shlex.split(conn.get_option("ssh_common_args") or "")
-        if conn.get_option("port"):
-            argv += ["-p", str(conn.get_option("port"))]
-        return argv + ["-l", conn.get_option("remote_user") or "admin", self._play_context.remote_addr or
-                       conn.get_option("host")]
+        target = SshTarget(name, self._play_context.remote_addr or conn.get_option("host"),
+                           conn.get_option("remote_user") or "admin", conn.get_option("port"),
+                           conn.get_option("private_key_file"), bool(conn.get_option("host_key_checking")),
+                           tuple(word for option in ("ssh_common_args", "ssh_extra_args")
+                                 for word in shlex.split(conn.get_option(option) or "")))
+        return target.argv()
 
     def _wait(self, task_vars, build, old_build, timeout, poll, password):
         """'back', or what went wrong: no-restart, no-return, locked, old-build."""
@@ -102,7 +104,8 @@ class ActionModule(ActionBase):
                     if unlock_tried or not password or not secret_socket.password_methods(str(exc)):
                         return "locked"
                     unlock_tried = True
-                    worked, said = secret_socket.unlock_over_ssh(self._ssh_argv(), password)
+                    worked, said = secret_socket.unlock_over_ssh(
+                        self._ssh_argv(task_vars["inventory_hostname"]), password)
                     self._display.vvv(f"FileVault unlock over SSH: {'done' if worked else 'refused'} ({said})")
                     if not worked:
                         return "locked"

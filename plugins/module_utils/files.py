@@ -6,6 +6,7 @@ Stdlib and AnsibleModule only, Python 3.9 compatible: it runs on the Mac.
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import tempfile
 
@@ -40,6 +41,12 @@ def read_text(path):
         return None
 
 
+def json_text(data, final_newline=True):
+    """JSON as mlx-fleet writes every file, on the Macs and the controller: indent 4 and keys in the order given
+    (as MLX writes hostfiles, which alone leave out the final newline, to be MLX's bytes)."""
+    return json.dumps(data, indent=4) + ("\n" if final_newline else "")
+
+
 def write_atomically(module, path, content, mode=0o644):
     """Replace path with content: a temporary file beside it (O_EXCL, given its mode through its descriptor),
     synced to disk, renamed over it, then the folder synced, so a reader or a power cut sees the old file or
@@ -62,3 +69,19 @@ def write_atomically(module, path, content, mode=0o644):
         os.fsync(folder_fd)
     finally:
         os.close(folder_fd)
+
+
+def write_json(module, path, data, mode=0o644):
+    """Replace path with data as JSON (json_text), atomically (write_atomically); its folder is created.
+    A folder that cannot be created or written fails the module naming the path and the fix."""
+    folder = os.path.dirname(path)
+    try:
+        if not os.path.isdir(folder):
+            os.makedirs(folder, 0o755)
+    except OSError as exc:
+        module.fail_json(msg="{0}: cannot create its folder ({1}); writing needs root (become: true)".format(
+            path, exc.strerror or exc))
+    if not os.access(folder, os.W_OK):
+        module.fail_json(msg="{0}: its folder is not writable by this user; writing needs root (become: true)"
+                         .format(path))
+    write_atomically(module, path, json_text(data), mode)

@@ -23,6 +23,17 @@ THUNDERBOLT_READS = ("thunderbolt", "hardware_ports", "service_order", "ifconfig
 MISSING = 127  # run_reads' exit status for a tool not on PATH
 
 
+class OutsideModule:
+    """What these functions ask of a module, for reads made outside one (the controller's, over plain ssh:
+    verify, the watch): a read or an output they cannot use raises ValueError, a warning is dropped."""
+
+    def fail_json(self, msg, **kwargs):
+        raise ValueError(msg)
+
+    def warn(self, msg):
+        pass
+
+
 def management(module, interfaces, hardware_ports):
     """(interface, hardware port, address) of the SSH connection Ansible came in on, from this Mac's side."""
     value = os.environ.get("SSH_CONNECTION")

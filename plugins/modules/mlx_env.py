@@ -127,17 +127,17 @@ ansible_facts:
       type: dict
 """
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tarfile
 import tempfile
-import time
 import zipfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text, write_atomically
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.locks import LockTimeout, lock_within, open_lock_file
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
     STORE_MARKER, VENV_MARKER, build_marker, build_state, claim, fingerprint, fingerprint_path, next_path,
     path_problems, pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
@@ -218,14 +218,10 @@ def _install_uv(module, wheel, uv_path, want):
         member = next((n for n in zf.namelist() if n.endswith(".data/scripts/uv")), None)
         if member is None:
             module.fail_json(msg="mlx_env: the uv wheel holds no uv binary")
-        handle, tmp = tempfile.mkstemp(dir=os.path.dirname(uv_path), prefix=".uv-")
-        with os.fdopen(handle, "wb") as out, zf.open(member) as src:
-            shutil.copyfileobj(src, out, 1 << 20)
-    os.chmod(tmp, 0o755)
-    if sha256_file(tmp) != want:
-        os.unlink(tmp)
+        binary = zf.read(member)
+    if hashlib.sha256(binary).hexdigest() != want:
         module.fail_json(msg="mlx_env: the uv in its wheel does not have the sha256 the controller computed")
-    os.rename(tmp, uv_path)
+    write_atomically(module, uv_path, binary, 0o755)
 
 
 def _check_uv(module, uv_path, want):
@@ -237,17 +233,18 @@ def _check_uv(module, uv_path, want):
 def _wait_for_other_installs(module, store):
     """The store's install lock, held until this module ends. An interrupted converge's install can outlive its
     ssh session and still be writing here: the leftovers are cleared only once it has ended (bounded wait)."""
-    handle = open(os.path.join(store, INSTALL_LOCK), "a")
-    deadline = time.monotonic() + INSTALL_WAIT
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return handle
-        except (IOError, OSError):
-            if time.monotonic() > deadline:
-                module.fail_json(msg="mlx_env: another install (an interrupted run's) still holds %s after %d s; "
-                                     "let it end, then run again" % (os.path.join(store, INSTALL_LOCK), INSTALL_WAIT))
-            time.sleep(0.5)
+    path = os.path.join(store, INSTALL_LOCK)
+    try:
+        fd = open_lock_file(path, 0o644)
+    except OSError as exc:
+        module.fail_json(msg="mlx_env: %s cannot be opened as the install lock (%s): a symlink or another kind of "
+                             "file is there; remove it and run again" % (path, exc.strerror))
+    try:
+        lock_within(fd, INSTALL_WAIT, 0.5)
+    except LockTimeout:
+        module.fail_json(msg="mlx_env: another install (an interrupted run's) still holds %s after %d s; "
+                             "let it end, then run again" % (path, INSTALL_WAIT))
+    return fd
 
 
 def _remove_leftovers(store):
@@ -281,9 +278,7 @@ def _extract_python(module, store, build, archive):
         else:
             os.unlink(dest)
     os.rename(partial, dest)
-    with open(marker + ".tmp", "w") as handle:
-        json.dump({"sha256": build["sha256"], "tree": tree_digest(dest)}, handle)
-    os.rename(marker + ".tmp", marker)
+    write_atomically(module, marker, json_text({"sha256": build["sha256"], "tree": tree_digest(dest)}))
 
 
 class _Run:
@@ -469,9 +464,7 @@ def _write_fingerprint(run, venv, machine):
     built = not run.check and venv["rebuild"]
     if built or (on_disk != fact and not run.check):
         # Written last: in the new venv, it says the venv is whole (mlx_env_switch checks it).
-        fp_path = fingerprint_path(run.new if built else run.path)
-        run.module.atomic_move(_write_tmp(run.module, fact), fp_path)
-        run.module.set_mode_if_different(fp_path, "0644", False)
+        write_atomically(run.module, fingerprint_path(run.new if built else run.path), json_text(fact))
     return fact, built
 
 
@@ -501,14 +494,6 @@ def main():
     module.exit_json(changed=bool(run.actions), actions=run.actions, changes=run.changes, proof=proof,
                      diff=venv["diff"], switch={"next": run.new, "path": run.path, "digest": fact["digest"]} if built
                      else None, ansible_facts={"mlx_env_fingerprint": fact})
-
-
-def _write_tmp(module, fact):
-    handle, tmp = tempfile.mkstemp(dir=module.tmpdir)
-    with os.fdopen(handle, "w") as out:
-        json.dump(fact, out, indent=1, sort_keys=True)
-        out.write("\n")
-    return tmp
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     output_of, parse_or_fail, run_concurrently, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.node_files import write_json
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import write_json
 
 BRIDGE_DEVICE = "bridge0"
 RECORD_VERSION = 1

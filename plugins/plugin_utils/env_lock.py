@@ -68,7 +68,8 @@ def check_names(lock: dict, where: str) -> None:
 
 
 def lock_text(lock: dict) -> str:
-    """The lock as its file holds it."""
+    """The lock as its file holds it. Not files.json_text's style: the file's bytes are the lock hash every Mac's
+    fingerprint records, so another layout would make every converged Mac differ from an unchanged lock."""
     return json.dumps(lock, indent=1, sort_keys=False) + "\n"
 
 

@@ -15,7 +15,6 @@ import hashlib
 import os
 import shutil
 import tarfile
-import tempfile
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ except ImportError:
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, check_declaration
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE, load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import replacing
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import open_http
 
 # manylinux legacy aliases (PEP 599/571/513)
@@ -256,23 +256,19 @@ class Cache:
         if dest.exists() and sha256_file(dest) == artifact["sha256"]:
             self.hits.append(artifact["filename"])
             return dest
-        fd, tmp = tempfile.mkstemp(dir=self.artifacts, prefix=".part-")
-        try:
-            try:
-                with os.fdopen(fd, "wb") as out, self.opener(artifact["url"]) as resp:
-                    shutil.copyfileobj(resp, out, 1 << 20)
-            except (OSError, ValueError) as exc:  # urllib's URLError is an OSError
-                raise PlanError(f"cannot download {artifact['filename']} from {artifact['url']}: "
-                                f"{getattr(exc, 'reason', None) or exc}") from None
+        def check(tmp: Path) -> None:
             got = sha256_file(tmp)
             if got != artifact["sha256"]:
                 raise PlanError(f"{artifact['filename']} from {artifact['url']} has sha256 {got}, "
                                 f"the lock says {artifact['sha256']}")
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, dest)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+
+        with replacing(dest, 0o644, check) as out:
+            try:
+                with self.opener(artifact["url"]) as resp:
+                    shutil.copyfileobj(resp, out, 1 << 20)
+            except (OSError, ValueError) as exc:  # urllib's URLError is an OSError
+                raise PlanError(f"cannot download {artifact['filename']} from {artifact['url']}: "
+                                f"{getattr(exc, 'reason', None) or exc}") from None
         self.downloaded.append(artifact["filename"])
         with open(self.log, "a") as log:
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {artifact['filename']} {artifact['url']}\n")
@@ -290,19 +286,12 @@ class Cache:
         dest = self.bundles / f"{hashlib.sha256(listing.encode()).hexdigest()[:32]}.tar"
         self.bundles.mkdir(parents=True, exist_ok=True)
         if not dest.exists():
-            fd, tmp = tempfile.mkstemp(dir=self.bundles, prefix=".part-")
-            try:
-                with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                    for name, dummy, src in sorted(members):
-                        info = tarfile.TarInfo(name)
-                        info.size, info.mode, info.mtime = src.stat().st_size, 0o644, 0
-                        with open(src, "rb") as handle:
-                            tar.addfile(info, handle)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, dest)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            with replacing(dest, 0o644) as out, tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for name, dummy, src in sorted(members):
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mode, info.mtime = src.stat().st_size, 0o644, 0
+                    with open(src, "rb") as handle:
+                        tar.addfile(info, handle)
         os.utime(dest)
         return {"src": str(dest), "sha256": sha256_file(dest), "members": len(members)}
 

@@ -22,6 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model im
     LEGACY_FILE, MODEL_FILE, ClusterModel, HostModel, PortModel)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding, Link, discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.hostfile import Hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import DEFAULT_IP_POOL
@@ -40,8 +41,8 @@ class Fabric:
     ip_pool: str
     addresses: dict[str, str]  # cable "a:1 -- b:2" -> its /30 (the result's map; the model keeps the links)
     network: dict[str, list[PortConfig]]  # per host, by port number
-    hostfile: dict | None  # None when there are errors
-    ring_hostfile: dict | None  # None when there are errors or no ring
+    hostfile: Hostfile | None  # None when there are errors
+    ring_hostfile: Hostfile | None  # None when there are errors or no ring
     dot: str
     # With no cable plan: what moved, was unplugged or is new since the last converge's cables, one line each.
     changes: list[str]
@@ -164,8 +165,8 @@ class Publication:
 
     dot: str
     errors: list[str]
-    hostfile: dict | None
-    ring_hostfile: dict | None
+    hostfile: Hostfile | None
+    ring_hostfile: Hostfile | None
     model: ClusterModel
 
     @classmethod
@@ -173,12 +174,15 @@ class Publication:
         return cls(fabric.dot, fabric.errors, fabric.hostfile, fabric.ring_hostfile, fabric.model)
 
     def to_dict(self) -> dict:
-        return {"dot": self.dot, "errors": self.errors, "hostfile": self.hostfile, "ring_hostfile": self.ring_hostfile,
-                "model": self.model.to_dict()}
+        return {"dot": self.dot, "errors": self.errors, "hostfile": self.hostfile and self.hostfile.to_json(),
+                "ring_hostfile": self.ring_hostfile and self.ring_hostfile.to_json(), "model": self.model.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> Publication:
-        return cls(data["dot"], list(data["errors"]), data["hostfile"], data["ring_hostfile"],
+        def typed(found) -> Hostfile | None:
+            return found and Hostfile.from_json(found)
+
+        return cls(data["dot"], list(data["errors"]), typed(data["hostfile"]), typed(data["ring_hostfile"]),
                    cluster_model.from_dict(data["model"]))
 
 
@@ -203,20 +207,20 @@ def write_outputs(directory: str | Path, fabric: Fabric | Publication, *, hostfi
                        f"({len(fabric.errors)} error{'s' if len(fabric.errors) != 1 else ''})")
         return Written(written, skipped, False)
     # Check both hostfiles before replacing either, so the files on disk stay one set.
-    hostfile.check_hostfile(fabric.hostfile)
-    if fabric.ring_hostfile:
-        hostfile.check_hostfile(fabric.ring_hostfile)
+    for checked in (fabric.hostfile, fabric.ring_hostfile):
+        if checked:
+            hostfile.Hostfile.from_json(checked.to_json())
     changed = atomic_write_json(directory / MODEL_FILE, fabric.model.to_dict())
     written.append(directory / MODEL_FILE)
     if (directory / LEGACY_FILE).exists():  # the old ledger, read once: the model replaces it
         (directory / LEGACY_FILE).unlink()
         changed = True
     if fabric.ring_hostfile:
-        changed = hostfile.write(directory / RING_HOSTFILE, fabric.ring_hostfile) or changed
+        changed = fabric.ring_hostfile.write(directory / RING_HOSTFILE) or changed
         written.append(directory / RING_HOSTFILE)
     elif (directory / RING_HOSTFILE).exists():
         (directory / RING_HOSTFILE).unlink()
         changed = True
-    changed = hostfile.write(directory / HOSTFILE, fabric.hostfile) or changed
+    changed = fabric.hostfile.write(directory / HOSTFILE) or changed
     written.append(directory / HOSTFILE)
     return Written(written, skipped, changed)

@@ -7,7 +7,10 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Callable
+from contextlib import contextmanager
+from typing import BinaryIO, Callable, Iterator
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
 
 
 class UnsafeFolder(ValueError):
@@ -49,45 +52,48 @@ def sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: str | Path, text: str, check: Callable[[str], None] | None = None,
-                      mode: int = 0o644) -> bool:
-    """Replace path with text, unless it holds exactly that already; True when it was written.
-
-    A temporary file beside path is written and synced, check (raising) sees what it reads back,
-    then it is renamed over path and the folder synced: a reader, or the disk after a power cut,
-    sees the old file or the complete new one, never a part.
-    """
+@contextmanager
+def replacing(path: str | Path, mode: int = 0o644,
+              check: Callable[[Path], None] | None = None) -> Iterator[BinaryIO]:
+    """The one atomic write of the controller: a binary handle on a temporary file beside path; when the block
+    ends normally it is synced, check (raising) sees it on the disk, it is given mode, renamed over path and
+    the folder synced, so a reader, or the disk after a power cut, sees the old file or the complete new one,
+    never a part. When the block or check raises, path is left as it was."""
     path = Path(path)
-    try:
-        if path.read_text() == text:
-            return False
-    except (OSError, UnicodeDecodeError):
-        pass  # missing or unreadable: write it
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         if check:
-            check(Path(temp).read_text())
+            check(Path(temp))
         os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
     sync_folder(path.parent)
+
+
+def atomic_write_text(path: str | Path, text: str, check: Callable[[str], None] | None = None,
+                      mode: int = 0o644) -> bool:
+    """Replace path with text (replacing), unless it holds exactly that already; True when it was written.
+    check (raising) sees the text as read back from the disk before the rename."""
+    path = Path(path)
+    try:
+        if path.read_text() == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass  # missing or unreadable: write it
+    with replacing(path, mode, check and (lambda temp: check(temp.read_text()))) as handle:
+        handle.write(text.encode())
     return True
-
-
-def json_text(data, final_newline: bool = True) -> str:
-    """JSON as mlx-fleet writes it: indent 4 (as MLX writes hostfiles)."""
-    return json.dumps(data, indent=4) + ("\n" if final_newline else "")
 
 
 def atomic_write_json(path: str | Path, data, validate: Callable[[object], None] | None = None, *,
                       final_newline: bool = True) -> bool:
-    """Write data as JSON (indent 4) to path atomically (atomic_write_text); validate (raising
+    """Write data as JSON (json_text) to path atomically (atomic_write_text); validate (raising
     ValueError) sees what was read back. True when it was written."""
     path = Path(path)
 

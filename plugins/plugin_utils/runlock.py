@@ -14,11 +14,9 @@ lock held under its own token goes ahead.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
-import stat
 import time
 import uuid
 from contextlib import contextmanager
@@ -26,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.locks import LockTimeout, lock_within, open_lock_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, load_json, private_folder
 
 LOCK_FILE = "run.lock"
@@ -77,33 +76,29 @@ def run_lock(directory: str | Path, what: str, *, token: str | None = None,
     directory = private_folder(directory)  # UnsafeFolder (a ValueError) when another account could use it
     path = directory / LOCK_FILE
     wait = wait_seconds() if wait is None else wait
-    # Never through a symlink (it would truncate what it points to), and only a plain file.
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        fd = open_lock_file(path)
     except OSError as exc:
         raise UnsafeFolder(f"{path} cannot be opened as the run lock ({exc.strerror}): a symlink or another "
                            "kind of file is there; remove it and run again") from None
+    holder: dict = {}
+
+    def ours() -> bool:  # our own CLI run holds it for us
+        nonlocal holder
+        holder = _holder(fd)
+        return bool(holder.get("token")) and holder["token"] == os.environ.get(TOKEN_ENV)
+
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafeFolder(f"{path} is not a plain file: remove it and run again")
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder(fd)
-                if holder.get("token") and holder["token"] == os.environ.get(TOKEN_ENV):
-                    break  # our own CLI run holds it for us
-                if time.monotonic() >= deadline:
-                    raise LockBusy(f"{directory} is in use by {describe(holder)}; waited {wait:g} s: let that "
-                                   "run finish (or stop it) and run again") from None
-                time.sleep(POLL)
-            else:
-                holder = {"pid": os.getpid(), "what": what, "token": token or "",
-                          "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
-                break
+        try:
+            taken = lock_within(fd, wait, POLL, ours, clock=time)
+        except LockTimeout:
+            raise LockBusy(f"{directory} is in use by {describe(holder)}; waited {wait:g} s: let that "
+                           "run finish (or stop it) and run again") from None
+        if taken:
+            holder = {"pid": os.getpid(), "what": what, "token": token or "",
+                      "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
         yield holder
     finally:
         os.close(fd)  # releases the lock

@@ -76,16 +76,6 @@ class Baseline:
     hostfile_envs: list[str] = field(default_factory=list)  # hostfile.json's envs
 
 
-class _Reads:
-    """The module interface node_facts expects, on the controller: a failure is a ValueError."""
-
-    def fail_json(self, msg, **_):
-        raise ValueError(msg)
-
-    def warn(self, msg):
-        pass
-
-
 # --- one Mac ----------------------------------------------------------------------------------------
 
 
@@ -117,7 +107,7 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
         results["ibv_devices"] = (node_facts.MISSING, "", "")
     thunderbolt = None
     try:
-        thunderbolt = node_facts.thunderbolt(_Reads(), results)
+        thunderbolt = node_facts.thunderbolt(node_facts.OutsideModule(), results)
     except (ValueError, KeyError) as exc:
         warnings.append(f"Thunderbolt: cannot be read ({exc})")
     interfaces = parsed("ifconfig", parsers.parse_ifconfig) if thunderbolt else None

@@ -11,7 +11,6 @@ leaves. ``mlx-fleet sim up --replay NODE=DIR`` turns such a folder into a simula
 from __future__ import annotations
 
 import datetime
-import json
 import shlex
 import subprocess
 import tempfile
@@ -19,7 +18,8 @@ from pathlib import Path
 
 from mlx_fleet import __version__
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, atomic_write_json, private_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
 
 MANIFEST = "manifest.json"
 FORMAT = "mlx-fleet-capture/1"
@@ -77,13 +77,14 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
         "mlx_fleet_version": __version__,
         "reads": {},
     }
+    target = SshTarget(host, host)  # plain ssh: the user's ssh config alone says how to reach it
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-capture-") as tmp:
         # One authenticated connection (a password or passphrase is asked once) for all reads.
         control = ["-o", f"ControlPath={tmp}/c", "-o", "LogLevel=ERROR", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}"]
         with open(Path(tmp) / "master.log", "w+") as log:
             try:
-                master = subprocess.run([ssh, *control, "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
-                                         "-f", "-N", "--", host], stdout=subprocess.DEVNULL, stderr=log,
+                master = subprocess.run(target.argv(*control, "-o", "ControlMaster=yes", "-o", "ControlPersist=yes",
+                                                    "-f", "-N", ssh=ssh), stdout=subprocess.DEVNULL, stderr=log,
                                         timeout=LOGIN_TIMEOUT)
             except subprocess.TimeoutExpired:
                 raise CaptureError(f"ssh {host}: no connection within {LOGIN_TIMEOUT} s") from None
@@ -93,8 +94,9 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
         try:
             for name, argv in registry.items():
                 try:
-                    result = subprocess.run([ssh, *control, "-o", "ControlMaster=no", "-n", "--", host,
-                                             remote_command(argv)], capture_output=True, timeout=READ_TIMEOUT)
+                    result = subprocess.run(target.argv(*control, "-o", "ControlMaster=no", "-n",
+                                                        command=remote_command(argv), ssh=ssh),
+                                            capture_output=True, timeout=READ_TIMEOUT)
                 except subprocess.TimeoutExpired:
                     raise CaptureError(f"{host}: {shlex.join(argv)!r} gave no answer within {READ_TIMEOUT} s; "
                                        "nothing was kept: run the capture again") from None
@@ -109,8 +111,8 @@ def capture(host: str, out_dir: str | Path, *, ssh: str = "ssh") -> dict:
                 }
         finally:
             try:
-                subprocess.run([ssh, *control, "-O", "exit", "--", host], capture_output=True, timeout=CONNECT_TIMEOUT)
+                subprocess.run(target.argv(*control, "-O", "exit", ssh=ssh), capture_output=True, timeout=CONNECT_TIMEOUT)
             except subprocess.TimeoutExpired:
                 pass  # the master ends with its folder, which goes now
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    atomic_write_json(out / MANIFEST, manifest)
     return manifest

@@ -19,13 +19,14 @@ import stat
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, ssh_target
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
@@ -117,12 +118,22 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | Non
         if not inventory.has_group(GROUP):
             raise UserError(f"the inventory has no group {GROUP}: list the cluster's Macs under it")
         variables = inventory.variables(name, group=GROUP)
-        wanted = ("ansible_user", "ansible_host", "ansible_ssh_common_args", "ansible_ssh_extra_args")
+        wanted = (ssh_target.USER, ssh_target.HOST, ssh_target.PORT, ssh_target.KEY_FILE,
+                  *ssh_target.HOST_KEY_CHECKING, *ssh_target.ARGS)
         view = {key: str(inventory.template(variables[key], variables)) for key in wanted
                 if variables.get(key) is not None}
     except InventoryViewError as exc:
         raise UserError(str(exc)) from None
     return view, inventory.own_vars(name)
+
+
+def inventory_ssh_args(name: str, view: dict) -> list[str]:
+    """ssh's arguments for the new Mac as the inventory reaches its Macs (plugin_utils.ssh_target: port, key,
+    host-key checking, its ssh arguments), the user left out (onboarding gives it with -l)."""
+    try:
+        return list(replace(ssh_target.SshTarget.from_inventory(name, view.get), user=None).options)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _open_password_file(path: str) -> int:
@@ -295,7 +306,7 @@ def run_onboard(args) -> int:
         raise UserError(f"{name} is already in the inventory with ansible_host {own['ansible_host']}, not "
                         f"{args.address}: give that address or another name")
     user = args.user or view.get("ansible_user") or DEFAULT_USER
-    ssh_args = shlex.split(view.get("ansible_ssh_common_args", "")) + shlex.split(view.get("ansible_ssh_extra_args", ""))
+    ssh_args = inventory_ssh_args(name, view)
     target = onboard_ssh.resolve(name, args.address, user, ssh_args, known_hosts=args.known_hosts,
                                  identity=args.identity)
 

@@ -113,7 +113,7 @@ class Watch:
 
     def probe(self) -> dict[str, dict]:
         timeout = self.args.connect_timeout + self.args.rdma_timeout + 30
-        found = nodes.probe(self.hosts, self.script, self.args.connect_timeout, timeout)
+        found = nodes.probe([host.ssh for host in self.hosts], self.script, self.args.connect_timeout, timeout)
         return {host: watch.observe(node.reads) if node.reachable and node.reads
                 else watch.unreachable(node.error or "no output") for host, node in found.items()}
 

@@ -82,9 +82,9 @@ def check_against_mlx(cluster, monkeypatch, tmp_path, backend="auto"):
     fabric = cluster.fabric(backend=backend)
     assert fabric.ok, fabric.errors
     theirs = mlx_hostfile(cluster, None if backend == "auto" else backend, monkeypatch, tmp_path)
-    assert_same_up_to_ips(fabric.hostfile, theirs, fabric)
-    assert_same_up_to_ips(fabric.ring_hostfile, mlx_hostfile(cluster, "ring", monkeypatch, tmp_path), fabric)
-    hostfile.check_hostfile(fabric.hostfile)
+    assert_same_up_to_ips(fabric.hostfile.to_json(), theirs, fabric)
+    assert_same_up_to_ips(fabric.ring_hostfile.to_json(), mlx_hostfile(cluster, "ring", monkeypatch, tmp_path), fabric)
+    assert hostfile.Hostfile.from_json(fabric.hostfile.to_json()) == fabric.hostfile  # typed both ways alike
     return fabric
 
 
@@ -97,8 +97,8 @@ def test_full_mesh_is_jaccl_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl"
     assert fabric.reason == "auto chose jaccl: the cables form a full mesh and every host and cable can carry RDMA"
-    assert [h["ssh"] for h in fabric.hostfile["hosts"]] == fabric.hosts  # rank = inventory order
-    assert all(h["rdma"][i] is None for i, h in enumerate(fabric.hostfile["hosts"]))
+    assert [h.ssh for h in fabric.hostfile.hosts] == fabric.hosts  # rank = inventory order
+    assert all(h.rdma[i] is None for i, h in enumerate(fabric.hostfile.hosts))
     assert len(fabric.links) == n * (n - 1) // 2
     assert fabric.warnings == []
 
@@ -107,9 +107,9 @@ def test_mesh_device_matrix_names_the_cables(monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of("mini-m4-pro", 3), monkeypatch, tmp_path)
     assert [str(link) for link in fabric.links] == ["mini-1:1 -- mini-2:1", "mini-1:2 -- mini-3:1",
                                                     "mini-2:2 -- mini-3:2"]
-    assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [
+    assert [h.rdma for h in fabric.hostfile.hosts] == [
         [None, "rdma_en2", "rdma_en3"], ["rdma_en2", None, "rdma_en3"], ["rdma_en2", "rdma_en3", None]]
-    assert fabric.hostfile["hosts"][0]["ips"] == ["10.0.0.11"]
+    assert fabric.hostfile.hosts[0].ips == ["10.0.0.11"]
 
 
 @pytest.mark.parametrize(("model", "n"), [("mini-m4-pro", 4), ("mini-m4-pro", 5), ("mini-m4-pro", 8)])
@@ -127,7 +127,7 @@ def test_ring_without_rdma_is_ring_as_mlx_writes_it(n, monkeypatch, tmp_path):
     assert fabric.backend == "ring"
     assert fabric.reason.endswith("but mini-2 has RDMA off (the Recovery step is still to do)")
     assert fabric.hostfile == fabric.ring_hostfile
-    assert all(len(h["ips"]) == 1 and h["rdma"] == [] for h in fabric.hostfile["hosts"])
+    assert all(len(h.ips) == 1 and h.rdma == [] for h in fabric.hostfile.hosts)
 
 
 def test_ring_ranks_follow_the_ring_as_mlx_does(monkeypatch, tmp_path):
@@ -135,7 +135,7 @@ def test_ring_ranks_follow_the_ring_as_mlx_does(monkeypatch, tmp_path):
     for a, b in (("m1:1", "m3:1"), ("m3:2", "m2:1"), ("m2:2", "m4:1"), ("m4:2", "m1:2")):
         cluster.cable(a, b)
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
-    assert [h["ssh"] for h in fabric.hostfile["hosts"]] == ["m1", "m3", "m2", "m4"]
+    assert [h.ssh for h in fabric.hostfile.hosts] == ["m1", "m3", "m2", "m4"]
 
 
 @pytest.mark.parametrize("backend", ["jaccl", "jaccl-ring", "ring"])
@@ -148,9 +148,9 @@ def test_two_cables_between_a_pair_give_device_lists_as_mlx_does(monkeypatch, tm
     cluster = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"})
     cluster.cable("studio-1:2", "studio-2:3").cable("studio-1:3", "studio-2:2")
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
-    assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [[None, ["rdma_en3", "rdma_en4"]],
+    assert [h.rdma for h in fabric.hostfile.hosts] == [[None, ["rdma_en3", "rdma_en4"]],
                                                              [["rdma_en4", "rdma_en3"], None]]
-    assert [len(h["ips"]) for h in fabric.ring_hostfile["hosts"]] == [2, 2]
+    assert [len(h.ips) for h in fabric.ring_hostfile.hosts] == [2, 2]
 
 
 def test_hostfile_is_byte_for_byte_the_one_mlx_writes(monkeypatch, tmp_path):
@@ -163,7 +163,7 @@ def test_hostfile_is_byte_for_byte_the_one_mlx_writes(monkeypatch, tmp_path):
 def test_one_doubled_pair_in_a_mesh_gives_single_devices_as_mlx_does(monkeypatch, tmp_path):
     cluster = Cluster.of("studio-m3-ultra", 3).cable("studio-1:5", "studio-2:5")
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
-    assert all(isinstance(d, str) for h in fabric.hostfile["hosts"] for d in h["rdma"] if d)
+    assert all(isinstance(d, str) for h in fabric.hostfile.hosts for d in h.rdma if d)
 
 
 def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
@@ -193,7 +193,7 @@ def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
                                "direct": True}])
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
     assert [(str(link), link.speed_gbps) for link in fabric.links] == [("macbook:1 -- studio:3", 80)]
-    assert [h["rdma"] for h in fabric.hostfile["hosts"]] == [[None, "rdma_en1"], ["rdma_en4", None]]
+    assert [h.rdma for h in fabric.hostfile.hosts] == [[None, "rdma_en1"], ["rdma_en4", None]]
 
 
 # --- the plan: wiring faults, exact messages ------------------------------------------------------
@@ -520,8 +520,8 @@ def test_write_outputs(tmp_path):
     assert sorted(p.name for p in written.paths) == ["cluster.json", "fabric.dot", "fabric.svg",
                                                      "hostfile-ring.json", "hostfile.json"]
     assert written.skipped == []
-    assert json.loads((tmp_path / "hostfile.json").read_text()) == fabric.hostfile
-    assert fabric.hostfile["envs"] == ["MLX_LOG=1"]
+    assert json.loads((tmp_path / "hostfile.json").read_text()) == fabric.hostfile.to_json()
+    assert fabric.hostfile.envs == ["MLX_LOG=1"]
     assert json.loads((tmp_path / "hostfile-ring.json").read_text())["backend"] == "ring"
     assert {str(c): n for c, n in read_model(tmp_path).addresses().items()} == fabric.addresses
     assert (tmp_path / "fabric.svg").read_text().lstrip().startswith("<?xml")
@@ -580,7 +580,7 @@ def test_atomic_write_json_keeps_the_old_file_when_validation_fails(tmp_path):
     path = tmp_path / "hostfile.json"
     files.atomic_write_json(path, {"old": True})
     with pytest.raises(ValueError, match="hostfile: backend must be jaccl, jaccl-ring or ring"):
-        files.atomic_write_json(path, {"backend": "mpi"}, hostfile.check_hostfile)
+        files.atomic_write_json(path, {"backend": "mpi"}, hostfile.Hostfile.from_json)
     assert json.loads(path.read_text()) == {"old": True}
     assert os.listdir(tmp_path) == ["hostfile.json"]
 

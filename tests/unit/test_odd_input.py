@@ -228,7 +228,7 @@ def hostfile_shapes():
 def test_hostfile_check_raises_only_value_error(data):
     counted("hostfile")
     try:
-        hostfile.check_hostfile(data)
+        hostfile.Hostfile.from_json(data)
     except ValueError:
         return
     # A hostfile it accepts is one the readers after it can use.

@@ -74,7 +74,7 @@ def test_a_mac_with_a_single_cable_is_refused_at_once(backend):
 def test_a_dense_cabling_gives_its_ring():
     fabric = judged(dense(), "jaccl-ring")
     assert fabric.backend == "jaccl-ring" and not fabric.errors
-    assert [h["ssh"] for h in fabric.hostfile["hosts"]] == HOSTS
+    assert [h.ssh for h in fabric.hostfile.hosts] == HOSTS
 
 
 def test_cables_everywhere_but_no_ring_is_refused():

@@ -1,5 +1,5 @@
-"""plugin_utils.runlock and plugin_utils.outputs: one run at a time per output folder, and outputs
-published a whole set at a time."""
+"""plugin_utils.runlock, module_utils.locks and plugin_utils.outputs: one run at a time per output folder (the lock
+helper with a deadline it shares with a Mac's install lock), and outputs published a whole set at a time."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.locks import LockTimeout, lock_within, open_lock_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import outputs, runlock
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
@@ -79,6 +80,41 @@ def test_the_wait_comes_from_the_environment(monkeypatch):
     assert runlock.wait_seconds() == 2.5
     monkeypatch.setenv(runlock.WAIT_ENV, "soon")
     assert runlock.wait_seconds() == runlock.DEFAULT_WAIT
+
+
+# --- the lock helper (module_utils.locks: the run lock's, and a Mac's install lock's) -----------------
+
+
+def test_a_lock_file_is_never_opened_through_a_symlink(tmp_path):
+    target = tmp_path / "precious"
+    target.write_text("keep")
+    (tmp_path / "run.lock").symlink_to(target)
+    with pytest.raises(OSError):
+        open_lock_file(tmp_path / "run.lock")
+    assert target.read_text() == "keep"
+
+
+def test_a_lock_file_must_be_a_plain_file(tmp_path):
+    os.mkfifo(tmp_path / "run.lock")
+    with pytest.raises(OSError):
+        open_lock_file(tmp_path / "run.lock")
+
+
+def test_a_held_lock_times_out_at_its_deadline_or_lets_its_own_run_go_ahead(tmp_path):
+    first = open_lock_file(tmp_path / "run.lock")
+    second = open_lock_file(tmp_path / "run.lock")
+    try:
+        assert lock_within(first, 0, 0.1) is True
+        clock = FakeClock()
+        start = clock.now
+        with pytest.raises(LockTimeout):
+            lock_within(second, 2, 0.5, clock=clock)
+        assert clock.now == start + 2.0
+        assert lock_within(second, 2, 0.5, go_ahead=lambda: True) is False
+    finally:
+        os.close(first)
+    assert lock_within(second, 0, 0.1) is True
+    os.close(second)
 
 
 # --- outputs --------------------------------------------------------------------------------------

@@ -143,8 +143,8 @@ def test_a_job_whose_merged_output_lost_pieces_reads_each_ranks_record_back(tmp_
     (rundir / cp.OUTPUT_DIR / "task.1.old").write_text("not a rank's record\n")  # only task.RANK is read
     asked = []
 
-    def ssh_here(host, command, stdin=b"", timeout=60):  # "the Mac" is this machine: its shell runs the command
-        asked.append((host, command))
+    def ssh_here(target, command, stdin=b"", timeout=60):  # "the Mac" is this machine: its shell runs the command
+        asked.append((target.name, command))
         return subprocess.run(["/bin/sh", "-c", command], input=stdin, capture_output=True, timeout=timeout)
 
     monkeypatch.setattr(nodes, "ssh", ssh_here)

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
 
@@ -203,7 +204,7 @@ def _record_command(data: dict, runner_config, envvars: dict, private: str) -> N
     if data.get("status") != "running":
         return
     record = command_record(runner_config.command, runner_config.cwd, envvars, private)
-    atomic_write_text(Path(runner_config.artifact_dir) / "command", json.dumps(record), mode=0o600)
+    atomic_write_text(Path(runner_config.artifact_dir) / "command", json_text(record), mode=0o600)
 
 
 def interrupted_line(report: RunReport, read_only: bool = False) -> str:

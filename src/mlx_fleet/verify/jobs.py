@@ -10,7 +10,6 @@ missing (mlx.launch merges by reads, not lines), every rank's own record is read
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -23,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, load_json
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.check_program import ERR, OUT, read_tagged
 
@@ -175,9 +175,10 @@ def _argv(job: Job, launcher: list[str], python: str, rundir: str, command: list
                   f"{deadline:g}", "--", *command]
     if len(job.hosts) == 1:
         env = [*job.hostfile["envs"], "MLX_RANK=0"]
-        return nodes.ssh_argv(job.hosts[0], f"cd {shlex.quote(rundir)} && " + shlex.join(["env", *env, *supervised]))
+        return nodes.ssh_argv(nodes.by_name(job.hosts[0]),
+                              f"cd {shlex.quote(rundir)} && " + shlex.join(["env", *env, *supervised]))
     hostfile = job.log_dir / "hostfile.json"
-    hostfile.write_text(json.dumps(job.hostfile, indent=2) + "\n")
+    atomic_write_text(hostfile, json_text(job.hostfile, final_newline=False))  # as MLX writes a hostfile
     return [*launcher, "--hostfile", str(hostfile), "--backend", job.backend, "--cwd", rundir, "--", *supervised]
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers, node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
 from mlx_fleet.capture import remote_command
 from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 
@@ -28,17 +29,6 @@ NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
 RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo", "sw_vers")  # sw_vers: RDMA needs macOS 26.2
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
-
-
-class _Reads:
-    """What node_facts asks of a module, for reads this run made over ssh: a read or an output it cannot use
-    raises ValueError (the diagnosis then leaves that judgement out), a warning is the report's evidence."""
-
-    def fail_json(self, msg, **kwargs):
-        raise ValueError(msg)
-
-    def warn(self, msg):
-        pass
 
 
 @dataclass
@@ -89,7 +79,7 @@ class Node:
             return None
         results = {name: (rc, text, "") for name, (rc, text) in self.reads.items()}
         try:
-            status, enabled, devices, states, unread = node_facts.rdma_state(_Reads(), results)
+            status, enabled, devices, states, unread = node_facts.rdma_state(node_facts.OutsideModule(), results)
         except ValueError:
             return None
         interfaces = self.interfaces or {}
@@ -105,19 +95,24 @@ class Node:
                                        self.parsed("service_order", "parse_network_service_order") or [])
 
 
-def ssh_argv(host: str, command: str, options: tuple[str, ...] = (),
+def ssh_argv(target: SshTarget, command: str, options: tuple[str, ...] = (),
              connect_timeout: float = CONNECT_TIMEOUT) -> list[str]:
-    """`ssh HOST COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch;
-    OPTIONS are the inventory's, plan.InventoryHost.ssh_options). COMMAND runs under /bin/sh: a Mac's
-    login shell is zsh, which rejects a glob that matches nothing."""
-    return ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout:g}", *options, "--", host,
-            f"/bin/sh -c {shlex.quote(command)}"]
+    """`ssh TARGET COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch;
+    TARGET carries the inventory's settings, where it has them; OPTIONS come before them). COMMAND runs under
+    /bin/sh: a Mac's login shell is zsh, which rejects a glob that matches nothing."""
+    return target.argv("-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout:g}", *options,
+                       command=f"/bin/sh -c {shlex.quote(command)}")
 
 
-def ssh(host: str, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT, *, options: tuple[str, ...] = (),
-        connect_timeout: float = CONNECT_TIMEOUT) -> subprocess.CompletedProcess:
-    """Run COMMAND on HOST, bounded; exit 255 is ssh's own failure."""
-    argv = ssh_argv(host, command, options, connect_timeout)
+def by_name(host: str) -> SshTarget:
+    """A Mac by its hostfile name, as mlx.launch reaches it (the user's ssh config alone)."""
+    return SshTarget(host, host)
+
+
+def ssh(target: SshTarget, command: str, stdin: bytes = b"", timeout: float = SSH_TIMEOUT, *,
+        options: tuple[str, ...] = (), connect_timeout: float = CONNECT_TIMEOUT) -> subprocess.CompletedProcess:
+    """Run COMMAND on TARGET, bounded; exit 255 is ssh's own failure."""
+    argv = ssh_argv(target, command, options, connect_timeout)
     try:
         return subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -196,19 +191,19 @@ def _node(host: str, result: subprocess.CompletedProcess, python: str | None) ->
     return node
 
 
-def probe(hosts, script: str, connect_timeout: float, timeout: float) -> dict[str, Node]:
-    """SCRIPT on every Mac at once, one ssh session each, as the inventory reaches them (objects with
-    name, address and ssh_options: plan.InventoryHost); a Mac that does not answer costs CONNECT_TIMEOUT."""
-    by_name = {host.name: host for host in hosts}
+def probe(targets: list[SshTarget], script: str, connect_timeout: float = CONNECT_TIMEOUT,
+          timeout: float = SSH_TIMEOUT) -> dict[str, Node]:
+    """SCRIPT (read_script) on every Mac at once, one ssh session each: the watch's round and verify's reads;
+    name -> Node. A Mac that does not answer costs CONNECT_TIMEOUT."""
+    by_target = {target.name: target for target in targets}
     # A link cut while the session runs: ssh gives up after about the connect timeout, not at TIMEOUT.
     alive = ("-o", f"ServerAliveInterval={max(1, math.ceil(connect_timeout / 2))}", "-o", "ServerAliveCountMax=2")
 
     def work(name: str) -> Node:
-        host = by_name[name]
-        return _node(name, ssh(host.address, script, timeout=timeout, options=alive + host.ssh_options,
+        return _node(name, ssh(by_target[name], script, timeout=timeout, options=alive,
                                connect_timeout=connect_timeout), None)
 
-    return _each(list(by_name), work)
+    return _each(list(by_target), work)
 
 
 def _each(hosts: list[str], work) -> dict[str, Node]:
@@ -242,7 +237,7 @@ def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, r
     data = payload(files)
 
     def staged(host: str) -> Node:
-        node = _node(host, ssh(host, script, data), python)
+        node = _node(host, ssh(by_name(host), script, data), python)
         node.staged = node.reads.pop("staged", None) is not None
         return node
     return _each(hosts, staged)
@@ -250,8 +245,7 @@ def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, r
 
 def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
     """The reads again (after a failure: the state the diagnosis should look at)."""
-    script = read_script(reads, None)
-    return _each(hosts, lambda host: _node(host, ssh(host, script), None))
+    return probe([by_name(host) for host in hosts], read_script(reads, None))
 
 
 def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False) -> dict[str, list[str]]:
@@ -262,7 +256,7 @@ def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False) ->
     script = (f"for f in {folder}/{RUNNING_DIR}/{pattern}; do [ -f \"$f\" ] || continue; "
               f"for p in $(cat \"$f\"); do kill -9 \"$p\" 2>/dev/null && echo \"${{f##*/}} $p\"; done; "
               f"rm -f \"$f\"; done; " + (f"rm -rf {folder}; " if remove else "") + "true")
-    results = _each(hosts, lambda host: ssh(host, script))
+    results = _each(hosts, lambda host: ssh(by_name(host), script))
     return {host: r.stdout.decode("utf-8", "replace").split("\n")[:-1] for host, r in results.items()
             if r.returncode == 0 and r.stdout.strip()}
 
@@ -274,7 +268,7 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
     script = (f"for f in {folder}/{OUTPUT_DIR}/{shlex.quote(job)}.*; do [ -f \"$f\" ] || continue; "
               f"echo \"{_MARK} ${{f##*/}}\"; cat \"$f\"; echo; echo \"{_MARK} end 0\"; done; true")
     records: dict[int, str] = {}
-    for result in _each(hosts, lambda host: ssh(host, script)).values():
+    for result in _each(hosts, lambda host: ssh(by_name(host), script)).values():
         if result.returncode != 0:
             continue
         for name, (_, text) in _sections(result.stdout.decode("utf-8", "replace")).items():

@@ -22,6 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import End, Link
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
 
 DEFAULT_SIZES = "1KiB:256MiB"
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -80,21 +81,8 @@ class InventoryHost:
     """A Mac of the cluster group as ssh reaches it with the inventory's settings, and the variables asked for."""
 
     name: str
-    address: str  # ansible_host, else the name
-    ssh_options: tuple[str, ...]  # ansible_user, ansible_port, the key and the ssh arguments, as ssh options
+    ssh: SshTarget  # ansible_host, ansible_user, ansible_port, the key and the ssh arguments
     values: dict  # name -> templated value, the inventory's over the roles' defaults (None when neither sets it)
-
-
-def _ssh_options(value) -> tuple[str, ...]:
-    import shlex
-
-    options: list[str] = []
-    for name, flag in (("ansible_user", "-l"), ("ansible_port", "-p"), ("ansible_ssh_private_key_file", "-i")):
-        if value(name) is not None:
-            options += [flag, str(value(name))]
-    for name in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
-        options += shlex.split(str(value(name) or ""))
-    return tuple(options)
 
 
 def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
@@ -117,9 +105,8 @@ def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple
                 output_dir, env_path, bridge = (str(get(name)) for name in ("mlx_fabric_output_dir", "mlx_env_path",
                                                                          "mlx_fabric_bridge"))
                 settings = Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge)
-            found.append(InventoryHost(host, str(get("ansible_host", host)), _ssh_options(get),
-                                       {name: get(name) for name in names}))
-    except InventoryViewError as exc:
+            found.append(InventoryHost(host, SshTarget.from_inventory(host, get), {name: get(name) for name in names}))
+    except (InventoryViewError, ValueError) as exc:
         raise VerifyError(str(exc)) from None
     return settings, found
 
@@ -175,7 +162,7 @@ def load_cluster(folder: Path, inventory: str = "INVENTORY") -> Cluster:
     for path, data in ((folder / HOSTFILE, hostfile), (ring, ring_hostfile)):
         if data is not None or path == folder / HOSTFILE:  # a hostfile.json of "null" is no hostfile either
             try:
-                hostfiles.check_hostfile(data)
+                hostfiles.Hostfile.from_json(data)
             except ValueError as exc:
                 raise VerifyError(f"{path}: {exc}; {fix}") from None
     try:
@@ -202,7 +189,7 @@ def link_hostfile(cluster: Cluster, link: LinkModel, backend: str, devices: dict
     management = {host: next(iter(_entry(cluster.hostfile, host)["ips"]), None) for host in (a.host, b.host)}
     return hostfiles.render("jaccl" if backend.startswith("jaccl") else "ring", [a.host, b.host],
                             pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): link.network}, management,
-                            cluster.hostfile["envs"])
+                            cluster.hostfile["envs"]).to_json()
 
 
 def single_host_hostfile(cluster: Cluster) -> dict:

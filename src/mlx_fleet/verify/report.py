@@ -18,6 +18,7 @@ from pathlib import Path
 import jinja2
 
 from mlx_fleet import __version__
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from mlx_fleet.verify import compare
@@ -389,5 +390,5 @@ def write(folder: Path, data: dict) -> None:
     if svg:
         atomic_write_text(folder / PLOT_FILE, svg)
     # Not atomic_write_json: a script's NaN would not compare equal to itself on reading back.
-    atomic_write_text(folder / JSON_FILE, json.dumps(data, indent=2) + "\n", lambda text: check(json.loads(text)))
+    atomic_write_text(folder / JSON_FILE, json_text(data), lambda text: check(json.loads(text)))
     atomic_write_text(folder / HTML_FILE, render_html(data, svg))

@@ -1,0 +1,59 @@
+"""plugin_utils.ssh_target: the one ssh argv built from the inventory, for every ssh outside Ansible."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
+from mlx_fleet import onboard, onboard_ssh
+from mlx_fleet.errors import UserError
+from mlx_fleet.verify import nodes
+
+
+def test_the_inventory_s_connection_variables_become_ssh_s_options_in_ansible_s_order():
+    target = SshTarget.from_inventory("studio-1", {
+        "ansible_host": "10.0.0.11", "ansible_user": "admin", "ansible_port": 2222,
+        "ansible_ssh_private_key_file": "~/.ssh/fleet", "ansible_host_key_checking": False,
+        "ansible_ssh_common_args": "-F '/etc/my ssh/config' -o HostKeyAlias=studio-1",
+        "ansible_ssh_extra_args": "-o UserKnownHostsFile=/etc/fleet_known_hosts"}.get)
+    assert target.argv("-o", "BatchMode=yes", command="true") == [
+        "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-l", "admin", "-p", "2222",
+        "-i", "~/.ssh/fleet", "-F", "/etc/my ssh/config", "-o", "HostKeyAlias=studio-1",
+        "-o", "UserKnownHostsFile=/etc/fleet_known_hosts", "--", "10.0.0.11", "true"]
+
+
+def test_a_bare_name_is_plain_ssh_with_host_key_checking_left_on():
+    target = SshTarget.from_inventory("studio-1", {"ansible_ssh_host_key_checking": "yes"}.get)
+    assert target == SshTarget("studio-1", "studio-1")
+    assert target.argv() == ["ssh", "--", "studio-1"]
+
+
+def test_a_port_that_is_not_a_number_is_a_value_error():
+    with pytest.raises(ValueError):
+        SshTarget.from_inventory("studio-1", {"ansible_port": "twenty-two"}.get)
+
+
+def test_verify_and_the_watch_put_their_own_options_before_the_inventory_s():
+    target = SshTarget("studio-1", "10.0.0.11", user="admin", port=2222)
+    argv = nodes.ssh_argv(target, "echo hi", ("-o", "ServerAliveCountMax=2"), connect_timeout=5)
+    assert argv == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveCountMax=2",
+                    "-l", "admin", "-p", "2222", "--", "10.0.0.11", "/bin/sh -c 'echo hi'"]
+
+
+def test_onboarding_reaches_the_new_mac_on_the_inventory_s_port_with_its_key(tmp_path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "fleet")], check=True)
+    (tmp_path / "ssh_config").write_text(f"UserKnownHostsFile {tmp_path / 'known'}\n")
+    view = {"ansible_user": "ops", "ansible_port": "2222", "ansible_ssh_private_key_file": str(tmp_path / "fleet"),
+            "ansible_ssh_common_args": f"-F {tmp_path / 'ssh_config'}"}
+    args = onboard.inventory_ssh_args("studio-4", view)
+    assert "-l" not in args  # the user is onboarding's own (--user, else the inventory's)
+    target = onboard_ssh.resolve("studio-4", "10.0.0.14", "admin", args)
+    assert (target.port, target.identity, target.user) == (2222, tmp_path / "fleet", "admin")
+    assert target.known_hosts_names == ["[10.0.0.14]:2222", "[studio-4]:2222"]
+
+
+def test_onboarding_refuses_a_port_that_is_not_a_number_in_one_line():
+    with pytest.raises(UserError):
+        onboard.inventory_ssh_args("studio-4", {"ansible_port": "ssh"})
