@@ -174,12 +174,15 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     verify = mlx_fleet("verify", "-i", str(sim.dir / "inventory.yml"), check=False, timeout=600)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     record = mlx_fleet("record", "-i", str(sim.dir / "inventory.yml"))
-    notebook = Path(re.search(r"Markdown: (\S+)\)", record.stdout).group(1))
-    assert "- last macOS update: 26.5.2 (25F84), finished " in notebook.read_text()
+    record_json = Path(re.search(r"^record: (\S+) ", record.stdout, re.M).group(1))
+    last_update = json.loads(record_json.read_text())["macos_update"]
+    assert last_update["target"] == {"version": "26.5.2", "build": "25F84"} and last_update["finished_at"]
     sim.cli("exec", "ou-2", "--", *AUTO_INSTALL, "-bool", "true")
     audit = mlx_fleet("audit", "-i", str(sim.dir / "inventory.yml"), check=False)
-    assert audit.returncode == 1 and "automatic macOS installs: ou-2: expected off; found on" in audit.stdout, \
-        audit.stdout
+    findings = json.loads((sim.dir / ".mlx-fleet" / "audit.json").read_text())["findings"]
+    assert audit.returncode == 1, audit.stdout
+    assert ("automatic macOS installs", ["ou-2"], "off", "on") in [(f["fact"], f["macs"], f["expected"], f["found"])
+                                                                   for f in findings], audit.stdout
 
     # The password was in no command line on the controller or the Macs, and is in no file of theirs.
     assert watch.seen and not [line for line in watch.seen if password in line]
