@@ -5,6 +5,7 @@ no-op rerun, and the password never in a process list or a file. Then the other 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -119,8 +120,9 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
         watch.join()
     out = stopped.stdout
     assert stopped.returncode == 1, out + stopped.stderr
-    assert "ou-2: on 26.5.2 (25F84), checked" in out
-    assert "ou-3: stopped: RDMA is off after the update" in out
+    update_record = json.loads((sim.dir / ".mlx-fleet" / "os-update.json").read_text())
+    assert update_record["macs"]["ou-2"]["status"] == "done" and update_record["macs"]["ou-2"]["after"]["build"] == "25F84"
+    assert update_record["macs"]["ou-3"]["status"] == "failed"  # its RDMA: the visit sheet says rdma_ctl enable
     assert "untouched: ou-4, ou-1" in out
     sheet = Path(re.search(r"visit sheet: (\S+)", out).group(1))
     assert "rdma_ctl enable" in sheet.read_text()
@@ -150,8 +152,9 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     print(f"os-update of 4 Macs (stopped at ou-3, cleared, resumed): {time.monotonic() - started:.0f} s "
           "with 1 s preparations and 0.5 s polls")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "order: ou-3 -> ou-4 -> ou-1" in resumed.stdout
-    assert "result: every Mac on macOS 26.5.2 (25F84)" in resumed.stdout
+    update_record = json.loads((sim.dir / ".mlx-fleet" / "os-update.json").read_text())
+    assert update_record["plan"]["order"] == ["ou-3", "ou-4", "ou-1"] and "finished_at" in update_record
+    assert {name: mac["status"] for name, mac in update_record["macs"].items()} == dict.fromkeys(NAMES, "done")
     assert set(builds(sim).values()) == {"25F84"}
     assert restarts(sim) == ["ou-2", "ou-3", "ou-4", "ou-1"]  # each Mac once, rank 0 last
     assert "held:" not in resumed.stdout and not (sim.dir / ".mlx-fleet" / "hostfile.held").exists()
@@ -171,12 +174,15 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     verify = mlx_fleet("verify", "-i", str(sim.dir / "inventory.yml"), check=False, timeout=600)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     record = mlx_fleet("record", "-i", str(sim.dir / "inventory.yml"))
-    notebook = Path(re.search(r"Markdown: (\S+)\)", record.stdout).group(1))
-    assert "- last macOS update: 26.5.2 (25F84), finished " in notebook.read_text()
+    record_json = Path(re.search(r"^record: (\S+) ", record.stdout, re.M).group(1))
+    last_update = json.loads(record_json.read_text())["macos_update"]
+    assert last_update["target"] == {"version": "26.5.2", "build": "25F84"} and last_update["finished_at"]
     sim.cli("exec", "ou-2", "--", *AUTO_INSTALL, "-bool", "true")
     audit = mlx_fleet("audit", "-i", str(sim.dir / "inventory.yml"), check=False)
-    assert audit.returncode == 1 and "automatic macOS installs: ou-2: expected off; found on" in audit.stdout, \
-        audit.stdout
+    findings = json.loads((sim.dir / ".mlx-fleet" / "audit.json").read_text())["findings"]
+    assert audit.returncode == 1, audit.stdout
+    assert ("automatic macOS installs", ["ou-2"], "off", "on") in [(f["fact"], f["macs"], f["expected"], f["found"])
+                                                                   for f in findings], audit.stdout
 
     # The password was in no command line on the controller or the Macs, and is in no file of theirs.
     assert watch.seen and not [line for line in watch.seen if password in line]

@@ -22,6 +22,11 @@ def _hosts(models: dict[str, str], cables: list[str], plugged_elsewhere: dict[st
     return hosts, parsed
 
 
+def _ends(cables) -> list[list]:
+    """Each cable's ends in order, the new Mac's first: what a person plugs, as data."""
+    return [cable.ports for cable in cables]
+
+
 STUDIO_MESH = ["studio-1:2 -- studio-2:2", "studio-1:3 -- studio-3:2", "studio-2:3 -- studio-3:3"]
 
 
@@ -29,9 +34,8 @@ def test_a_fourth_studio_gets_one_cable_to_each_studio_on_free_rdma_ports():
     hosts, cables = _hosts({f"studio-{i}": "studio-m3-ultra" for i in range(1, 5)}, STUDIO_MESH)
     advice = advise("studio-4", hosts, cables, "jaccl")
     assert advice.possible and advice.backend == "jaccl" and not advice.unplug
-    assert advice.steps() == ["connect studio-4 Thunderbolt 2 to studio-1 Thunderbolt 4",
-                              "connect studio-4 Thunderbolt 3 to studio-2 Thunderbolt 4",
-                              "connect studio-4 Thunderbolt 4 to studio-3 Thunderbolt 4"]
+    assert _ends(advice.cables) == [[["studio-4", 2], ["studio-1", 4]], [["studio-4", 3], ["studio-2", 4]],
+                                    [["studio-4", 4], ["studio-3", 4]]]
     assert advice.plan_entries() == ["studio-1:4 -- studio-4:2", "studio-2:4 -- studio-4:3", "studio-3:4 -- studio-4:4"]
 
 
@@ -47,8 +51,7 @@ def test_the_studio_port_beside_ethernet_is_never_advised_for_rdma():
     assert ring.backend == "jaccl-ring" and ring.possible
     assert all(e.number != 1 for c in ring.cables for e in (c.a, c.b))
     # The ring needs only two of the three studios; studio-2 is left on its two existing cables.
-    assert ring.steps() == ["connect studio-4 Thunderbolt 2 to studio-1 Thunderbolt 4",
-                            "connect studio-4 Thunderbolt 3 to studio-3 Thunderbolt 4"]
+    assert _ends(ring.cables) == [[["studio-4", 2], ["studio-1", 4]], [["studio-4", 3], ["studio-3", 4]]]
     assert ring.ring == ["studio-1", "studio-2", "studio-3", "studio-4"]
 
 
@@ -61,9 +64,9 @@ def test_a_mac_mini_cannot_join_a_four_mac_mesh_and_is_told_the_ring_alternative
     assert advice.impossible == ("mini-5 (Mac mini, mini-m4-pro) has 3 Thunderbolt ports that carry RDMA and a "
                                  "full mesh of 5 Macs needs 4 on every Mac")
     assert advice.alternative.backend == "jaccl-ring"
-    assert advice.alternative.steps() == ["connect mini-5 Thunderbolt 1 to studio-1 Thunderbolt 5",
-                                          "connect mini-5 Thunderbolt 2 to studio-2 Thunderbolt 5"]
-    summary = advice.summary()
+    assert _ends(advice.alternative.cables) == [[["mini-5", 1], ["studio-1", 5]], [["mini-5", 2], ["studio-2", 5]]]
+    assert advice.alternative.ring == ["studio-1", "studio-3", "studio-4", "studio-2", "mini-5"]
+    summary = advice.summary()  # the headline, as onboarding says it
     assert summary.startswith("a full mesh is impossible: mini-5 (Mac mini, mini-m4-pro) has 3 Thunderbolt ports")
     assert ("the best alternative is jaccl-ring: 2 cables to add for a ring "
             "(studio-1 -> studio-3 -> studio-4 -> studio-2 -> mini-5 -> studio-1) (jaccl-ring)") in summary
@@ -78,9 +81,10 @@ def test_a_mini_joining_a_mesh_of_minis_with_no_free_port_moves_one_cable():
     assert advice.impossible == ("mini-1, mini-2, mini-3, mini-4 and mini-5 (Mac mini, mini-m4-pro) have 3 "
                                  "Thunderbolt ports that carry RDMA and a full mesh of 5 Macs needs 4 on every Mac")
     ring = advice.alternative
-    assert ring.steps() == ["unplug the cable between mini-1 Thunderbolt 1 and mini-2 Thunderbolt 1",
-                            "connect mini-5 Thunderbolt 1 to mini-1 Thunderbolt 1",
-                            "connect mini-5 Thunderbolt 2 to mini-2 Thunderbolt 1"]
+    assert [c.ports for c in ring.unplug] == [[["mini-1", 1], ["mini-2", 1]]]
+    assert ring.steps() == [  # the steps in a person's words, unplugging first
+        "unplug the cable between mini-1 Thunderbolt 1 and mini-2 Thunderbolt 1",
+        "connect mini-5 Thunderbolt 1 to mini-1 Thunderbolt 1", "connect mini-5 Thunderbolt 2 to mini-2 Thunderbolt 1"]
     assert ring.ring[0] == "mini-1" and ring.ring[-2:] == ["mini-2", "mini-5"]
 
 
@@ -90,8 +94,7 @@ def test_ring_backends_insert_the_new_mac_between_two_neighbours_with_free_ports
     hosts, cables = _hosts(models, ring)
     advice = advise("mini-4", hosts, cables, "ring")
     assert advice.backend == "ring" and advice.topology == "ring"
-    assert advice.steps() == ["connect mini-4 Thunderbolt 1 to mini-1 Thunderbolt 3",
-                              "connect mini-4 Thunderbolt 2 to mini-2 Thunderbolt 3"]
+    assert _ends(advice.cables) == [[["mini-4", 1], ["mini-1", 3]], [["mini-4", 2], ["mini-2", 3]]]
 
 
 def test_cables_already_there_are_not_advised_again():
@@ -107,7 +110,7 @@ def test_ports_the_plan_reserves_or_a_device_uses_are_not_free():
     hosts, cables = _hosts({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"}, [],
                            {"studio-1": {2, 3}, "studio-2": {2}})
     advice = advise("studio-2", hosts, cables, "jaccl")
-    assert advice.steps() == ["connect studio-2 Thunderbolt 3 to studio-1 Thunderbolt 4"]
+    assert _ends(advice.cables) == [[["studio-2", 3], ["studio-1", 4]]]
 
 
 def test_a_new_mac_without_enough_ports_for_a_ring_is_told_so():

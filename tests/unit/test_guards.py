@@ -46,7 +46,7 @@ from mlx_fleet.verify import check_program, jobs
 from captures import THUNDERBOLT_OUTPUTS
 from conftest import FIXTURE_DIR, load
 from module_runner import Commands, run_module
-from factories import FABRIC, HOSTS, MESH, NODE, Cluster, converged, joining, lines, minis, node, plan
+from factories import FABRIC, HOSTS, MESH, NODE, Cluster, audit, converged, joining, lines, minis, node, plan
 
 
 # --- the run lock ---------------------------------------------------------------------------------------
@@ -172,6 +172,11 @@ def test_record_diff_names_a_key_present_in_one_record_only(value):
 
 # --- the audit ---------------------------------------------------------------------------------------
 
+def _drift(state) -> list[tuple]:
+    """The audit's findings of a state as data: (fact, Macs, expected, found, fix)."""
+    return [(c.fact, c.macs, c.expected, c.found, c.fix) for c in audit(state).findings]
+
+
 def test_macos_26_10_is_newer_than_26_2():
     state = converged()
     state[1]["mini-2"]["mlx_fleet_macos"].update(product_version="26.10", build_version="25Z10")
@@ -194,7 +199,7 @@ def test_power_settings_are_checked_on_every_power_source(source):
     pmset["Battery Power"] = copy.deepcopy(pmset["AC Power"])
     pmset[source]["sleep"] = 10
     found = "AC Power 10, Battery Power 0" if source == "AC Power" else "AC Power 0, Battery Power 10"
-    assert lines(state)[1:] == [f"pmset sleep: mini-2: expected 0; found {found}", NODE]
+    assert _drift(state) == [("pmset sleep", ["mini-2"], "0", found, NODE.removeprefix("  fix: "))]
     changes, unsupported, before, after = plan_power(pmset, normalize_power({"sleep": 0}))
     assert "sleep" in changes and after[source]["sleep"] == 0
 
@@ -210,8 +215,9 @@ def test_an_extra_thunderbolt_address_is_drift():
     state = converged()
     right = node(state)["addresses"]["en2"][0]
     node(state)["addresses"]["en2"] = [right, "192.168.250.1/30"]
-    assert lines(state)[1:] == [f"Thunderbolt 1 address: mini-2: expected {right} (en2, address ledger); found "
-                                f"{right}, 192.168.250.1/30", FABRIC]
+    [(fact, macs, expected, found, fix)] = _drift(state)
+    assert (fact, macs, fix) == ("Thunderbolt 1 address", ["mini-2"], FABRIC.removeprefix("  fix: "))
+    assert expected.startswith(f"{right} ") and found.split(", ") == [right, "192.168.250.1/30"]
 
 
 # --- the cable plan and cable advice ------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import (parse_ifconfig_networks,
                                                                                   parse_ip_addr_json)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory, choose_pool
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import (
+    check_inventory, choose_pool, inventory_problems, labelled)
 from conftest import FIXTURE_DIR, load
 
 HOSTS = {
@@ -172,9 +173,9 @@ def test_every_problem_at_once_one_line_each():
 def test_a_pool_suggestion_avoids_the_controller():
     controller = [("en0", IPv4Interface("192.168.1.20/24"))]
     assert check_inventory(HOSTS, {}, controller) == []  # no pool set: the fabric picks one (choose_pool)
-    assert check_inventory(HOSTS, {"mlx_fleet_ip_pool": "192.168.0.0/16"}, controller) == [
-        "mlx_fleet_ip_pool: 192.168.0.0/16 overlaps this controller's network 192.168.1.0/24 (en0 192.168.1.20); "
-        "pick a pool neither the controller nor the Macs use, e.g. 10.99.0.0/16"]
+    [problem] = inventory_problems(HOSTS, {"mlx_fleet_ip_pool": "192.168.0.0/16"}, controller)
+    assert problem.variables == ("mlx_fleet_ip_pool",) and "192.168.1.0/24" in problem.line  # the network it overlaps
+    assert problem.line.endswith(" 10.99.0.0/16")  # the suggestion: a pool off the controller's network
 
 
 def test_controller_networks_from_ip_and_ifconfig():
@@ -214,19 +215,24 @@ def test_a_cable_to_a_host_outside_the_cluster_group_names_it_as_such():
                         "mlx_fleet_cables: cable s1:3 -- m7:1: unknown host 'm7'"]
 
 
-def test_a_problem_with_an_extra_variable_is_labelled_as_one():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import inventory_problems, labelled
+def _labels(problems, extra_vars) -> list[str]:
+    """Where each problem's value comes from, as labelled() heads the problem's own line with it."""
+    lines = labelled(problems, extra_vars)
+    assert [line.partition(": ")[2] for line in lines] == [problem.line for problem in problems]
+    return [line.partition(": ")[0] for line in lines]
 
+
+def test_a_problem_with_an_extra_variable_is_labelled_as_one():
     problems = inventory_problems(HOSTS, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_backend": "mpi"}, CONTROLLER)
-    assert labelled(problems, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_ip": "x"}) == [
-        "inventory: mlx_fleet_backend: unknown backend 'mpi'; use one of jaccl, jaccl-ring, ring, auto",
-        "extra variable (-e): mlx_fleet_ip_pool: 10.0.0.1/8 has host bits set; write the network itself, 10.0.0.0/8"]
+    assert [problem.variables for problem in problems] == [("mlx_fleet_backend",), ("mlx_fleet_ip_pool",)]
+    assert _labels(problems, {"mlx_fleet_ip_pool": "10.0.0.1/8", "mlx_fleet_ip": "x"}) == [
+        "inventory", "extra variable (-e)"]
     host_level = inventory_problems(HOSTS | {"s3": {"mlx_fleet_model": "studio-m2"}}, {}, CONTROLLER)
-    assert labelled(host_level, {"mlx_fleet_model": "studio-m2"})[0].startswith("extra variable (-e): s3: unknown model")
+    assert [problem.variables for problem in host_level] == [("mlx_fleet_model",)]
+    assert _labels(host_level, {"mlx_fleet_model": "studio-m2"}) == ["extra variable (-e)"]
     # The label comes from the variables a problem is about, not from reading its line: a -e variable that a
     # line happens to name but that is not what is wrong leaves it the inventory's.
-    assert labelled(host_level, {"macos_node_local_host_name": "x"})[0].startswith("inventory: s3: unknown model")
+    assert _labels(host_level, {"macos_node_local_host_name": "x"}) == ["inventory"]
     mentioned = inventory_problems(HOSTS, {"mlx_fleet_envs": ["mlx_fleet_model"]}, CONTROLLER)
-    assert labelled(mentioned, {"mlx_fleet_model": "x"}) == [
-        "inventory: mlx_fleet_envs: 'mlx_fleet_model' is not NAME=VALUE with a NAME of letters, digits and "
-        "underscores; write mlx_fleet_envs as a list of NAME=VALUE strings, e.g. [\"OMP_NUM_THREADS=4\"]"]
+    assert "mlx_fleet_model" in mentioned[0].line and mentioned[0].variables == ("mlx_fleet_envs",)
+    assert _labels(mentioned, {"mlx_fleet_model": "x"}) == ["inventory"]

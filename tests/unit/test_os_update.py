@@ -67,14 +67,14 @@ def test_checks_after_the_restart():
     good = dict(before, build="25F84", version="26.5.2")
     assert ou.check_after("m2", before, good, "25F84", True, converge="c") == []
     bad = dict(good, rdma_enabled=False, addresses={"en2": []}, mlx_imports=False, mlx_error="ImportError")
-    problems = ou.check_after("m2", before, bad, "25F84", True,
-                              converge=fixes.run_command("site", "lab/hosts.yml", cli=False))
+    converge = fixes.run_command("site", "lab/hosts.yml", cli=False)
+    problems = ou.check_after("m2", before, bad, "25F84", True, converge=converge)
     assert [p["visit"] for p in problems] == [True, False, False]
     assert problems[0]["reason"].startswith("RDMA is off after the update")
     assert "en2 192.168.0.1" in problems[1]["reason"]
     # The fix names the converge of the install in use: here the collection's playbook, no clone's site.yml.
-    assert problems[1]["steps"] == ["Run ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.site, then "
-                                    "mlx-fleet os-update again"]
+    assert converge == "ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.site"
+    assert len(problems[1]["steps"]) == 1 and converge in problems[1]["steps"][0]
     assert ou.wait_problem("no-return", timeout=60, build="25C56")["visit"] is True
 
 
@@ -94,10 +94,13 @@ def test_an_unfinished_update_holds_the_cluster(tmp_path):
 
 
 def test_a_locked_mac_is_unlocked_over_ssh_only_when_it_takes_a_password():
-    assert secret_socket.password_methods("Failed to connect to the host via ssh: admin@10.0.0.2: Permission denied "
-                               "(publickey,password,keyboard-interactive).")
-    assert not secret_socket.password_methods("admin@10.0.0.2: Permission denied (publickey).")
-    assert not secret_socket.password_methods("ssh: connect to host 10.0.0.2 port 22: Connection refused")
+    # ssh's own lines, as Ansible passes them on
+    takes_a_password = ("Failed to connect to the host via ssh: admin@10.0.0.2: Permission denied "
+                        "(publickey,password,keyboard-interactive).")
+    keys_only = "admin@10.0.0.2: Permission denied (publickey)."
+    refused = "ssh: connect to host 10.0.0.2 port 22: Connection refused"
+    assert secret_socket.password_methods(takes_a_password)
+    assert not secret_socket.password_methods(keys_only) and not secret_socket.password_methods(refused)
 
 
 def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path):
@@ -108,7 +111,7 @@ def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path
     assert ou.hold_reason(tmp_path) is None  # every Mac still on its build
     ou.mark(record, "m2", ou.STARTED, installed=True)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
-    assert ou.hold_reason(tmp_path).startswith("the cluster is held")
+    assert ou.hold_reason(tmp_path) is not None  # m2 may be on the new build: held
     said = "failed to authorize for installation"  # softwareupdate's line (tests/fixtures/macos/README.md)
     problem = ou.install_problem(f"softwareupdate --install failed: {said}", said)
     assert problem["visit"] is False and "volume owner's password" in problem["steps"][0]
@@ -118,7 +121,8 @@ def test_a_refused_install_holds_nothing_and_says_to_check_the_password(tmp_path
 
 
 def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_every_mac_is_done(tmp_path):
-    (tmp_path / "hostfile.json").write_text('{"backend": "ring", "hosts": []}')
+    mlx_launch_hostfile = '{"backend": "ring", "hosts": []}'
+    (tmp_path / "hostfile.json").write_text(mlx_launch_hostfile)
     macs = {n: mac() for n in NAMES}
     record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
     record["inventory"] = "inv/hosts.yml"
@@ -140,7 +144,7 @@ def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_ev
         ou.mark(record, name, ou.DONE)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
     assert not held.exists() and ou.hold_line(tmp_path, starting=True) is None  # released
-    assert (tmp_path / "hostfile.json").read_text() == '{"backend": "ring", "hosts": []}'  # mlx.launch's, untouched
+    assert (tmp_path / "hostfile.json").read_text() == mlx_launch_hostfile  # untouched
 
 
 def test_a_target_no_mac_is_offered_is_bad_input():

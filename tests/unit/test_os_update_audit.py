@@ -27,11 +27,11 @@ def test_drift_the_update_brought_stops_the_run_with_one_line_and_the_fix():
     state = updated(converged())
     node(state)["pmset"]["AC Power"]["sleep"] = 10
     findings = one_mac(state)
-    assert [f["fact"] for f in findings] == ["pmset sleep"]
+    assert [(f["fact"], f["fix"]) for f in findings] == [("pmset sleep", "ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node")]
     problems = ou.audit_problems(findings, drift_before=[])
     assert [p["reason"] for p in problems] == ["the audit after the update: pmset sleep: expected 0; found 10"]
     assert problems[0]["visit"] is False
-    assert problems[0]["steps"][0] == "Fix: ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node"
+    assert problems[0]["steps"][0] == f"Fix: {findings[0]['fix']}"
 
 
 def test_drift_already_there_before_the_update_does_not_stop_it():

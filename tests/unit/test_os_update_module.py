@@ -51,12 +51,13 @@ def test_a_silent_nonzero_exit_is_a_failure_not_a_start(run_module, mac):
 
 
 def test_downloaded_alone_is_a_start_and_the_log_keeps_what_came_before(run_module, mac):
-    mac.log.write_text("Downloading macOS Tahoe 26.5.2\n")  # an earlier run's
+    earlier, said = "Downloading macOS Tahoe 26.5.2\n", "Downloaded: macOS Tahoe 26.5.2"
+    mac.log.write_text(earlier)  # an earlier run's
     mac.log.chmod(0o600)
-    mac.tool("echo 'Downloaded: macOS Tahoe 26.5.2'")
+    mac.tool(f"echo '{said}'")
     result = update(run_module, mac)
     assert result["started"] and result["changed"] and not result.get("failed")
-    assert mac.log.read_text() == "Downloading macOS Tahoe 26.5.2\nDownloaded: macOS Tahoe 26.5.2\n"
+    assert mac.log.read_text() == f"{earlier}{said}\n"
     assert stat.S_IMODE(mac.log.stat().st_mode) == 0o600
 
 
