@@ -36,11 +36,11 @@ KINDS: dict[str, Kind] = {
     # a Mac
     "unreachable": Kind("network", FAULT, "{macs}: unreachable over ssh ({found})",
                         "{macs}: back, it answers over ssh"),
-    "bridge": Kind("Thunderbolt Bridge", FAULT, "{macs}: the Thunderbolt Bridge is on ({found}); JACCL and the "
-                   "fabric's addresses need it off", "{macs}: the Thunderbolt Bridge is off again"),
+    "bridge": Kind("Thunderbolt Bridge", FAULT, "{macs}: the Thunderbolt Bridge is {found} where mlx_fabric_bridge "
+                   "wants it {expected}", "{macs}: the Thunderbolt Bridge is {expected} again"),
     "sleep": Kind("pmset", WARNING, "{macs}: system sleep is {found} (pmset sleep): an idle Mac drops out of the "
                   "cluster", "{macs}: system sleep is off again"),
-    "rdma-off": Kind("RDMA", FAULT, "{macs}: RDMA is off (rdma_ctl status: disabled), where {expected}",
+    "rdma-off": Kind("RDMA", FAULT, "{macs}: RDMA is off (rdma_ctl status: {found}), where {expected}",
                      "{macs}: RDMA is on again"),
     "stale-rdma": Kind("RDMA", FAULT, "{macs}: ibv_devinfo does not answer (RDMA is wedged: jobs fail or hang in "
                        "JACCL)", "{macs}: ibv_devinfo answers again"),
@@ -58,15 +58,13 @@ KINDS: dict[str, Kind] = {
     # a cable or a port
     "cable": Kind("cables", FAULT, "cable {cable} is out: {found}", "cable {cable} is back"),
     "moved": Kind("cables", WARNING, "cable {expected} moved to {found}", "cable {expected} is back"),
-    "unplugged": Kind("cables", WARNING, "cable {cable} unplugged", "cable {cable} is back"),
-    "new cable": Kind("cables", NOTE, "new cable {cable}", "cable {cable} is gone"),
     "extra": Kind("cables", FAULT, "cable {cable} is {found}", "cable {cable} is gone"),
-    "slow": Kind("cables", WARNING, "cable {cable} links at {found} where {expected}", "cable {cable} is back at "
-                 "{expected}"),
-    "no-ipv4": Kind("Thunderbolt addresses", FAULT, "{macs} {found} where the fabric gave it {expected} "
-                    "(cable {cable})", "{macs} {found}: its address {expected} again"),
-    "rdma-port": Kind("RDMA", FAULT, "{macs} {found} on a cable that links", "{macs} {expected}: RDMA port active "
-                      "again"),
+    "slow": Kind("cables", WARNING, "cable {cable} links at {found} where {expected}",
+                 "cable {cable} links at full speed again"),
+    "no-ipv4": Kind("Thunderbolt addresses", FAULT, "{macs} {found} where the fabric gave it {expected}",
+                    "{macs}: the fabric's address {expected} is back"),
+    "rdma-port": Kind("RDMA", FAULT, "{macs} {found} on a cable that links",
+                      "{macs} {expected}: RDMA port active again"),
     "rdma-gid": Kind("RDMA", FAULT, "{macs} {found}", "{macs} {expected}: RDMA port has its IPv4-mapped GID again"),
 }
 
@@ -99,8 +97,9 @@ class Finding:
         return KINDS[self.kind].severity
 
     def to_dict(self) -> dict:
-        """The finding at the JSON boundary, with its sentence for a person."""
-        return {**asdict(self), "message": self.line}
+        """The finding at the JSON boundary (lists, as JSON reads them back), with its sentence for a person."""
+        return {**asdict(self), "hosts": list(self.hosts), "ports": [list(p) for p in self.ports],
+                "variables": list(self.variables), "message": self.line}
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
