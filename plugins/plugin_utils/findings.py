@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 FAULT, WARNING, NOTE = "fault", "warning", "note"
+MIXED_BUILDS = "RDMA breaks across mixed builds"  # why every Mac runs one macOS build (the audit, watch, explain)
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,8 @@ KINDS: dict[str, Kind] = {
     "filevault": Kind("network", WARNING, "{macs}: {found}", "{macs}: FileVault is off again"),
     "network-manager": Kind("network", WARNING, "{macs}: {found}", "{macs}: no other network manager is loaded"),
     # the cluster
-    "os-mismatch": Kind("macOS", FAULT, "the Macs run different macOS builds ({found}): RDMA breaks across mixed "
-                        "builds", "every Mac runs the same macOS build again"),
+    "os-mismatch": Kind("macOS", FAULT, "the Macs run different macOS builds ({found}): " + MIXED_BUILDS,
+                        "every Mac runs the same macOS build again"),
     "environment-mismatch": Kind("environment", FAULT, "the Macs run different MLX environments (fingerprints "
                                  "{found})", "every Mac runs the same MLX environment again"),
     "fast-synch": Kind("hostfiles", WARNING, "hostfile.json: {found}", "hostfile.json: {expected} again"),

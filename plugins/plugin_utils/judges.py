@@ -41,10 +41,8 @@ def bridge_expected(bridge: dict, wanted: str) -> str:
 
 
 def bridge_found(bridge: dict) -> str:
-    members = ", ".join(bridge.get("members") or []) or "no ports"
     return (f"service {'enabled' if bridge['service_enabled'] else 'disabled'}, "
-            f"{bridge['device']} {'active' if bridge['active'] else 'inactive'}"
-            + (f" with {members}" if bridge["active"] else ""))
+            f"{bridge['device']} {'active' if bridge['active'] else 'inactive'}")
 
 
 def bridge(host: str, state: dict, wanted: str) -> Finding | None:

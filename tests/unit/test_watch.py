@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, watch, watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, cluster_model, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import watch_cli
@@ -246,3 +246,11 @@ def test_a_round_written_without_a_signal_goes_on():
     with watch_cli.interrupt_after():
         pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_active_bridge_without_members_is_drift_for_the_watch_as_for_the_audit():
+    macs = cabled()
+    macs["a"]["bridge"] = {"device": "bridge0", "active": True, "members": [], "service_enabled": False}
+    found = watch.assess(BASE, macs)
+    assert [(f.kind, f.hosts) for f in found.values()] == [("bridge", ("a",))]
+    assert not audit.bridge_check("a", macs["a"]["bridge"], "disabled").ok
