@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,11 @@ from mlx_fleet.verify import compare, jobs, nodes, report
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import coerce
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
-from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_plan import changes_since
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import line
+from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness, rewired
+from mlx_fleet.sim.doubles.macsim.system_profiler import thunderbolt_items
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
 from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_model, format_size, link_hostfile,
@@ -272,6 +277,33 @@ def test_a_wrong_address_on_an_active_port():
     assert found[0].message == ("cable a:1 -- b:1: b Thunderbolt 1 (en2) has 169.254.205.255/16 where the fabric "
                                 f"gave it 192.168.0.6/30; converge it back: mlx-fleet converge -i {INVENTORY}")
     assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
+
+
+def thunderbolt_json(host: str, cabled: dict[int, tuple[str, int]], receptacles=(1, 2, 3)) -> str:
+    """system_profiler SPThunderboltDataType -json as the sim's double writes it: each port's domain is
+    HOST-N, and CABLED maps a port to the (host, port) at its other end."""
+    node = {"model_name": "Mac mini", "thunderbolt": [
+        {"bus": n - 1, "receptacle": n, "generation": 5, "domain_uuid": f"{host}-{n}", "switch_uid": f"0x{n}",
+         "link": {"kind": "mac", "speed_gbps": 80, "peer": {"name": "Mac mini", "model_id": "Mac16,11",
+                                                            "domain_uuid": "{}-{}".format(*cabled[n])}}
+         if n in cabled else None} for n in receptacles]}
+    return json.dumps({"SPThunderboltDataType": thunderbolt_items(node)})
+
+
+def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it():
+    """a:1 -- b:1 now plugged into a's Thunderbolt 3: not "no link, plug it in firmly" at a Thunderbolt 1."""
+    link = cluster().cables[0]
+    order = (0, SERVICE_ORDER)
+    macs = {"a": node("a", IFCONFIG_BRIDGED, service_order=order, thunderbolt=(0, thunderbolt_json("a", {3: ("b", 1)}))),
+            "b": node("b", IFCONFIG_EN2, EN2_PORTS, service_order=order,
+                      thunderbolt=(0, thunderbolt_json("b", {1: ("a", 3)})))}
+    found = cable_findings(link, macs, INVENTORY)
+    assert [(f.cause, f.cable, f.hosts) for f in found] == [("moved", "a:1 -- b:1", ["a", "b"])]
+    (moved,) = rewired([link], macs).findings
+    assert (moved.kind, moved.expected, moved.found) == ("moved", "a:1 -- b:1", "a:3 -- b:1")
+    # The converge's own judgement of the same cables.
+    assert changes_since([link.cable], discover(["a", "b"], {h: m.cabling for h, m in macs.items()})[0]) == [
+        line(replace(moved, fix=""))]
 
 
 def test_unreachable_and_interpreter_findings():
