@@ -289,7 +289,7 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 what = (f"Thunderbolt {end.port} ({end.device}) is the {model.model_name} port beside Ethernet, "
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
-                found.append(Finding("rdma port", str(link), sentence(end.host, what, fix), False, link=str(link),
+                found.append(Finding("rdma-port", str(link), sentence(end.host, what, fix), False, link=str(link),
                                      note=f"no RDMA on {port_name(end.host, end.port)}", ports=((end.host, end.port),),
                                      found=what, expected="a port where RDMA comes up", fix=fix))
             if link.speed_gbps < FULL_SPEED_GBPS:
