@@ -341,7 +341,8 @@ def events(before: dict[str, Finding], now: dict[str, Finding]) -> list[dict]:
 
 def findings_data(findings: dict[str, Finding]) -> dict:
     """Findings for status.json: each as data, with its sentence and what is said once it clears."""
-    return {k: {"key": k, **f.to_dict(), "message": statement(f), "cleared": cleared(f)} for k, f in findings.items()}
+    return {k: {"key": k, **f.to_dict(), "message": statement(f), "cleared": cleared(f), "macs": list(f.hosts)}
+            for k, f in findings.items()}
 
 
 def findings_from(data: dict) -> dict[str, Finding]:
