@@ -107,13 +107,13 @@ def _host_name_problems(hosts: dict[str, dict]) -> list[Finding]:
     for name, hv in hosts.items():
         if not _valid_host_name(name):
             problems.append(inventory_problem(f"{name!r}: not a valid host name; name each Mac with letters, digits "
-                                             "and hyphens (dots only between labels), e.g. studio-1"))
+                                              "and hyphens (dots only between labels), e.g. studio-1"))
             continue
         local = local_host_name(name, hv)
         if check_local_host_name(local) is not None:
             problems.append(inventory_problem(f"{name}: macos_node_local_host_name {local!r} is not a Bonjour name; "
-                                             "use letters, digits and hyphens only (at most 63, no hyphen first or "
-                                             "last)", ("macos_node_local_host_name",)))
+                                              "use letters, digits and hyphens only (at most 63, no hyphen first or "
+                                              "last)", ("macos_node_local_host_name",)))
             continue
         by_local_name[local.lower()].append(name)
         reached = str(hv.get("ansible_host") or name).rstrip(".")
