@@ -258,7 +258,7 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     link = c.cables[0]  # a:1 -- b:1; Thunderbolt 1 is en3 on the captured Mac
     bridged = {"service_order": (0, SERVICE_ORDER)}
     found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
-    assert [f.cause for f in found] == ["cable", "address", "bridge"]
+    assert [f.cause for f in found] == ["cable", "no-ipv4", "bridge"]
     cable, address, bridge = found
     assert cable.message == ("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no link (status: inactive); plug the "
                              "cable in firmly at both ends, or replace it")
@@ -273,7 +273,7 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
 def test_a_wrong_address_on_an_active_port():
     ports = HARDWARE_PORTS.replace("Device: en3", "Device: en2")  # this Mac's Thunderbolt 1 is en2
     found = cable_findings(cluster().cables[0], {"b": node("b", IFCONFIG_EN2, ports)}, INVENTORY)
-    assert [(f.cause, f.hosts, f.cable) for f in found] == [("address", ["b"], "a:1 -- b:1")]
+    assert [(f.cause, f.hosts, f.cable) for f in found] == [("no-ipv4", ["b"], "a:1 -- b:1")]
     assert found[0].message == ("cable a:1 -- b:1: b Thunderbolt 1 (en2) has 169.254.205.255/16 where the fabric "
                                 f"gave it 192.168.0.6/30; converge it back: mlx-fleet converge -i {INVENTORY}")
     assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
@@ -378,11 +378,11 @@ def en2(address: str, netmask: str) -> str:
 
 
 @pytest.mark.parametrize("ifconfig, ports, service_order, causes", [
-    (IFCONFIG_BRIDGED, HARDWARE_PORTS, SERVICE_ORDER, ["cable", "address", "bridge"]),  # no address, bridged
-    (IFCONFIG_BRIDGED, HARDWARE_PORTS, None, ["cable", "address"]),  # bridge0 inactive, service unread
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, SERVICE_ORDER, ["cable", "no-ipv4", "bridge"]),  # no address, bridged
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, None, ["cable", "no-ipv4"]),  # bridge0 inactive, service unread
     (en2("192.168.0.5", "0xfffffffc"), EN2_PORTS, None, []),  # the fabric's address and prefix
-    (en2("192.168.0.5", "0xffff0000"), EN2_PORTS, None, ["address"]),  # the fabric's address, another prefix
-    (IFCONFIG_EN2, EN2_PORTS, None, ["address"]),  # a link-local address
+    (en2("192.168.0.5", "0xffff0000"), EN2_PORTS, None, ["no-ipv4"]),  # the fabric's address, another prefix
+    (IFCONFIG_EN2, EN2_PORTS, None, ["no-ipv4"]),  # a link-local address
 ], ids=["bridged", "bridge inactive", "fabric's", "other prefix", "link-local"])
 def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfig, ports, service_order, causes):
     reads = {"service_order": (0, service_order)} if service_order else {}
@@ -397,7 +397,7 @@ def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfi
     assert address == audit.port_address_check("a", 1, device, mac.addresses(device), "192.168.0.5/30")
     found = [f.cause for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]
     assert found == causes
-    assert ("address" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
+    assert ("no-ipv4" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
 
 
 @pytest.mark.parametrize("rdma_ctl, ibv_devices, status", [
@@ -435,7 +435,7 @@ def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
              code=1),
         rank(2, "c", code=None)])
     (finding,) = diagnose([failed], c, {}, INVENTORY)
-    assert (finding.cause, finding.hosts, finding.rank) == ("address", ["b"], 1)
+    assert (finding.cause, finding.hosts, finding.rank) == ("no-ipv4", ["b"], 1)
     assert finding.message.startswith("b (rank 1) cannot use its address 192.168.0.6: [ring] Couldn't bind socket")
 
 

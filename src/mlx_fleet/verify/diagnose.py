@@ -25,7 +25,7 @@ from mlx_fleet.verify.nodes import Node
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkEnd, LinkModel
 from mlx_fleet.verify.plan import Cluster, ring_cables
 
-CAUSES = ("unreachable", "interpreter", "moved", "address", "bridge", "cable", "rdma", "unknown")
+CAUSES = ("unreachable", "interpreter", "moved", "no-ipv4", "bridge", "cable", "rdma", "unknown")
 
 
 def converge(inventory: str) -> str:
@@ -85,7 +85,7 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
                              str(link.cable), evidence=[f"{end.host}: {seen}"]))
     if not audit.port_address_check(end.host, end.port, device, has, end.interface).ok:
-        found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
+        found.append(Finding("no-ipv4", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.interface}; converge it back: "
                                         f"{converge(inventory)}", [end.host], str(link.cable),
                              evidence=[f"{end.host}: {seen}"]))
@@ -224,9 +224,9 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
         for rank, message in messages:
             # The knowledge base `mlx-fleet explain` uses: a rank that cannot bind its own address.
             if job.backend == "ring" and explain.causes_of(message)[:1] == ["no-ipv4"] and not any(
-                    f.cause == "address" and rank.host in f.hosts for f in causes):
+                    f.cause == "no-ipv4" and rank.host in f.hosts for f in causes):
                 ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
-                causes.append(Finding("address", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
+                causes.append(Finding("no-ipv4", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
                                                  f"{message}; converge it back: {converge(inventory)}", [rank.host],
                                         rank=rank.rank, evidence=[message]))
         first = messages[0] if messages else None
