@@ -37,7 +37,7 @@ KINDS: dict[str, Kind] = {
     # a Mac
     "unreachable": Kind("network", FAULT, "{macs}: unreachable over ssh ({found})",
                         "{macs}: back, it answers over ssh"),
-    "bridge": Kind("Thunderbolt Bridge", FAULT, "{macs}: the Thunderbolt Bridge is {found} where mlx_fabric_bridge "
+    "bridge": Kind("Thunderbolt Bridge", FAULT, "{macs}: the Thunderbolt Bridge has {found} where mlx_fabric_bridge "
                    "wants it {expected}", "{macs}: the Thunderbolt Bridge is {expected} again"),
     "sleep": Kind("pmset", WARNING, "{macs}: system sleep is {found} (pmset sleep): an idle Mac drops out of the "
                   "cluster", "{macs}: system sleep is off again"),
