@@ -88,7 +88,7 @@ class ActionModule(ClusterAction):
         publication = fab.Publication.from_dict(judged["publication"])
         # A bridge the network step turned off is no finding of the cluster it publishes.
         publication.model.findings = [f for f in publication.model.findings if not (
-            f["kind"] == "bridge" and not (facts[f["hosts"][0]].get("bridge") or {}).get("active"))]
+            f.kind == "bridge" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
         # The cabling as read back, with the addresses the fabric gave it: the guard compares it with the plan.
         cables = {str(link): link.speed_gbps for link in discover(names, facts)[0]}
         network = port_arguments(fab.planned_network(facts, ip_pool=judged["ip_pool"], previous=publication.model))

@@ -18,8 +18,9 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes, judges, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import MIXED_BUILDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, check_declaration
@@ -31,13 +32,8 @@ CLUSTER = "cluster"  # the "Mac" of checks about the whole cluster (cables, the 
 
 # What converges each kind of fact; {site}, {node}, ... are the commands that run those playbooks on the
 # inventory as the user gave it, in the form of the install in use, and {inventory} that inventory (fixes.fill).
-FIX_NODE = "{node}"
-FIX_ENV = "{env}"
-FIX_FABRIC = "{site} (the fabric step configures the Thunderbolt ports)"
-FIX_HOSTFILE = "{hostfile}"
-FIX_RECOVERY = "the Recovery checklist: {checklist}, then {site}"
-FIX_LOCK = "{lock}, then " + FIX_ENV
-FIX_CONVERGE = "{site}"
+FIX_NODE, FIX_ENV, FIX_FABRIC, FIX_HOSTFILE = judges.FIX_NODE, judges.FIX_ENV, judges.FIX_FABRIC, judges.FIX_HOSTFILE
+FIX_RECOVERY, FIX_LOCK, FIX_CONVERGE = judges.FIX_RECOVERY, judges.FIX_LOCK, judges.FIX_CONVERGE
 
 
 @dataclass
@@ -116,7 +112,7 @@ def _macos(macs, observed, declared, checks):
     releases = {h: _release(observed[h]["mlx_fleet_macos"]) for h in macs}
     common = _majority(releases, _build_key)
     newest = max(releases.values(), key=_build_key)
-    why = "one build on every Mac: RDMA breaks across mixed builds"
+    why = f"one build on every Mac: {MIXED_BUILDS}"
     for host in macs:
         found, minimum = releases[host], declared[host]["min_macos"]
         same = [h for h in macs if h != host and releases[h] == common]
@@ -301,24 +297,21 @@ def _wired_limit(host, wired, want, checks):
 
 
 def port_address_check(host: str, receptacle: int, device: str, found: list[str], want: str | None) -> Check:
-    """A Thunderbolt port's addresses (address/prefix, as ifconfig shows them) against the fabric's (None: none).
-    The one judgement of a port's address: the audit's, and verify's diagnosis of a cable end."""
+    """A Thunderbolt port's addresses against the fabric's, as the audit's row (judges.port_address)."""
+    drift = judges.port_address(host, receptacle, device, found, want)
     return Check("Thunderbolt addresses", f"Thunderbolt {receptacle} address", [host],
                  f"{want} ({device}, address ledger)" if want else f"none ({device})",
-                 ", ".join(found) or "none", found == ([want] if want else []), FIX_FABRIC)
+                 ", ".join(found) or "none", drift is None, FIX_FABRIC)
 
 
 def bridge_check(host: str, bridge: dict, wanted: str) -> Check | None:
-    """The Thunderbolt Bridge (node_facts.bridge_state) against mlx_fabric_bridge; None when it is left as it is.
-    The one judgement of the bridge: the audit's, and verify's diagnosis of a cable end."""
+    """The Thunderbolt Bridge against mlx_fabric_bridge, as the audit's row (judges.bridge); None when it is left
+    as it is."""
     if wanted not in ("disabled", "enabled"):
         return None
-    on = wanted == "enabled"
-    state = (f"service {'enabled' if bridge['service_enabled'] else 'disabled'}, "
-             f"{bridge['device']} {'active' if bridge['active'] else 'inactive'}")
-    return Check("Thunderbolt Bridge", "Thunderbolt Bridge", [host],
-                 "on (service enabled)" if on else f"off (service disabled, {bridge['device']} inactive)",
-                 state, bridge["service_enabled"] == on and (on or not bridge["active"]), FIX_FABRIC)
+    drift = judges.bridge(host, bridge, wanted)
+    return Check("Thunderbolt Bridge", "Thunderbolt Bridge", [host], judges.bridge_expected(bridge, wanted),
+                 judges.bridge_found(bridge), drift is None, FIX_FABRIC)
 
 
 def _fabric(macs, observed, declared, controller, checks):

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 
 VERSION = 1
@@ -85,11 +86,8 @@ class ClusterModel:
     hosts: list[HostModel] = field(default_factory=list)
     backend: str | None = None
     reason: str = ""
-    findings: list[dict] = field(default_factory=list)  # structured findings (fabric_discovery.Finding as data)
+    findings: list[Finding] = field(default_factory=list)  # what the fabric found (dicts only in the file)
     version: int = VERSION
-
-    def __post_init__(self):
-        self.findings = json.loads(json.dumps(self.findings))  # as JSON keeps them: equal once read back
 
     def addresses(self) -> dict[Cable, str]:
         """cable -> its /30."""
@@ -133,6 +131,13 @@ def _link_from(data: dict) -> LinkModel:
     return LinkModel(a, b, str(network), data.get("speed_gbps"))
 
 
+def _finding_from(data: dict) -> Finding:
+    """A fabric finding as the file keeps it (lists for tuples); fields a newer file adds are left out."""
+    known = {name: value for name, value in data.items() if name in Finding.__dataclass_fields__}
+    return Finding(**known | {name: tuple(known[name]) for name in ("gap", "hosts") if name in known}
+                   | ({"ports": tuple(tuple(p) for p in known["ports"])} if "ports" in known else {}))
+
+
 def from_dict(data: dict) -> ClusterModel:
     if not isinstance(data, dict) or not isinstance(data.get("version"), int):
         raise ValueError("no version")
@@ -141,7 +146,8 @@ def from_dict(data: dict) -> ClusterModel:
     hosts = [HostModel(h["name"], h.get("model"), tuple(PortModel(**p) for p in h.get("ports", [])))
              for h in data.get("hosts", [])]
     return ClusterModel(data.get("pool"), [_link_from(item) for item in data.get("links", [])], hosts,
-                        data.get("backend"), data.get("reason", ""), list(data.get("findings", [])), data["version"])
+                        data.get("backend"), data.get("reason", ""), [_finding_from(f) for f in data.get("findings", [])],
+                        data["version"])
 
 
 def _from_ledger(data: dict) -> ClusterModel:

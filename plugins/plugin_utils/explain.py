@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import MIXED_BUILDS, lines
 
 CAUSES = ("bridge", "no-ipv4", "rdma-off", "no-rdma-hardware", "hostfile", "stale-rdma", "rdma-limits", "peer-lost",
           "launch-env", "network", "os-mismatch", "mlx-version", "gpu-wedged")
@@ -35,7 +36,7 @@ MEANING = {
     "launch-env": "mlx.launch or the ranks' environment is wrong (MLX_RANK, MLX_HOSTFILE, MLX_IBV_DEVICES, "
                   "MLX_JACCL_COORDINATOR, the interpreter)",
     "network": "a Mac cannot be reached (ssh, or the coordinator's address over the management network)",
-    "os-mismatch": "the Macs run different macOS builds (RDMA breaks across mixed builds), or one too old for RDMA",
+    "os-mismatch": f"the Macs run different macOS builds ({MIXED_BUILDS}), or one too old for RDMA",
     "mlx-version": "an MLX version with a known bug, or different MLX versions on the Macs",
     "gpu-wedged": "the GPU stopped answering (a Metal command buffer timed out); with MLX_METAL_FAST_SYNCH set "
                   "it can stay wedged until a restart",
@@ -95,7 +96,7 @@ FIX = {
 # The watch's finding kinds that confirm a cause when the Macs are read (explain -i).
 CONFIRMED_BY = {
     "bridge": ("bridge",), "no-ipv4": ("no-ipv4", "rdma-gid", "network-manager"), "rdma-off": ("rdma-off",),
-    "stale-rdma": ("stale-rdma", "rdma-port"), "network": ("down", "default-route"), "peer-lost": ("cable", "down"),
+    "stale-rdma": ("stale-rdma", "rdma-port"), "network": ("unreachable", "default-route"), "peer-lost": ("cable", "moved", "unreachable"),
     "os-mismatch": ("os-mismatch",), "mlx-version": ("environment-mismatch",), "gpu-wedged": ("fast-synch",),
 }
 
@@ -290,13 +291,13 @@ def causes_of(text: str) -> list[str]:
 
 
 def explain(text: str, findings: dict | None = None) -> Explanation:
-    """The causes of a log; FINDINGS (the watch's, by key: objects with kind and message), when the Macs were
-    read, keep the causes they confirm."""
+    """The causes of a log; FINDINGS (the watch's, by key), when the Macs were read, keep the causes they
+    confirm."""
     result = Explanation(causes_of(text), match(text), read=findings is not None)
     if findings is None or not result.causes:
         return result
     for cause in result.causes:
-        seen = [f.message for f in findings.values() if f.kind in CONFIRMED_BY.get(cause, ())]
+        seen = lines(f for f in findings.values() if f.kind in CONFIRMED_BY.get(cause, ()))
         if seen:
             result.confirmed[cause] = seen
     if result.confirmed:

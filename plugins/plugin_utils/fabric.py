@@ -9,7 +9,6 @@ port addresses (fabric_addresses); the hostfiles mlx.launch reads (hostfile), eq
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,8 +115,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     model = ClusterModel(
         pool, [cluster_model.link(link.cable, addresses[str(link)], devices=(link.a.device, link.b.device),
                                   speed_gbps=link.speed_gbps) for link in links if str(link) in addresses],
-        [_host(host, facts[host], models.get(host)) for host in hosts], choice.backend, choice.reason,
-        [dataclasses.asdict(f) for f in everything])
+        [_host(host, facts[host], models.get(host)) for host in hosts], choice.backend, choice.reason, everything)
     return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
                   network, hostfile_data, ring_hostfile,
                   fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), changes, model)

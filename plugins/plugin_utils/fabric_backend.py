@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
     FULL_SPEED_GBPS, Finding, Link, cable_ports, gbps, model_of, port_name, sentence)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import join
 
 HOSTFILE_BACKENDS = ("jaccl", "jaccl-ring", "ring")  # what a hostfile can name
 BACKENDS = HOSTFILE_BACKENDS + ("auto",)  # what mlx_fleet_backend can be
@@ -218,7 +219,7 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
                 if errors else Choice(requested, f"{requested} as requested (mlx_fleet_backend)", ring, pairs))
     # auto, as mlx.distributed_config decides (mesh + RDMA, ring + RDMA, ring), but RDMA only where
     # every Mac and every cable the hostfile uses can carry it.
-    rdma_text = "; ".join(f"{h} {carriers.hosts[h]}" for h in no_rdma)
+    rdma_text = _named({h: carriers.hosts[h] for h in no_rdma})
     mesh_faults = [] if mesh_gaps or no_rdma else unable(links)
     if not mesh_gaps and not no_rdma and not mesh_faults:
         return Choice("jaccl", "auto chose jaccl: the cables form a full mesh and every host and cable can carry "
@@ -238,6 +239,16 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
     return Choice(None, f"auto found no backend: the cables form neither a full mesh nor a ring through all {n} "
                   "hosts", None, pairs,
                   gaps(f"auto: no ring through all {n} hosts", _ring_gaps(_cheapest_ring(n, pairs), pairs), False))
+
+
+def _named(reasons: dict[str, str]) -> str:
+    """One phrase per reason, naming all its Macs: "mini-1, mini-2 and mini-3 have RDMA off (...)"."""
+    by_reason: dict[str, list[str]] = {}
+    for host, reason in reasons.items():
+        by_reason.setdefault(reason, []).append(host)
+    return "; ".join(join(hosts) + " " + (reason if len(hosts) == 1 or not reason.startswith("has ")
+                                          else "have " + reason[len("has "):])
+                     for reason, hosts in by_reason.items())
 
 
 def _ring_links(ring: list[int], hosts: list[str], links: list[Link]) -> list[Link]:
@@ -278,7 +289,7 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 what = (f"Thunderbolt {end.port} ({end.device}) is the {model.model_name} port beside Ethernet, "
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
-                found.append(Finding("rdma port", str(link), sentence(end.host, what, fix), False, link=str(link),
+                found.append(Finding("rdma-port", str(link), sentence(end.host, what, fix), False, link=str(link),
                                      note=f"no RDMA on {port_name(end.host, end.port)}", ports=((end.host, end.port),),
                                      found=what, expected="a port where RDMA comes up", fix=fix))
             if link.speed_gbps < FULL_SPEED_GBPS:

@@ -10,14 +10,13 @@ import difflib
 import ipaddress
 import re
 from collections import defaultdict
-from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import check_local_host_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable, parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import BACKENDS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 DEFAULT_IP_POOL = defaults.IP_POOL
@@ -36,17 +35,14 @@ MAX_WIRED_FRACTION = 0.9
 SUGGESTED_POOLS = ("192.168.0.0/16", "10.99.0.0/16", "172.31.0.0/16")
 
 
-@dataclass(frozen=True)
-class InventoryProblem:
-    """A problem with the inventory: its line for a person, and the variables whose values it is about (an
-    extra variable (-e) of one of those names wins over the inventory, and labelled() says so)."""
-
-    line: str
-    variables: tuple[str, ...] = ()
+def inventory_problem(line: str, variables: tuple[str, ...] = ()) -> Finding:
+    """A problem with the inventory: its line, and the variables whose values it is about (an extra variable (-e)
+    of one of those names wins over the inventory, and labelled() says so)."""
+    return Finding("inventory", found=line, variables=variables)
 
 
-def _about(variables: tuple[str, ...], lines: list[str]) -> list[InventoryProblem]:
-    return [InventoryProblem(line, variables) for line in lines]
+def _about(variables: tuple[str, ...], lines: list[str]) -> list[Finding]:
+    return [inventory_problem(line, variables) for line in lines]
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -62,7 +58,7 @@ def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_network
 
 
 def inventory_problems(hosts: dict[str, dict], group_vars: dict, controller_networks=(), *,
-                       outside: tuple[str, ...] = (), group: str = defaults.CLUSTER_GROUP) -> list[InventoryProblem]:
+                       outside: tuple[str, ...] = (), group: str = defaults.CLUSTER_GROUP) -> list[Finding]:
     """Problems with the cluster as declared, each with the variables it is about.
 
     ``hosts`` maps each host in the cluster group to its variables (the merged host and
@@ -72,7 +68,7 @@ def inventory_problems(hosts: dict[str, dict], group_vars: dict, controller_netw
     ``outside`` the inventory's other hosts (not in ``group``), named as such when a cable names one.
     """
     if not hosts:
-        return [InventoryProblem("the group has no hosts; list your Macs under mlx_cluster")]
+        return [inventory_problem("the group has no hosts; list your Macs under mlx_cluster")]
     problems = _host_name_problems(hosts)
     problems += _about(("ansible_host",), _duplicate_addresses(hosts))
     for name, hv in hosts.items():
@@ -105,24 +101,24 @@ def local_host_name(name: str, hv: dict) -> str:
     return str(hv.get("macos_node_local_host_name") or name.split(".")[0])
 
 
-def _host_name_problems(hosts: dict[str, dict]) -> list[InventoryProblem]:
+def _host_name_problems(hosts: dict[str, dict]) -> list[Finding]:
     problems = []
     by_local_name: dict[str, list[str]] = defaultdict(list)
     for name, hv in hosts.items():
         if not _valid_host_name(name):
-            problems.append(InventoryProblem(f"{name!r}: not a valid host name; name each Mac with letters, digits "
-                                             "and hyphens (dots only between labels), e.g. studio-1"))
+            problems.append(inventory_problem(f"{name!r}: not a valid host name; name each Mac with letters, digits "
+                                              "and hyphens (dots only between labels), e.g. studio-1"))
             continue
         local = local_host_name(name, hv)
         if check_local_host_name(local) is not None:
-            problems.append(InventoryProblem(f"{name}: macos_node_local_host_name {local!r} is not a Bonjour name; "
-                                             "use letters, digits and hyphens only (at most 63, no hyphen first or "
-                                             "last)", ("macos_node_local_host_name",)))
+            problems.append(inventory_problem(f"{name}: macos_node_local_host_name {local!r} is not a Bonjour name; "
+                                              "use letters, digits and hyphens only (at most 63, no hyphen first or "
+                                              "last)", ("macos_node_local_host_name",)))
             continue
         by_local_name[local.lower()].append(name)
         reached = str(hv.get("ansible_host") or name).rstrip(".")
         if reached.lower().endswith(".local") and reached[: -len(".local")].lower() != local.lower():
-            problems.append(InventoryProblem(
+            problems.append(inventory_problem(
                 f"{name}: reached as {reached}, but macos_node would rename the Mac to {local}.local and lose it; "
                 f"set macos_node_local_host_name: {reached[: -len('.local')]} or ansible_host: {local}.local",
                 ("macos_node_local_host_name", "ansible_host")))
@@ -142,11 +138,11 @@ def _duplicate_addresses(hosts: dict[str, dict]) -> list[str]:
     ]
 
 
-def _host_var_problems(name: str, hv: dict) -> list[InventoryProblem]:
+def _host_var_problems(name: str, hv: dict) -> list[Finding]:
     problems = []
 
     def add(variable: str, line: str) -> None:
-        problems.append(InventoryProblem(line, (variable,)))
+        problems.append(inventory_problem(line, (variable,)))
 
     model = hv.get("mlx_fleet_model")
     if model is not None and not isinstance(model, str):
@@ -262,7 +258,7 @@ def _cables(hosts: dict[str, dict], cables, outside=(), group: str = defaults.CL
     return checked, problems
 
 
-def labelled(problems: list[InventoryProblem], extra_vars) -> list[str]:
+def labelled(problems: list[Finding], extra_vars) -> list[str]:
     """Each problem's line headed by where its value comes from: an extra variable (-e) when one of its variables
     was given as one (an extra variable wins over the inventory), else the inventory."""
     return [f"{'extra variable (-e)' if set(problem.variables) & set(extra_vars) else 'inventory'}: {problem.line}"
@@ -270,7 +266,7 @@ def labelled(problems: list[InventoryProblem], extra_vars) -> list[str]:
 
 
 def _pool_problems(hosts: dict[str, dict], group_vars: dict, cables: list[str],
-                   controller_networks) -> list[InventoryProblem]:
+                   controller_networks) -> list[Finding]:
     management = group_vars.get("mlx_fleet_management_network")
     if management:
         try:
@@ -380,8 +376,8 @@ def choose_pool(recorded: str | None, controller_networks, mac_addresses, manage
                     f"this controller nor any Mac uses{instead}; cluster.json keeps it for the next runs")
 
 
-def overlap_problem(host: str, address: str, pool: str) -> Problem:
-    return Problem("pool", (host,), f"management address {address} is inside mlx_fleet_ip_pool {pool}",
+def overlap_problem(host: str, address: str, pool: str) -> Finding:
+    return Finding("pool", (host,), f"management address {address} is inside mlx_fleet_ip_pool {pool}",
                    "a pool the Macs do not use", "pick a pool the Macs do not already use")
 
 

@@ -11,7 +11,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import planned_network
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model, read_pool
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Problem
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import choose_pool, overlap_problem, version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 
@@ -20,14 +20,14 @@ MACOS_RESERVE_MB = 8192
 
 
 def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: bool,
-                  pool: str | None = None) -> list[Problem]:
+                  pool: str | None = None) -> list[Finding]:
     """What keeps this Mac out of the cluster, as data: what was found, what was expected, the exact fix.
     pool: the cables' address pool (cluster_pool); an explicit mlx_fleet_ip_pool in host_vars when not given."""
     problems = []
     mac = f"{facts.get('model_name')} ({facts.get('model_identifier')})"
 
     def problem(kind: str, found: str, expected: str, fix: str) -> None:
-        problems.append(Problem(kind, (host,), found, expected, fix))
+        problems.append(Finding(kind, (host,), found, expected, fix))
 
     if not facts.get("apple_silicon"):
         problem("apple silicon", f"{mac} is not Apple Silicon", "an M-series Mac",

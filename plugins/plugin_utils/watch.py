@@ -14,19 +14,17 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import COMPETING_DAEMON_READS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (
-    FIX_CONVERGE, FIX_ENV, FIX_NODE, FIX_RECOVERY)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, judges
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding, cleared, statement
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judges import FIX_RECOVERY
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import ACTIVE
 
 FORMAT = "mlx-fleet-watch/1"
 # What the probe reads (macos_commands.READS): the ports and RDMA as the modules read them, and the rest;
@@ -42,25 +40,6 @@ REBOOT_SLACK = 5  # seconds kern.boottime may move without a reboot (clock adjus
 def _fix(template: str, inventory: str) -> str:
     """A fix command of the audit's (plugin_utils.fixes): watch is a command of the CLI."""
     return fixes.fill(template, inventory, cli=True)
-
-
-@dataclass
-class Finding:
-    """Something wrong now; ``key`` names it across rounds (one event when it appears, one when it clears)."""
-
-    key: str
-    kind: str  # down, cable, slow, extra-cable, bridge, no-ipv4, rdma-off, rdma-port, rdma-gid, stale-rdma,
-    # os-mismatch, environment-mismatch, sleep
-    message: str
-    fix: str
-    cleared: str  # what is said when it is gone
-    macs: list[str]
-    cable: Cable | None = None  # the cable it is about, ends as in the cluster model (lower end first)
-
-    @property
-    def ports(self) -> list[list]:
-        """The cable's ends as [host, Thunderbolt port] pairs (status.json and the events carry them)."""
-        return self.cable.ports if self.cable else []
 
 
 @dataclass
@@ -217,7 +196,7 @@ def _seen(mac: dict, number: int, owner: dict[str, tuple[str, int]]) -> str:
     if not port["connected"]:
         return "no link"
     peers = [owner.get(p["domain_uuid"]) for p in port["peers"] if p.get("direct")]
-    named = [f"{h} Thunderbolt {n}" for h, n in filter(None, peers)]
+    named = [port_name(h, n) for h, n in filter(None, peers)]
     return f"a link to {', '.join(named)}" if named else "a link to something else (a dock, a drive or a Mac outside)"
 
 
@@ -226,144 +205,78 @@ def _rated(baseline: Baseline, hosts: tuple[str, ...]) -> int:
     return 40 if 4 in generations else 80
 
 
+def key(finding: Finding) -> str:
+    """What names a finding across rounds (one event when it appears, one when it clears): its kind and what it
+    is about, a port, else a cable, else a Mac."""
+    if len(finding.ports) == 1:
+        subject = "{}:{}".format(*finding.ports[0])
+    elif finding.cable:
+        subject = finding.cable
+    elif len(finding.hosts) == 1:
+        subject = finding.hosts[0]
+    else:
+        return finding.kind
+    return f"{finding.kind} {subject}"
+
+
 def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
-    """Everything wrong now, by key."""
-    inventory = baseline.inventory
-    found: dict[str, Finding] = {}
+    """Everything wrong now, by key: the judges (plugin_utils.judges) over what each Mac said."""
+    up = [h for h in baseline.hosts if macs.get(h, {}).get("up")]
+    found = [judges.unreachable(h, macs.get(h, {}).get("error", "")) for h in baseline.hosts if h not in up]
+    found += _cables(baseline, macs)
+    for host in up:
+        found += _mac(baseline, host, macs[host])
+    found += [judges.fast_synch(baseline.hosts, baseline.hostfile_envs),
+              judges.same_build({h: macs[h]["build"] for h in up if macs[h].get("build")}),
+              judges.same_environment({h: macs[h]["fingerprint"] for h in up if macs[h].get("fingerprint")})]
+    return {key(f): replace(f, fix=_fix(f.fix, baseline.inventory)) for f in found if f}
 
-    def add(finding: Finding) -> None:
-        found[finding.key] = finding
 
-    up = {h for h in baseline.hosts if macs.get(h, {}).get("up")}
-    for host in baseline.hosts:
-        if host not in up:
-            error = macs.get(host, {}).get("error") or "not probed"
-            add(Finding(f"down {host}", "down", f"{host} is down: it does not answer over ssh ({error})",
-                        f"check that {host} is on, awake and on the network (its network cable, Wi-Fi), then "
-                        f"`ssh {host}`", f"{host} is back: it answers over ssh", [host]))
-    read = {h for h in up if macs[h].get("bridge") is not None}  # the Thunderbolt reads parsed
+def _mac(baseline: Baseline, host: str, mac: dict) -> list[Finding | None]:
+    bridge = mac.get("bridge")
+    return [judges.bridge(host, bridge, baseline.bridge) if bridge else None,
+            judges.stale_rdma(host, mac.get("rdma_stale"))
+            or judges.rdma_off(host, mac.get("rdma_enabled"), host in baseline.rdma_ready),
+            judges.sleep(host, mac.get("power")),
+            judges.service_order(host, mac.get("services")),
+            judges.default_route(host, mac.get("default_route"), mac.get("services"),
+                                 [p["device"] for p in mac.get("ports", [])]),
+            judges.filevault(host, mac.get("filevault")),
+            judges.network_manager(host, mac.get("competing"))]
+
+
+def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
+    """The last converge's cables between Macs whose ports were read: moved, out, slow, and their ends'
+    addresses and RDMA ports; and the cables found that it did not configure."""
+    read = {h for h in baseline.hosts if macs.get(h, {}).get("up") and macs[h].get("bridge") is not None}
     owner = {p["domain_uuid"]: (h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
     links = {link.cable.key: link for link in links_found(baseline.hosts, macs)}
+    # A Mac down says it; a Mac whose ports could not be read has a warning.
+    last = [item for item in baseline.cables if {item.a.host, item.b.host} <= read]
+    rewired = judges.rewired([item.cable for item in last], [link.cable for link in links.values()])
+    found: list[Finding | None] = list(rewired.findings)
     ready = set(baseline.rdma_ready)
-    for last in sorted(baseline.cables, key=lambda item: str(item.cable)):
-        cable = last.cable
-        a, b = cable.a, cable.b
-        if not {a.host, b.host} <= read:
-            continue  # a Mac down says it; a Mac whose ports could not be read has a warning
+    for item in sorted(last, key=lambda i: str(i.cable)):
+        cable = item.cable
+        if cable.key in rewired.moved:
+            continue
         link = links.get(cable.key)
         if link is None:
-            add(Finding(
-                f"cable {cable}", "cable",
-                f"cable {cable} is out: {port_name(a.host, a.number)} sees {_seen(macs[a.host], a.number, owner)}, "
-                f"{port_name(b.host, b.number)} sees {_seen(macs[b.host], b.number, owner)}",
-                f"plug the cable between {port_name(a.host, a.number)} and {port_name(b.host, b.number)} back in firmly "
-                f"at both ends, or replace it; if it was moved on purpose: {_fix(FIX_CONVERGE, inventory)}",
-                f"cable {cable} is back", [a.host, b.host], cable))
+            found.append(judges.cable_out(cable, ", ".join(
+                f"{port_name(end.host, end.number)} sees {_seen(macs[end.host], end.number, owner)}"
+                for end in (cable.a, cable.b))))
             continue
-        rated = _rated(baseline, (a.host, b.host))
-        if link.speed_gbps < rated:
-            add(Finding(f"slow {cable}", "slow", f"cable {cable} links at {link.speed_gbps:g} Gb/s where these "
-                        f"Macs do {rated} Gb/s", "replace it with a Thunderbolt 5 cable (a Thunderbolt 4 or a "
-                        "damaged cable links at 40 Gb/s)", f"cable {cable} is back at {rated} Gb/s",
-                        [a.host, b.host], cable))
-        for end, address in zip((a, b), (last.a.address, last.b.address)):
-            port = _port(macs[end.host], end.number) or {}
-            addresses = [i.split("/")[0] for i in port.get("inet", [])]
-            if address not in addresses:
-                add(Finding(f"no-ipv4 {end}", "no-ipv4",
-                            f"{port_name(end.host, end.number)} ({port.get('device')}) has "
-                            f"{', '.join(port.get('inet', [])) or 'no IPv4 address'} where the fabric gave it "
-                            f"{address} (cable {cable})", _fix(FIX_CONVERGE, inventory),
-                            f"{port_name(end.host, end.number)} has its address {address} again", [end.host], cable))
-            gid = field_checks.rdma_gid(port, port.get("inet", [])) if macs[end.host].get("rdma_enabled") else ""
-            if gid:
-                add(Finding(f"rdma-gid {end}", "rdma-gid", f"{port_name(end.host, end.number)}: {gid}",
-                            _fix(field_checks.RDMA_GID_FIX, inventory),
-                            f"{port_name(end.host, end.number)}: RDMA port has its IPv4-mapped GID again",
-                            [end.host], cable))
-            if macs[end.host].get("rdma_enabled") and port.get("rdma_device") and port.get("rdma_state") not in (
-                    None, ACTIVE) and end.host in ready:
-                add(Finding(f"rdma-port {end}", "rdma-port",
-                            f"{port_name(end.host, end.number)}: RDMA port {port['rdma_device']} is "
-                            f"{port['rdma_state']} on a cable that links", f"reboot {end.host} (an RDMA port that "
-                            "stays down on a linked cable comes back only with a restart)",
-                            f"{port_name(end.host, end.number)}: RDMA port active again", [end.host], cable))
-    found_cables = set(links) - {last.cable.key for last in baseline.cables}
-    for cable in sorted((links[key].cable for key in found_cables), key=str) if baseline.cables else ():
-        add(Finding(f"extra {cable}", "extra-cable", f"cable {cable} is not one the last converge configured",
-                    f"{_fix(FIX_CONVERGE, inventory)} (or unplug it)", f"cable {cable} is gone",
-                    [cable.a.host, cable.b.host], cable))
-    for host in sorted(up, key=baseline.hosts.index):
-        mac = macs[host]
-        bridge = mac.get("bridge") or {}
-        if baseline.bridge == "disabled" and (bridge.get("service_enabled") or (
-                bridge.get("active") and bridge.get("members"))):
-            members = ", ".join(bridge.get("members") or []) or "no ports"
-            add(Finding(f"bridge {host}", "bridge", f"{host}: the Thunderbolt Bridge is on again (service "
-                        f"{'enabled' if bridge.get('service_enabled') else 'disabled'}, bridge0 "
-                        f"{'active' if bridge.get('active') else 'inactive'} with {members}); JACCL and the "
-                        "fabric's addresses need it off", _fix(FIX_CONVERGE, inventory) +
-                        " (the fabric step turns it off)", f"{host}: the Thunderbolt Bridge is off again", [host]))
-        if mac.get("rdma_stale"):
-            add(Finding(f"stale-rdma {host}", "stale-rdma", f"{host}: ibv_devinfo does not answer (RDMA is "
-                        "wedged: jobs fail or hang in JACCL)", f"reboot {host}: a wedged RDMA stack comes back "
-                        "only with a restart", f"{host}: ibv_devinfo answers again", [host]))
-        elif host in ready and mac.get("rdma_enabled") is False:
-            add(Finding(f"rdma-off {host}", "rdma-off", f"{host}: RDMA is off (rdma_ctl status: disabled), "
-                        "where the last converge saw it ready", _fix(FIX_RECOVERY, inventory),
-                        f"{host}: RDMA is on again", [host]))
-        sleep = (mac.get("power") or {}).get("sleep")
-        if isinstance(sleep, int) and sleep != 0:
-            add(Finding(f"sleep {host}", "sleep", f"{host}: system sleep is {sleep} min (pmset sleep): an idle "
-                        "Mac drops out of the cluster", _fix(FIX_NODE, inventory),
-                        f"{host}: system sleep is off again", [host]))
-        _field(host, mac, inventory, add)
-    wrong = field_checks.fast_synch(baseline.hostfile_envs)
-    if wrong:
-        add(Finding("fast-synch", "fast-synch", f"hostfile.json: {wrong}", _fix(field_checks.FAST_SYNCH_FIX, inventory),
-                    f"hostfile.json: {field_checks.FAST_SYNCH} is unset again", list(baseline.hosts)))
-    builds = {h: macs[h]["build"] for h in baseline.hosts if h in up and macs[h].get("build")}
-    if len(set(builds.values())) > 1:
-        by_build: dict[str, list[str]] = {}
-        for host, build in builds.items():
-            by_build.setdefault(build, []).append(host)
-        text = "; ".join(f"{build} on {', '.join(hosts)}" for build, hosts in sorted(by_build.items()))
-        add(Finding("os-mismatch", "os-mismatch", f"the Macs run different macOS builds ({text}): RDMA breaks "
-                    "across mixed builds", "update macOS so every Mac runs the same build",
-                    "every Mac runs the same macOS build again", sorted(builds, key=baseline.hosts.index)))
-    prints = {h: macs[h]["fingerprint"] for h in baseline.hosts if h in up and macs[h].get("fingerprint")}
-    if len(set(prints.values())) > 1:
-        groups: dict[str, list[str]] = {}
-        for host, digest in prints.items():
-            groups.setdefault(digest[:12], []).append(host)
-        text = "; ".join(f"{digest} on {', '.join(hosts)}" for digest, hosts in sorted(groups.items()))
-        add(Finding("environment-mismatch", "environment-mismatch", f"the Macs run different MLX environments "
-                    f"(fingerprints {text})", _fix(FIX_ENV, inventory),
-                    "every Mac runs the same MLX environment again", sorted(prints, key=baseline.hosts.index)))
+        found.append(judges.slow(cable, link.speed_gbps, _rated(baseline, (cable.a.host, cable.b.host))))
+        for end in (item.a, item.b):
+            mac = macs[end.host]
+            port = _port(mac, end.port) or {"receptacle": end.port}
+            found += [judges.port_address(end.host, end.port, port.get("device"), port.get("inet", []),
+                                          end.interface, cable=str(cable)),
+                      judges.rdma_gid(end.host, port, port.get("inet", []), cable=str(cable))
+                      if mac.get("rdma_enabled") else None,
+                      judges.rdma_port(end.host, port, enabled=mac.get("rdma_enabled"),
+                                       seen_ready=end.host in ready, cable=str(cable))]
     return found
-
-
-def _field(host: str, mac: dict, inventory: str, add) -> None:
-    """The service order, the default route, FileVault and other network managers (plugin_utils.field_checks)."""
-    order = field_checks.service_order(mac.get("services"))
-    if order:
-        add(Finding(f"service-order {host}", "service-order", f"{host}: the Thunderbolt services are not last in the "
-                    f"service order: {order}", field_checks.service_order_fix(mac["services"]),
-                    f"{host}: the Thunderbolt services are last again", [host]))
-    route = field_checks.default_route(mac.get("default_route"), [p["device"] for p in mac.get("ports", [])])
-    if route:
-        add(Finding(f"default-route {host}", "default-route", f"{host}: {route}",
-                    field_checks.service_order_fix(mac.get("services") or []),
-                    f"{host}: the default route is off Thunderbolt again", [host]))
-    locked = field_checks.filevault(mac.get("filevault"))
-    if locked:
-        add(Finding(f"filevault {host}", "filevault", f"{host}: {locked}", field_checks.filevault_fix(host),
-                    f"{host}: FileVault is off again", [host]))
-    rival = field_checks.competing(mac.get("competing"))
-    if rival:
-        add(Finding(f"network-manager {host}", "network-manager", f"{host}: {rival}",
-                    field_checks.competing_fix(mac["competing"]), f"{host}: no other network manager is loaded",
-                    [host]))
 
 
 def changes(baseline: Baseline, before: dict[str, dict], now: dict[str, dict]) -> list[dict]:
@@ -405,17 +318,23 @@ def _when(stamp: float) -> str:
 def _event(kind: str, message: str, fix: str, macs: list[str], state: str = "changed", finding: Finding | None = None,
            key: str = "") -> dict:
     return {"event": kind, "state": state, "message": message, "fix": fix, "macs": macs,
-            "cable": str(finding.cable) if finding and finding.cable else "", "ports": finding.ports if finding else [],
+            "cable": finding.cable if finding else "", "ports": [list(p) for p in finding.ports] if finding else [],
             "key": key or f"{kind} {' '.join(macs)}"}
 
 
 def events(before: dict[str, Finding], now: dict[str, Finding]) -> list[dict]:
     """The findings that appeared (state "new") and those gone (state "cleared"), each once."""
-    found = [_event(f.kind, f.message, f.fix, f.macs, "new", f, key) for key, f in now.items() if key not in before]
-    gone = [_event(f.kind, f.cleared, "", f.macs, "cleared", f, key) for key, f in before.items() if key not in now]
+    found = [_event(f.kind, statement(f), f.fix, list(f.hosts), "new", f, k) for k, f in now.items() if k not in before]
+    gone = [_event(f.kind, cleared(f), "", list(f.hosts), "cleared", f, k) for k, f in before.items() if k not in now]
     return gone + found
 
 
 def findings_data(findings: dict[str, Finding]) -> dict:
-    """Findings for status.json: the cable as its text for a person, and its ends (ports) for programs."""
-    return {key: {**asdict(f), "cable": str(f.cable) if f.cable else "", "ports": f.ports} for key, f in findings.items()}
+    """Findings for status.json: each as data, with its sentence and what is said once it clears."""
+    return {k: {"key": k, **f.to_dict(), "message": statement(f), "cleared": cleared(f), "macs": list(f.hosts)}
+            for k, f in findings.items()}
+
+
+def findings_from(data: dict) -> dict[str, Finding]:
+    """Findings read back from status.json."""
+    return {k: Finding.from_dict(value) for k, value in data.items()}

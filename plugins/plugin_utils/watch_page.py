@@ -13,6 +13,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import p
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding as PictureFinding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding, statement
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import ACTIVE
 
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.prom"
@@ -52,7 +54,7 @@ def metrics(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], 
         samples["mlx_fleet_mac_up"].append(f"{_labels(mac=host)} {1 if mac.get('up') else 0}")
         for port in mac.get("ports", []) if mac.get("up") else []:
             if port.get("rdma_device"):
-                active = 1 if port.get("rdma_state") == watch.ACTIVE else 0
+                active = 1 if port.get("rdma_state") == ACTIVE else 0
                 samples["mlx_fleet_rdma_port_active"].append(
                     f"{_labels(mac=host, port=port['receptacle'], device=port['rdma_device'])} {active}")
     for cable, link in cables(baseline, links).items():
@@ -67,20 +69,21 @@ def metrics(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], 
     return "\n".join(lines) + "\n"
 
 
-def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, watch.Finding], title: str) -> str:
+def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, Finding], title: str) -> str:
     """The fabric in DOT (fabric_picture): cables found, the last converge's cables that are out as red
     dashed lines, slow cables and Macs down in red."""
     drawn = []
     for finding in findings.values():
-        cable = finding.cable
-        if finding.kind == "cable" and cable:
-            drawn.append(PictureFinding("missing", str(cable), finding.message, True, gap=(cable.a.host, cable.b.host),
-                                        note=f"OUT: TB{cable.a.number} -- TB{cable.b.number}"))
-        elif cable and finding.kind in ("slow", "extra-cable", "no-ipv4", "rdma-port", "rdma-gid"):
-            drawn.append(PictureFinding(finding.kind, str(cable), finding.message, False, link=str(cable),
+        message = statement(finding)
+        if finding.kind == "cable":
+            (a, first), (b, second) = finding.ports
+            drawn.append(PictureFinding("missing", finding.cable, message, True, gap=(a, b),
+                                        note=f"OUT: TB{first} -- TB{second}"))
+        elif finding.cable and finding.kind in ("slow", "extra", "moved", "no-ipv4", "rdma-port", "rdma-gid"):
+            drawn.append(PictureFinding(finding.kind, finding.cable, message, False, link=finding.cable,
                                         note=finding.kind))
-        if finding.kind in ("down", "bridge", "stale-rdma", "rdma-off"):
-            drawn.append(PictureFinding(finding.kind, "", finding.message, True, hosts=tuple(finding.macs)))
+        if finding.kind in ("unreachable", "bridge", "stale-rdma", "rdma-off"):
+            drawn.append(PictureFinding(finding.kind, "", message, True, hosts=finding.hosts))
     addresses = {str(last.cable): last.network for last in baseline.cables}
     return fabric_picture.dot(baseline.hosts, baseline.models, links, addresses, title, drawn)
 
@@ -91,7 +94,7 @@ def render_html(status: dict, svg: str | None, why: str, every: float | None) ->
         refresh=int(every) if every else None)
 
 
-def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[str, watch.Finding],
+def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[str, Finding],
            events: list[dict], *, generated: str, round_number: int, last_good: dict) -> dict:
     return {
         "format": watch.FORMAT,
@@ -131,7 +134,7 @@ def read_status(path: Path) -> tuple[int, dict[str, dict], list[str]]:
 
 
 def write(directory: Path, baseline: watch.Baseline, status_data: dict, links: list[Link],
-          findings: dict[str, watch.Finding], now: float, every: float | None) -> None:
+          findings: dict[str, Finding], now: float, every: float | None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_json(directory / STATUS_FILE, status_data)
     atomic_write_text(directory / METRICS_FILE, metrics(baseline, status_data["macs"], links, findings, now))

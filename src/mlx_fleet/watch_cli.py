@@ -18,6 +18,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import f
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import last_links
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding, lines
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
 from mlx_fleet import watch_service
 from mlx_fleet.arguments import long_seconds, seconds
@@ -100,7 +101,7 @@ class Watch:
         for line in left_out:
             print(terminal_text([f"watch: {line}"]), file=sys.stderr, flush=True)
         # --once and a new watch report what is wrong now; later rounds only what changed.
-        self.findings: dict[str, watch.Finding] = {}
+        self.findings: dict[str, Finding] = {}
 
     def read_records(self) -> None:
         """The last converge's records, read again each round: a converge while watching moves the baseline."""
@@ -221,5 +222,5 @@ def run_watch(args) -> int:
     except KeyboardInterrupt:
         pass
     print(terminal_text([f"watch stopped after {rounds} round{'' if rounds == 1 else 's'}: {_state(run.findings)} now",
-                         *(f"  {f.message}" for f in run.findings.values()), f"({where})"]), flush=True)
+                         *(f"  {line}" for line in lines(run.findings.values())), f"({where})"]), flush=True)
     return EXIT_INTERRUPTED

@@ -118,11 +118,11 @@ def test_a_wrong_address_on_one_end_fails_naming_the_cable_and_stops_every_rank(
     done, report = verify(ring, tmp_path, "--sizes", "1KiB", "--timeout", "15")
     assert done.returncode == 1, done.stdout
     causes = [(f["cause"], f["cable"]) for f in report["findings"]]
-    assert ("address", cable) in causes, report["findings"]
+    assert ("no-ipv4", cable) in causes, report["findings"]
     finding = next(f for f in report["findings"] if f["cable"] == cable)
     assert finding["message"].startswith(f"cable {cable}: {RING[0]} Thunderbolt 2 ({device}) has 192.168.250.1/30 "
                                          "where the fabric gave it ")
-    assert f"cable {cable}" in done.stdout and "likely cause: address" in done.stdout
+    assert f"cable {cable}" in done.stdout and "likely cause: no-ipv4" in done.stdout
     assert by_name(report, "all_sum")["status"] == "failed"
     assert by_name(report, f"link {cable} ring")["status"] == "failed"
     assert all(link["status"] == "passed" for link in report["links"] if link["cable"] != cable)
@@ -219,3 +219,18 @@ def test_a_cable_out_fails_before_any_job_naming_both_ends(ring, tmp_path):
         f"cable {cable}: no link at either end ({RING[1]} Thunderbolt 2 and {RING[2]} Thunderbolt 1: status: inactive)")
     assert report["checks"] == []  # told from the ports before any job, not after one timed out
     assert f"cable {cable}" in done.stdout
+
+
+def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it(ring, tmp_path):
+    """Not "the old port has no link, plug the cable in firmly": the cable's Macs link on other ports."""
+    was = f"{RING[1]}:2 -- {RING[2]}:1"
+    ring.cli("unplug", f"{RING[1]}:2")
+    ring.cli("plug", f"{RING[1]}:3", f"{RING[2]}:1")
+    try:
+        done, report = verify(ring, tmp_path, "--sizes", "1KiB")
+    finally:
+        ring.cli("unplug", f"{RING[1]}:3")
+        ring.cli("plug", f"{RING[1]}:2", f"{RING[2]}:1")
+    assert done.returncode == 1, done.stdout
+    assert [(f["cause"], f["cable"], f["hosts"]) for f in report["findings"]] == [("moved", was, RING[1:3])]
+    assert report["checks"] == []  # told from the ports before any job

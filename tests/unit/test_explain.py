@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.watch import Finding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding
 from mlx_fleet.cli import main
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK
 
@@ -61,9 +61,9 @@ def test_several_causes_are_said_not_guessed_and_the_macs_narrow_them():
     # Which read of the Macs tells them apart, from the watch's finding kinds that confirm each cause.
     apart = next(line for line in lines if line.startswith("-i INVENTORY tells them apart: "))
     assert "stale-rdma if the watch finds stale-rdma or rdma-port" in apart and "bridge if the watch finds bridge" in apart
-    bridge = {"bridge m1": Finding("bridge m1", "bridge", "m1: the Thunderbolt Bridge is on again", "", "", ["m1"])}
+    bridge = {"bridge m1": Finding("bridge", ("m1",), "service enabled, bridge0 inactive", "off")}
     assert explain.explain(log, bridge).first_line == "cause: bridge"
-    address = {"no-ipv4 m2:1": Finding("no-ipv4 m2:1", "no-ipv4", "m2 Thunderbolt 1 has no IPv4", "", "", ["m2"])}
+    address = {"no-ipv4 m2:1": Finding("no-ipv4", ("m2",), "Thunderbolt 1 (en2) has no IPv4 address", "10.0.0.1/30")}
     assert explain.explain(log, address).first_line == "cause: no-ipv4"
     # Nothing on the Macs confirms any: every cause stays, and the report says so.
     unconfirmed = explain.explain(log, {})

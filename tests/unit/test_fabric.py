@@ -127,6 +127,8 @@ def test_ring_without_rdma_is_ring_as_mlx_writes_it(n, monkeypatch, tmp_path):
     assert fabric.backend == "ring"
     assert fabric.reason.endswith("but mini-2 has RDMA off (the Recovery step is still to do)")
     assert fabric.hostfile == fabric.ring_hostfile
+    several = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-1", "mini-2", "mini-3"]).fabric()
+    assert several.reason.endswith("but mini-1, mini-2 and mini-3 have RDMA off (the Recovery step is still to do)")
     assert all(len(h.ips) == 1 and h.rdma == [] for h in fabric.hostfile.hosts)
 
 

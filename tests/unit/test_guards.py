@@ -298,7 +298,7 @@ def test_ibv_devinfo_killed_by_timeout_s_exit_124_is_stale_rdma():
     assert mac["rdma_stale"] is True
     assert all(port["rdma_state"] is None for port in mac["ports"])  # unknown, not the last state seen
     found = watch.assess(watch.Baseline(["m1"]), {"m1": mac})
-    assert found["stale-rdma m1"].kind == "stale-rdma" and found["stale-rdma m1"].macs == ["m1"]
+    assert found["stale-rdma m1"].kind == "stale-rdma" and found["stale-rdma m1"].hosts == ("m1",)
     failed = watch.observe(_watch_reads(ibv_devinfo=(1, "")))
     assert failed["rdma_stale"] is False
 
@@ -324,7 +324,7 @@ def test_bridge0_active_with_members_while_its_service_is_off_is_a_bridge_findin
     assert watch.assess(baseline, macs) == {}
     macs["a"]["bridge"].update(active=True, members=["en2"])
     found = watch.assess(baseline, macs)
-    assert [(f.kind, f.macs) for f in found.values()] == [("bridge", ["a"])]
+    assert [(f.kind, f.hosts) for f in found.values()] == [("bridge", ("a",))]
 
 
 def test_an_unreachable_round_keeps_the_mac_s_last_good_state(tmp_path, monkeypatch):
@@ -338,7 +338,7 @@ def test_an_unreachable_round_keeps_the_mac_s_last_good_state(tmp_path, monkeypa
     monkeypatch.setattr(watcher, "probe", lambda: next(rounds))
     watcher.one_round()
     events, _ = watcher.one_round()
-    assert [(e["event"], e["state"]) for e in events] == [("down", "new")]
+    assert [(e["event"], e["state"]) for e in events] == [("unreachable", "new")]
     status = json.loads((watcher.out / watch_page.STATUS_FILE).read_text())
     assert status["last_good"]["b"] == good["b"] and watcher.last_good["b"] == good["b"]
 

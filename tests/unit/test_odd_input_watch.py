@@ -160,7 +160,7 @@ def test_the_watch_prints_a_macs_text_escaped(hostile):
     macs = now | {"c": watch.unreachable(f"ssh: banner {hostile}\nsecond line")}
     base = watch.Baseline(["a", "b", "c"], BASE.cables, BASE.rdma_ready, BASE.models, inventory="inv")
     events = watch.changes(base, before, now) + watch.events({}, watch.assess(base, macs))
-    assert {e["event"] for e in events} >= {"build", "power", "down", "os-mismatch"}
+    assert {e["event"] for e in events} >= {"build", "power", "unreachable", "os-mismatch"}
     for event in events:
         event.update(time="2026-12-02T10:01:00Z")
     printed = told(events)

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,11 @@ from mlx_fleet.verify import compare, jobs, nodes, report
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import coerce
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
-from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_plan import changes_since
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import line
+from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness, rewired
+from mlx_fleet.sim.doubles.macsim.system_profiler import thunderbolt_items
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
 from mlx_fleet.verify.plan import (Cluster, VerifyError, cables_from_model, format_size, link_hostfile,
@@ -253,25 +258,48 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     link = c.cables[0]  # a:1 -- b:1; Thunderbolt 1 is en3 on the captured Mac
     bridged = {"service_order": (0, SERVICE_ORDER)}
     found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
-    assert [f.cause for f in found] == ["cable", "address", "bridge"]
-    cable, address, bridge = found
-    assert cable.message == ("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no link (status: inactive); plug the "
-                             "cable in firmly at both ends, or replace it")
-    assert address.message.startswith("cable a:1 -- b:1: a Thunderbolt 1 (en3) has no IPv4 address where the "
-                                      "fabric gave it 192.168.0.5/30")
-    assert "member of bridge0, the Thunderbolt Bridge, which is up" in bridge.message
+    assert [f.cause for f in found] == ["cable", "no-ipv4", "bridge"]
+    assert [(f.hosts, f.cable) for f in found] == [(["a", "b"], "a:1 -- b:1"), (["a"], "a:1 -- b:1"),
+                                                   (["a"], "a:1 -- b:1")]
+    assert found[0].evidence == ["a: ifconfig en3: status: inactive, inet none"]
+    assert found[2].evidence[0].endswith("ifconfig bridge0: member en3")
     both = cable_findings(link, {h: node(h, IFCONFIG_BRIDGED, **bridged) for h in "ab"}, INVENTORY)
     assert [f.cause for f in both].count("cable") == 1
-    assert "no link at either end (a Thunderbolt 1 and b Thunderbolt 1" in both[0].message
+    assert both[0].evidence == ["a: ifconfig en3: status: inactive, inet none", "b: ifconfig en3: status: inactive, inet none"]
 
 
 def test_a_wrong_address_on_an_active_port():
     ports = HARDWARE_PORTS.replace("Device: en3", "Device: en2")  # this Mac's Thunderbolt 1 is en2
     found = cable_findings(cluster().cables[0], {"b": node("b", IFCONFIG_EN2, ports)}, INVENTORY)
-    assert [(f.cause, f.hosts, f.cable) for f in found] == [("address", ["b"], "a:1 -- b:1")]
-    assert found[0].message == ("cable a:1 -- b:1: b Thunderbolt 1 (en2) has 169.254.205.255/16 where the fabric "
-                                f"gave it 192.168.0.6/30; converge it back: mlx-fleet converge -i {INVENTORY}")
+    assert [(f.cause, f.hosts, f.cable) for f in found] == [("no-ipv4", ["b"], "a:1 -- b:1")]
     assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
+
+
+def thunderbolt_json(host: str, cabled: dict[int, tuple[str, int]], receptacles=(1, 2, 3)) -> str:
+    """system_profiler SPThunderboltDataType -json as the sim's double writes it: each port's domain is
+    HOST-N, and CABLED maps a port to the (host, port) at its other end."""
+    node = {"model_name": "Mac mini", "thunderbolt": [
+        {"bus": n - 1, "receptacle": n, "generation": 5, "domain_uuid": f"{host}-{n}", "switch_uid": f"0x{n}",
+         "link": {"kind": "mac", "speed_gbps": 80, "peer": {"name": "Mac mini", "model_id": "Mac16,11",
+                                                            "domain_uuid": "{}-{}".format(*cabled[n])}}
+         if n in cabled else None} for n in receptacles]}
+    return json.dumps({"SPThunderboltDataType": thunderbolt_items(node)})
+
+
+def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it():
+    """a:1 -- b:1 now plugged into a's Thunderbolt 3: not "no link, plug it in firmly" at a Thunderbolt 1."""
+    link = cluster().cables[0]
+    order = (0, SERVICE_ORDER)
+    macs = {"a": node("a", IFCONFIG_BRIDGED, service_order=order, thunderbolt=(0, thunderbolt_json("a", {3: ("b", 1)}))),
+            "b": node("b", IFCONFIG_EN2, EN2_PORTS, service_order=order,
+                      thunderbolt=(0, thunderbolt_json("b", {1: ("a", 3)})))}
+    found = cable_findings(link, macs, INVENTORY)
+    assert [(f.cause, f.cable, f.hosts) for f in found] == [("moved", "a:1 -- b:1", ["a", "b"])]
+    (moved,) = rewired([link], macs).findings
+    assert (moved.kind, moved.expected, moved.found) == ("moved", "a:1 -- b:1", "a:3 -- b:1")
+    # The converge's own judgement of the same cables.
+    assert changes_since([link.cable], discover(["a", "b"], {h: m.cabling for h, m in macs.items()})[0]) == [
+        line(replace(moved, fix=""))]
 
 
 def test_unreachable_and_interpreter_findings():
@@ -346,11 +374,11 @@ def en2(address: str, netmask: str) -> str:
 
 
 @pytest.mark.parametrize("ifconfig, ports, service_order, causes", [
-    (IFCONFIG_BRIDGED, HARDWARE_PORTS, SERVICE_ORDER, ["cable", "address", "bridge"]),  # no address, bridged
-    (IFCONFIG_BRIDGED, HARDWARE_PORTS, None, ["cable", "address"]),  # bridge0 inactive, service unread
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, SERVICE_ORDER, ["cable", "no-ipv4", "bridge"]),  # no address, bridged
+    (IFCONFIG_BRIDGED, HARDWARE_PORTS, None, ["cable", "no-ipv4"]),  # bridge0 inactive, service unread
     (en2("192.168.0.5", "0xfffffffc"), EN2_PORTS, None, []),  # the fabric's address and prefix
-    (en2("192.168.0.5", "0xffff0000"), EN2_PORTS, None, ["address"]),  # the fabric's address, another prefix
-    (IFCONFIG_EN2, EN2_PORTS, None, ["address"]),  # a link-local address
+    (en2("192.168.0.5", "0xffff0000"), EN2_PORTS, None, ["no-ipv4"]),  # the fabric's address, another prefix
+    (IFCONFIG_EN2, EN2_PORTS, None, ["no-ipv4"]),  # a link-local address
 ], ids=["bridged", "bridge inactive", "fabric's", "other prefix", "link-local"])
 def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfig, ports, service_order, causes):
     reads = {"service_order": (0, service_order)} if service_order else {}
@@ -365,7 +393,7 @@ def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfi
     assert address == audit.port_address_check("a", 1, device, mac.addresses(device), "192.168.0.5/30")
     found = [f.cause for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]
     assert found == causes
-    assert ("address" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
+    assert ("no-ipv4" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
 
 
 @pytest.mark.parametrize("rdma_ctl, ibv_devices, status", [
@@ -403,8 +431,8 @@ def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
              code=1),
         rank(2, "c", code=None)])
     (finding,) = diagnose([failed], c, {}, INVENTORY)
-    assert (finding.cause, finding.hosts, finding.rank) == ("address", ["b"], 1)
-    assert finding.message.startswith("b (rank 1) cannot use its address 192.168.0.6: [ring] Couldn't bind socket")
+    assert (finding.cause, finding.hosts, finding.rank) == ("no-ipv4", ["b"], 1)
+    assert finding.evidence == ["[ring] Couldn't bind socket (error: 99)"]
 
 
 def test_rank_outcomes_and_messages():

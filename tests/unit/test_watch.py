@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, watch, watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, cluster_model, watch, watch_page
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import watch_cli
@@ -87,20 +87,21 @@ def test_a_pulled_cable_names_both_ends_once_and_clears_once():
     pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
     found = watch.assess(BASE, pulled)
     assert list(found) == ["cable a:1 -- b:2"]
-    assert found["cable a:1 -- b:2"].message == ("cable a:1 -- b:2 is out: a Thunderbolt 1 sees no link, "
-                                                 "b Thunderbolt 2 sees no link")
+    out = found["cable a:1 -- b:2"]
+    assert (out.kind, out.hosts, out.ports) == ("cable", ("a", "b"), (("a", 1), ("b", 2)))
+    assert out.found == "a Thunderbolt 1 sees no link, b Thunderbolt 2 sees no link"
     first = watch.events({}, found)
     assert [(e["event"], e["state"], e["cable"]) for e in first] == [("cable", "new", "a:1 -- b:2")]
     assert watch.events(found, watch.assess(BASE, pulled)) == []  # the next round: nothing new
     back = watch.events(found, watch.assess(BASE, cabled()))
-    assert [(e["state"], e["message"]) for e in back] == [("cleared", "cable a:1 -- b:2 is back")]
+    assert [(e["state"], e["event"], e["cable"]) for e in back] == [("cleared", "cable", "a:1 -- b:2")]
 
 
 def test_a_mac_down_hides_its_cables_and_says_itself():
     macs = cabled() | {"b": watch.unreachable("ssh: connect to host b port 22: Connection timed out")}
     found = watch.assess(BASE, macs)
-    assert list(found) == ["down b"]
-    assert "Connection timed out" in found["down b"].message
+    assert list(found) == ["unreachable b"]
+    assert found["unreachable b"].found == "ssh: connect to host b port 22: Connection timed out"
 
 
 def test_bridge_address_rdma_speed_sleep_and_builds():
@@ -114,7 +115,9 @@ def test_bridge_address_rdma_speed_sleep_and_builds():
         p["speed_gbps"] = 40
     found = watch.assess(BASE, macs)
     assert sorted(f.kind for f in found.values()) == ["bridge", "no-ipv4", "os-mismatch", "rdma-off", "sleep", "slow"]
-    assert "b Thunderbolt 2 (en3) has no IPv4 address where the fabric gave it 192.168.0.2" in found["no-ipv4 b:2"].message
+    address = found["no-ipv4 b:2"]
+    assert (address.hosts, address.ports, address.cable, address.expected) == (
+        ("b",), (("b", 2),), "a:1 -- b:2", "192.168.0.2/30")
 
 
 def test_a_reboot_and_an_update_are_said_once():
@@ -180,18 +183,10 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid_is_said_once():
     macs["b"]["ports"][0]["rdma_gids"] = ["fe80::1"]  # a stale table: the address is there, its GID is not
     found = watch.assess(BASE, macs)
     assert list(found) == ["rdma-gid b:2"]
-    assert found["rdma-gid b:2"].message == (
-        "b Thunderbolt 2: RDMA port rdma_en3 has no ::ffff:192.168.0.2 in ibv_devinfo -v (it lists fe80::1): "
-        "JACCL's queue pairs fail with 'Changing queue pair to RTR failed with errno 22'")
+    gid = found["rdma-gid b:2"]
+    assert (gid.kind, gid.hosts, gid.ports, gid.cable) == ("rdma-gid", ("b",), (("b", 2),), "a:1 -- b:2")
     macs["b"]["ports"][0]["rdma_gids"] = None  # not listed (ibv_devinfo without -v): nothing said
     assert watch.assess(BASE, macs) == {}
-
-
-def findings_from(data: dict) -> dict:
-    """Findings read back from status.json as a program would: the cable from its ports, never its text."""
-    return {key: watch.Finding(**{**{name: value[name] for name in watch.Finding.__dataclass_fields__ if name in value},
-                                  "cable": Cable.from_ports(value["ports"]) if value.get("ports") else None})
-            for key, value in data.items()}
 
 
 def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
@@ -199,14 +194,14 @@ def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
     pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
     pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
     found = watch.assess(BASE, pulled)["cable a:1 -- b:2"]
-    assert found.cable == Cable(Port("a", 1), Port("b", 2))
+    assert Cable.from_ports(found.ports) == Cable(Port("a", 1), Port("b", 2))
     assert found.fix.endswith("if it was moved on purpose: mlx-fleet converge -i inv")
     event = watch.events({}, {"cable a:1 -- b:2": found})[0]
     assert (event["cable"], event["ports"]) == ("a:1 -- b:2", [["a", 1], ["b", 2]])
     # status.json keeps the text for a person and the ends for programs; read back, it is the same finding.
     data = watch.findings_data({"cable a:1 -- b:2": found})
     assert data["cable a:1 -- b:2"]["cable"] == "a:1 -- b:2" and data["cable a:1 -- b:2"]["ports"] == [["a", 1], ["b", 2]]
-    assert findings_from(data) == {"cable a:1 -- b:2": found}
+    assert watch.findings_from(data) == {"cable a:1 -- b:2": found}
     # The picture draws it from the ends, not from the text.
     dot = watch_page.picture(BASE, [], {"cable a:1 -- b:2": found}, "t")
     assert '"a" -- "b" [label="OUT: TB1 -- TB2", style=dashed, color=red, fontcolor=red];' in dot
@@ -218,7 +213,7 @@ def test_a_cable_found_that_the_last_converge_did_not_configure_is_extra():
     macs["b"]["ports"].append(port(1, "B1", "A2"))
     found = watch.assess(BASE, macs)
     assert list(found) == ["extra a:2 -- b:1"]
-    assert found["extra a:2 -- b:1"].cable == Cable(Port("a", 2), Port("b", 1))
+    assert Cable.from_ports(found["extra a:2 -- b:1"].ports) == Cable(Port("a", 2), Port("b", 1))
     assert sorted(watch_page.cables(BASE, watch.links_found(BASE.hosts, macs))) == ["a:1 -- b:2", "a:2 -- b:1"]
 
 
@@ -251,3 +246,11 @@ def test_a_round_written_without_a_signal_goes_on():
     with watch_cli.interrupt_after():
         pass
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_active_bridge_without_members_is_drift_for_the_watch_as_for_the_audit():
+    macs = cabled()
+    macs["a"]["bridge"] = {"device": "bridge0", "active": True, "members": [], "service_enabled": False}
+    found = watch.assess(BASE, macs)
+    assert [(f.kind, f.hosts) for f in found.values()] == [("bridge", ("a",))]
+    assert not audit.bridge_check("a", macs["a"]["bridge"], "disabled").ok

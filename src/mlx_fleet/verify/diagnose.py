@@ -13,17 +13,19 @@ judged by the product's own checks: a port's address and the bridge by the audit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, explain, fixes, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, explain, fixes, judges, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import line
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkEnd, LinkModel
 from mlx_fleet.verify.plan import Cluster, ring_cables
 
-CAUSES = ("unreachable", "interpreter", "address", "bridge", "cable", "rdma", "unknown")
+CAUSES = ("unreachable", "interpreter", "moved", "no-ipv4", "bridge", "cable", "rdma", "unknown")
 
 
 def converge(inventory: str) -> str:
@@ -83,7 +85,7 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
                              str(link.cable), evidence=[f"{end.host}: {seen}"]))
     if not audit.port_address_check(end.host, end.port, device, has, end.interface).ok:
-        found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
+        found.append(Finding("no-ipv4", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.interface}; converge it back: "
                                         f"{converge(inventory)}", [end.host], str(link.cable),
                              evidence=[f"{end.host}: {seen}"]))
@@ -99,7 +101,24 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
     return found
 
 
-def cable_findings(link: LinkModel, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
+def rewired(cables: list[LinkModel], nodes: dict[str, Node]) -> judges.Rewired:
+    """The cables found on the Macs whose ports were read, against the last converge's between them: the
+    converge's judgement of a cable moved (judges.rewired)."""
+    read = {host: node.cabling for host, node in nodes.items() if node.reachable and node.cabling is not None}
+    links, dummy = discover(list(read), read)
+    reference = [link.cable for link in cables if {link.a.host, link.b.host} <= read.keys()]
+    return judges.rewired(reference, [link.cable for link in links])
+
+
+def cable_findings(link: LinkModel, nodes: dict[str, Node], inventory: str, bridge: str | None = None, *,
+                   moves: judges.Rewired | None = None) -> list[Finding]:
+    """What is wrong with a cable: moved to other ports (as the converge says it), else what its ends show."""
+    moves = moves or rewired([link], nodes)
+    moved = [f for f in moves.findings if f.kind == "moved" and f.cable == str(link.cable)]
+    if moved:
+        return [Finding("moved", line(replace(f, fix=fixes.fill(f.fix, inventory, cli=True))), list(f.hosts),
+                        str(link.cable), evidence=[f"Thunderbolt: {f.found} links, {f.expected} does not"])
+                for f in moved]
     found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
     dark = [f for f in found if f.cause == "cable"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
@@ -194,18 +213,20 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
     """The likely causes of the failed jobs. A failed RDMA job whose TCP twin (the same ranks or
     cable over the ring hostfile) passed, on cables that look right, is an RDMA problem."""
     tcp_works = {(j.kind, j.cable) for j in jobs if j.passed and j.backend == "ring"}
+    moves = rewired(cluster.cables, nodes)
     found: list[Finding] = []
     for job in jobs:
         if job.passed or job.kind == "script":
             continue
-        causes = [f for link in _job_cables(job, cluster) for f in cable_findings(link, nodes, inventory, bridge)]
+        causes = [f for link in _job_cables(job, cluster)
+                  for f in cable_findings(link, nodes, inventory, bridge, moves=moves)]
         messages = [(r, r.error) for r in job.failed_ranks() if r.error]
         for rank, message in messages:
             # The knowledge base `mlx-fleet explain` uses: a rank that cannot bind its own address.
             if job.backend == "ring" and explain.causes_of(message)[:1] == ["no-ipv4"] and not any(
-                    f.cause == "address" and rank.host in f.hosts for f in causes):
+                    f.cause == "no-ipv4" and rank.host in f.hosts for f in causes):
                 ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
-                causes.append(Finding("address", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
+                causes.append(Finding("no-ipv4", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
                                                  f"{message}; converge it back: {converge(inventory)}", [rank.host],
                                         rank=rank.rank, evidence=[message]))
         first = messages[0] if messages else None

@@ -25,7 +25,7 @@ SSH_TIMEOUT = 60
 _MARK = "@@mlx-fleet-verify-section"
 # The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
 # (module_utils.node_facts); RDMA ones only for an RDMA backend.
-NETWORK_READS = ("hardware_ports", "ifconfig", "service_order")
+NETWORK_READS = ("hardware_ports", "ifconfig", "service_order", "thunderbolt")  # thunderbolt: what each port reaches
 RDMA_READS = ("rdma_ctl", "ibv_devices", "ibv_devinfo", "sw_vers")  # sw_vers: RDMA needs macOS 26.2
 # The interpreter's versions, as the ranks will run it.
 _VERSIONS = "import platform, mlx.core as mx; print(platform.python_version(), mx.__version__)"
@@ -87,6 +87,19 @@ class Node:
                           for receptacle, device in sorted(self.ports.items())],
                 "bridge": self.bridge, "rdma_enabled": enabled, "rdma_status": status, "rdma_devices": devices,
                 "rdma_unread": unread}
+
+    @property
+    def cabling(self) -> dict | None:
+        """The Thunderbolt ports with what each one reaches (node_facts.thunderbolt, as the modules and the watch
+        read them), to find the cables by; None when system_profiler was not read or its output not understood."""
+        if "thunderbolt" not in self.reads:
+            return None
+        results = {name: (node_facts.MISSING, "", "") for name in ("rdma_ctl", "ibv_devices", "ibv_devinfo")}
+        results.update({name: (rc, text, "") for name, (rc, text) in self.reads.items()})
+        try:
+            return node_facts.thunderbolt(node_facts.OutsideModule(), results)
+        except (ValueError, KeyError):
+            return None
 
     @property
     def bridge(self) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mlx_fleet.verify import compare, jobs, nodes
 from mlx_fleet.verify.check_program import __file__ as CHECK_PROGRAM
-from mlx_fleet.verify.diagnose import Finding, cable_findings, diagnose, node_findings
+from mlx_fleet.verify.diagnose import Finding, cable_findings, diagnose, node_findings, rewired
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
 from mlx_fleet.verify.plan import Cluster, link_hostfile, single_host_hostfile
 
@@ -136,9 +136,11 @@ def verify(cluster: Cluster, options: Options, out: Path, launcher: list[str]) -
         outcome.nodes = nodes.stage(hosts, runner.rundir, _files(options), options.python, reads)
         outcome.findings = [f for node in outcome.nodes.values()
                             for f in node_findings(node, options.python, options.inventory)]
-        # A cable out shows at both ends before any job: say so now rather than after a job's timeout.
-        outcome.findings += [f for link in cluster.cables for f in cable_findings(link, outcome.nodes, options.inventory)
-                             if f.cause == "cable"]
+        # A cable out or moved shows before any job: say so now rather than after a job's timeout.
+        moves = rewired(cluster.cables, outcome.nodes)
+        outcome.findings += [f for link in cluster.cables
+                             for f in cable_findings(link, outcome.nodes, options.inventory, moves=moves)
+                             if f.cause in ("cable", "moved")]
         if outcome.findings:
             outcome.evidence = dict(outcome.nodes)
             return outcome
