@@ -587,19 +587,22 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     started_under = f"at the start, {load()}"
     print(f"bench: {started_under}", file=sys.stderr, flush=True)
+    with_baseline = args.baseline is not None
+    columns = [OURS] + ([BASELINE] if with_baseline else []) + ([THEIRS] if "hostfile" in only else []) + (
+        [FLOOR] if "site" in only else [])
     try:
         with baseline_tree(root, args.baseline) as baseline:
             bench = Bench(root, args.repeat, baseline)
             for figure in only:
                 print(f"bench: {figure} ...", file=sys.stderr, flush=True)
-                rows += getattr(bench, figure)()
+                figure_rows = getattr(bench, figure)()
+                for row in figure_rows if with_baseline else []:
+                    row.goals.append(BASELINE_GOAL)
+                # Each figure's rows as soon as they are measured: a long bench cut short keeps them.
+                print(f"{table(figure_rows, columns)}\n({load()})", file=sys.stderr, flush=True)
+                rows += figure_rows
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    with_baseline = args.baseline is not None
-    columns = [OURS] + ([BASELINE] if with_baseline else []) + ([THEIRS] if "hostfile" in only else []) + (
-        [FLOOR] if "site" in only else [])
-    for row in rows if with_baseline else []:
-        row.goals.append(BASELINE_GOAL)
     print(table(rows, columns))
     print(f"{started_under}; at the end, {load()}")
     print(profiles(rows))
