@@ -77,6 +77,7 @@ PLAY = re.compile(r"^PLAY \[(.*)\] \**$")
 # -vvv prints one line per command sent to a Mac; with pipelining, one per module run.
 REMOTE_COMMAND = re.compile(r"^<([^>]+)> SSH: EXEC ")
 OURS, BASELINE, THEIRS, FLOOR = "mlx-fleet", "baseline", "comparison", "floor"
+SITE_SIZES = {4: "mesh", 8: "ring", 16: "ring"}  # the site figure's clusters: Macs -> topology
 REPOSITORY = Path(__file__).resolve().parent.parent
 # The reads (macos_commands.READS) a converge with nothing to do makes on each Mac: the preflight's
 # (macos_facts with thunderbolt), macos_node's (pmset, sysctl, the names, the automatic-install default) and
@@ -299,8 +300,8 @@ class Row:
 
 
 class Bench:
-    def __init__(self, root: Path, repeat: int, baseline: Path | None):
-        self.root, self.repeat = root, repeat
+    def __init__(self, root: Path, repeat: int, baseline: Path | None, site_macs: tuple[int, ...] = tuple(SITE_SIZES)):
+        self.root, self.repeat, self.site_macs = root, repeat, site_macs
         self.envs = {OURS: None}
         if baseline:
             self.envs[BASELINE] = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -336,13 +337,15 @@ class Bench:
 
     def site(self) -> list[Row]:
         rows: list[Row] = []
-        for nodes, topology in ((4, "mesh"), (8, "ring"), (16, "ring")):
+        four = None
+        for nodes in self.site_macs:
+            topology = SITE_SIZES[nodes]
             fresh = Row(f"site.yml fresh, {nodes} Macs ({topology})" + (", once per tree" if nodes == 16 else ""))
             noop = Row(f"site.yml no-op, {nodes} Macs", goals=[NOOP_FLOOR_GOAL])
             if nodes == 4:
                 noop.goals.append(NOOP_GOAL)
                 four = noop
-            if nodes == 16:
+            if nodes == 16 and four:
                 noop.goals.append(Goal("<= 2.00x the 4-Mac no-op", 2.0, OURS, four))
             module_runs: dict[str, str] = {}
 
@@ -371,6 +374,8 @@ class Bench:
                         for who, env in self.envs.items():
                             noop_and_floor(who, env, clusters[who])
             noop.note = "; ".join(f"{who}: module runs per converged Mac: {runs}" for who, runs in module_runs.items())
+            print(f"{table([fresh, noop], [OURS, *self.envs.keys() - {OURS}, FLOOR])}\n({load()})", file=sys.stderr,
+                  flush=True)
             rows += [fresh, noop]
         return rows
 
@@ -576,10 +581,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", nargs="?", const="", metavar="REF",
                         help="the mlx-fleet to compare with, interleaved: a git revision (alone: the merge-base of "
                              "HEAD with main) or an earlier source tree")
+    parser.add_argument("--site-macs", default=",".join(map(str, SITE_SIZES)),
+                        help=f"comma-separated cluster sizes of the site figure (default all: {','.join(map(str, SITE_SIZES))})")
     args = parser.parse_args(argv)
+    site_macs = tuple(int(n) for n in args.site_macs.split(",") if n.strip().isdigit())
     only = [f.strip() for f in args.only.split(",") if f.strip()]
-    if set(only) - set(FIGURES) or args.repeat < 1:
-        parser.error(f"--only takes {', '.join(FIGURES)}; --repeat at least 1")
+    if set(only) - set(FIGURES) or args.repeat < 1 or not site_macs or set(site_macs) - set(SITE_SIZES):
+        parser.error(f"--only takes {', '.join(FIGURES)}; --repeat at least 1; --site-macs some of "
+                     f"{', '.join(map(str, SITE_SIZES))}")
     if os.geteuid() != 0:
         parser.error("macsim needs root")
     root = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-", dir="/tmp"))
@@ -592,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         [FLOOR] if "site" in only else [])
     try:
         with baseline_tree(root, args.baseline) as baseline:
-            bench = Bench(root, args.repeat, baseline)
+            bench = Bench(root, args.repeat, baseline, site_macs)
             for figure in only:
                 print(f"bench: {figure} ...", file=sys.stderr, flush=True)
                 figure_rows = getattr(bench, figure)()
