@@ -14,6 +14,7 @@ gives medians and ratios:
              each play costs a converged Mac (-vvv, untimed). Beside each no-op, on the same cluster, the
              floor: one parallel round over cold SSH, outside Ansible, of the reads the converge's modules
              run to show nothing differs (NOOP_READS), all of a Mac's at once in one ssh session
+             (--site-macs 4,16: only those sizes)
   memory     the controller's peak memory during a fresh site.yml on 4 and on 16 Macs: its largest
              process (RSS), and its whole process tree (proportional set size: forked workers share
              pages); the 16-Mac row's note says what each Mac beyond 4 added
