@@ -44,7 +44,8 @@ dist: venv
 	@ls -1 dist
 
 # Speed figures on simulated clusters (root): every script in benchmarks/ prints its own table
-# (BENCH_ARGS go to benchmarks/bench.py, e.g. --repeat 3 --only hostfile).
+# (BENCH_ARGS go to benchmarks/bench.py, e.g. --repeat 3 --only hostfile; --baseline [REF] runs every row
+# for the tree at REF too, interleaved, by default the merge-base with main).
 bench: deps venv
 	$(VENV)/bin/python benchmarks/bench.py $(BENCH_ARGS)
 	for script in benchmarks/*.py; do [ "$$script" = benchmarks/bench.py ] || $(VENV)/bin/python $$script || exit 1; done

@@ -9,8 +9,12 @@ gives medians and ratios:
              would then put back, and the other way round), after one untimed run of its own there
              (mlx-fleet configures a fresh cluster's ports in it)
   site       `mlx-fleet converge` (site.yml) on a fresh cluster, then again with nothing to do,
-             at 4 Macs (mesh) and 8 (ring), with the tasks of the busiest Mac (ok + skipped); the
-             no-op row's note counts the module runs each play costs a converged Mac (-vvv, untimed)
+             at 4 Macs (mesh), 8 and 16 (ring; 16: the fresh converge once per tree, the no-op repeated),
+             with the tasks of the busiest Mac (ok + skipped); the no-op row's note counts the module runs
+             each play costs a converged Mac (-vvv, untimed). Beside each no-op, on the same cluster, the
+             floor: one parallel round over cold SSH, outside Ansible, of the reads the converge's modules
+             run to show nothing differs (NOOP_READS), all of a Mac's at once in one ssh session
+             (--site-macs 4,16: only those sizes)
   memory     the controller's peak memory during a fresh site.yml on 4 and on 16 Macs: its largest
              process (RSS), and its whole process tree (proportional set size: forked workers share
              pages); the 16-Mac row's note says what each Mac beyond 4 added
@@ -22,14 +26,17 @@ gives medians and ratios:
   verify     `mlx-fleet verify` on a converged 4-Mac ring with one cable pulled: how long until it
              fails naming both ends
 
-With --baseline TREE (an earlier mlx-fleet's source, e.g. `git archive REV | tar -x -C TREE`),
-every mlx-fleet figure also runs with that tree's code, interleaved, for a before/after measured
-under the same load (the tree's src/ and collections/ first on PYTHONPATH; the simulator is this
-tree's, so a baseline older than a sim feature still runs on today's sim).
+With --baseline [REF] (a git revision, by default the merge-base of HEAD with main; or the path of an
+earlier mlx-fleet's source tree), every mlx-fleet figure also runs with that code, interleaved (before,
+after, before, after ...), for a before/after measured under the same load: a revision is checked out in
+a git worktree of its own under the bench's folder, removed afterwards, and runs with this venv, its src/
+and collections/ first on PYTHONPATH (the simulator is this tree's, so a baseline older than a sim feature
+still runs on today's sim). `make bench BENCH_ARGS="--baseline main --only site"`.
 
 The table gives each row's goals and whether its medians meet them (GOALS: the hostfile at most 0.40x
-MLX's time, a no-op converge of 4 Macs at most 5 s, and with --baseline no row slower than the
-baseline). Under a goal not met it prints the profile of mlx-fleet's median run of that row: where
+MLX's time; a no-op converge at most 2x its floor, at most 4 s at 4 Macs, and at 16 Macs at most 2x the
+4-Mac no-op; with --baseline no row slower than the baseline). The load average is printed at the start
+and the end: the machine may be shared. Under a goal not met it prints the profile of mlx-fleet's median run of that row: where
 its wall time went, step by step, from ansible-runner's events (the start before the first event,
 each task until the next, the end after the recap), largest first. Every run starts with cold SSH connections (a ControlPath folder of its own),
 as MLX's plain `ssh` calls do. Clusters come up under /tmp/mlx-fleet-bench-* and go down afterwards.
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -57,8 +65,11 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from mlx_fleet.capture import remote_command
 from mlx_fleet.sim.layout import generated_cables
+from mlx_fleet.verify import nodes as ssh_nodes, plan
 
 BIN = Path(sys.executable).parent
 FIGURES = ("hostfile", "site", "memory", "audit", "watch", "verify")
@@ -66,7 +77,14 @@ RECAP = re.compile(r"^(\S+)\s+: (ok=.*)$", re.M)
 PLAY = re.compile(r"^PLAY \[(.*)\] \**$")
 # -vvv prints one line per command sent to a Mac; with pipelining, one per module run.
 REMOTE_COMMAND = re.compile(r"^<([^>]+)> SSH: EXEC ")
-OURS, BASELINE, THEIRS = "mlx-fleet", "baseline", "comparison"
+OURS, BASELINE, THEIRS, FLOOR = "mlx-fleet", "baseline", "comparison", "floor"
+SITE_SIZES = {4: "mesh", 8: "ring", 16: "ring"}  # the site figure's clusters: Macs -> topology
+REPOSITORY = Path(__file__).resolve().parent.parent
+# The reads (macos_commands.READS) a converge with nothing to do makes on each Mac: the preflight's
+# (macos_facts with thunderbolt), macos_node's (pmset, sysctl, the names, the automatic-install default) and
+# thunderbolt_network's (the ports again, with the services: all among the preflight's).
+NOOP_READS = tuple(dict.fromkeys(node_facts.MACOS_READS + node_facts.THUNDERBOLT_READS + (
+    "pmset", "sysctl", "computer_name", "local_host_name", "auto_install_macos")))
 
 
 def run(argv: list[str], env: dict | None = None, timeout: float = 3600) -> tuple[float, str]:
@@ -164,6 +182,20 @@ class Cluster:
                        stdin=subprocess.DEVNULL, cwd="/")
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def floor(self) -> float:
+        """Seconds of one round of NOOP_READS on every Mac at once, one cold ssh session each (no ControlMaster),
+        each Mac's reads side by side as the modules run them."""
+        cold = ("-o", "ControlMaster=no", "-o", "ControlPath=none")
+        hosts = [dataclasses.replace(host, ssh_options=host.ssh_options + cold)
+                 for host in plan.read_inventory([str(self.inventory)])[1]]
+        script = " ".join(f"{remote_command(macos_commands.READS[name])} 2>/dev/null &" for name in NOOP_READS) + " wait"
+        started = time.monotonic()
+        answers = ssh_nodes.probe(hosts, script, ssh_nodes.CONNECT_TIMEOUT, ssh_nodes.SSH_TIMEOUT)
+        seconds = time.monotonic() - started
+        if unreachable := [name for name, node in answers.items() if not node.reachable]:
+            raise SystemExit(f"the floor's reads: {', '.join(unreachable)} did not answer")
+        return seconds
+
     def mlx_fleet(self, command: str, *args: str) -> list[str]:
         """argv of an mlx-fleet command on this cluster, with SSH connections no earlier run opened."""
         self.runs += 1
@@ -202,16 +234,17 @@ def module_runs_per_play(summary: str) -> dict[str, int]:
 
 @dataclass
 class Goal:
-    """What a row's mlx-fleet median should reach: at most `limit` times the median of `against`, or, with
-    no `against`, at most `limit` seconds."""
+    """What a row's mlx-fleet median should reach: at most `limit` times the median of `against` (in the row
+    itself, or with `of` in that other row's mlx-fleet column), or, with no `against`, at most `limit` seconds."""
 
     text: str
     limit: float
     against: str | None = None
+    of: Row | None = None
 
     def judge(self, row: Row) -> tuple[bool, str] | None:
         """(met, the goal with its measure), or None when the row lacks a median it needs."""
-        ours, theirs = row.median(OURS), self.against and row.median(self.against)
+        ours, theirs = row.median(OURS), self.against and (self.of or row).median(self.against)
         if ours is None or (self.against and not theirs):
             return None
         value = ours / theirs if self.against else ours
@@ -220,10 +253,12 @@ class Goal:
             f"{self.text}: {'met' if met else 'NOT MET'} ({value:.1f} s)")
 
 
-# The goals of issue 20 (the cluster model's wave): the hostfile well under MLX's own tool, a converge with
-# nothing to do quick enough to run often; and, with --baseline, no row slower than before.
+# The goals of issues 20 and 27: the hostfile well under MLX's own tool, a converge with nothing to do near
+# the floor of its reads and quick enough to run often, growing less than the cluster; and, with --baseline,
+# no row slower than before.
 HOSTFILE_GOAL = Goal("<= 0.40x comparison", 0.40, THEIRS)
-NOOP_GOAL = Goal("<= 5.0 s", 5.0)
+NOOP_GOAL = Goal("<= 4.0 s", 4.0)
+NOOP_FLOOR_GOAL = Goal("<= 2.00x floor", 2.0, FLOOR)
 BASELINE_GOAL = Goal("<= 1.00x baseline", 1.00, BASELINE)
 
 
@@ -266,8 +301,8 @@ class Row:
 
 
 class Bench:
-    def __init__(self, root: Path, repeat: int, baseline: Path | None):
-        self.root, self.repeat = root, repeat
+    def __init__(self, root: Path, repeat: int, baseline: Path | None, site_macs: tuple[int, ...] = tuple(SITE_SIZES)):
+        self.root, self.repeat, self.site_macs = root, repeat, site_macs
         self.envs = {OURS: None}
         if baseline:
             self.envs[BASELINE] = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -302,21 +337,46 @@ class Bench:
         return rows
 
     def site(self) -> list[Row]:
-        rows = []
-        for nodes, topology in ((4, "mesh"), (8, "ring")):
-            fresh = Row(f"site.yml fresh, {nodes} Macs ({topology})")
-            noop = Row(f"site.yml no-op, {nodes} Macs", goals=[NOOP_GOAL] if nodes == 4 else [])
+        rows: list[Row] = []
+        four = None
+        for nodes in self.site_macs:
+            topology = SITE_SIZES[nodes]
+            fresh = Row(f"site.yml fresh, {nodes} Macs ({topology})" + (", once per tree" if nodes == 16 else ""))
+            noop = Row(f"site.yml no-op, {nodes} Macs", goals=[NOOP_FLOOR_GOAL])
+            if nodes == 4:
+                noop.goals.append(NOOP_GOAL)
+                four = noop
+            if nodes == 16 and four:
+                noop.goals.append(Goal("<= 2.00x the 4-Mac no-op", 2.0, OURS, four))
             module_runs: dict[str, str] = {}
-            for _ in range(self.repeat):
-                for who, env in self.envs.items():
-                    with Cluster(self.root, nodes, topology) as cluster:
-                        for row in (fresh, noop):
+
+            def noop_and_floor(who: str, env: dict | None, cluster: Cluster) -> None:
+                seconds, summary, profile = run_profiled(cluster.mlx_fleet("converge"), env)
+                noop.add(who, seconds, tasks_per_mac(summary), profile)
+                noop.add(FLOOR, cluster.floor())
+                if who not in module_runs:
+                    per_play = module_runs_per_play(run(cluster.mlx_fleet("converge", "-vvv"), env)[1])
+                    module_runs[who] = ", ".join(f"{play} {count}" for play, count in per_play.items())
+
+            if nodes < 16:
+                for _ in range(self.repeat):
+                    for who, env in self.envs.items():
+                        with Cluster(self.root, nodes, topology) as cluster:
                             seconds, summary, profile = run_profiled(cluster.mlx_fleet("converge"), env)
-                            row.add(who, seconds, tasks_per_mac(summary), profile)
-                        if who not in module_runs:
-                            per_play = module_runs_per_play(run(cluster.mlx_fleet("converge", "-vvv"), env)[1])
-                            module_runs[who] = ", ".join(f"{play} {count}" for play, count in per_play.items())
+                            fresh.add(who, seconds, tasks_per_mac(summary), profile)
+                            noop_and_floor(who, env, cluster)
+            else:  # a fresh 16-Mac converge is long: once per tree, on a cluster kept for the no-ops
+                with contextlib.ExitStack() as stack:
+                    clusters = {who: stack.enter_context(Cluster(self.root, nodes, topology)) for who in self.envs}
+                    for who, env in self.envs.items():
+                        seconds, summary, profile = run_profiled(clusters[who].mlx_fleet("converge"), env)
+                        fresh.add(who, seconds, tasks_per_mac(summary), profile)
+                    for _ in range(self.repeat):
+                        for who, env in self.envs.items():
+                            noop_and_floor(who, env, clusters[who])
             noop.note = "; ".join(f"{who}: module runs per converged Mac: {runs}" for who, runs in module_runs.items())
+            print(f"{table([fresh, noop], [OURS, *self.envs.keys() - {OURS}, FLOOR])}\n({load()})", file=sys.stderr,
+                  flush=True)
             rows += [fresh, noop]
         return rows
 
@@ -486,34 +546,75 @@ def profiles(rows: list[Row], top: int = 8) -> str:
     return "\n".join(out)
 
 
+@contextlib.contextmanager
+def baseline_tree(root: Path, baseline: str | None):
+    """The baseline's source tree for a with-block: BASELINE itself when it is one, else a git worktree of the
+    revision it names (by default the merge-base of HEAD with main), removed afterwards; None without one."""
+    if baseline is None:
+        yield None
+        return
+    if baseline and (Path(baseline) / "src" / "mlx_fleet").is_dir():
+        yield Path(baseline).resolve()
+        return
+    revision = baseline or subprocess.run(["git", "-C", str(REPOSITORY), "merge-base", "HEAD", "main"],
+                                          capture_output=True, text=True, check=True).stdout.strip()
+    tree = root / "baseline"
+    added = subprocess.run(["git", "-C", str(REPOSITORY), "worktree", "add", "--detach", str(tree), revision],
+                           capture_output=True, text=True)
+    if added.returncode != 0:
+        raise SystemExit(f"--baseline {revision}: {added.stderr.strip()}")
+    print(f"bench: baseline {revision} in {tree}", file=sys.stderr, flush=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(REPOSITORY), "worktree", "remove", "--force", str(tree)], capture_output=True)
+
+
+def load() -> str:
+    return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3]) + f" on {os.cpu_count()} CPUs"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5, help="runs of each figure (default 5; the table shows medians)")
     parser.add_argument("--only", default=",".join(FIGURES),
                         help=f"comma-separated figures to run (default all: {','.join(FIGURES)})")
-    parser.add_argument("--baseline", type=Path, help="an earlier mlx-fleet source tree to compare with, interleaved")
+    parser.add_argument("--baseline", nargs="?", const="", metavar="REF",
+                        help="the mlx-fleet to compare with, interleaved: a git revision (alone: the merge-base of "
+                             "HEAD with main) or an earlier source tree")
+    parser.add_argument("--site-macs", default=",".join(map(str, SITE_SIZES)),
+                        help=f"comma-separated cluster sizes of the site figure (default all: {','.join(map(str, SITE_SIZES))})")
     args = parser.parse_args(argv)
+    site_macs = tuple(int(n) for n in args.site_macs.split(",") if n.strip().isdigit())
     only = [f.strip() for f in args.only.split(",") if f.strip()]
-    if set(only) - set(FIGURES) or args.repeat < 1:
-        parser.error(f"--only takes {', '.join(FIGURES)}; --repeat at least 1")
-    if args.baseline and not (args.baseline / "src" / "mlx_fleet").is_dir():
-        parser.error(f"--baseline {args.baseline}: not an mlx-fleet source tree (no src/mlx_fleet)")
+    if set(only) - set(FIGURES) or args.repeat < 1 or not site_macs or set(site_macs) - set(SITE_SIZES):
+        parser.error(f"--only takes {', '.join(FIGURES)}; --repeat at least 1; --site-macs some of "
+                     f"{', '.join(map(str, SITE_SIZES))}")
     if os.geteuid() != 0:
         parser.error("macsim needs root")
     root = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-", dir="/tmp"))
     root.chmod(0o755)
-    bench = Bench(root, args.repeat, args.baseline and args.baseline.resolve())
     rows: list[Row] = []
+    started_under = f"at the start, {load()}"
+    print(f"bench: {started_under}", file=sys.stderr, flush=True)
+    with_baseline = args.baseline is not None
+    columns = [OURS] + ([BASELINE] if with_baseline else []) + ([THEIRS] if "hostfile" in only else []) + (
+        [FLOOR] if "site" in only else [])
     try:
-        for figure in only:
-            print(f"bench: {figure} ...", file=sys.stderr, flush=True)
-            rows += getattr(bench, figure)()
+        with baseline_tree(root, args.baseline) as baseline:
+            bench = Bench(root, args.repeat, baseline, site_macs)
+            for figure in only:
+                print(f"bench: {figure} ...", file=sys.stderr, flush=True)
+                figure_rows = getattr(bench, figure)()
+                for row in figure_rows if with_baseline else []:
+                    row.goals.append(BASELINE_GOAL)
+                # Each figure's rows as soon as they are measured: a long bench cut short keeps them.
+                print(f"{table(figure_rows, columns)}\n({load()})", file=sys.stderr, flush=True)
+                rows += figure_rows
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    columns = [OURS] + ([BASELINE] if args.baseline else []) + ([THEIRS] if "hostfile" in only else [])
-    for row in rows if args.baseline else []:
-        row.goals.append(BASELINE_GOAL)
     print(table(rows, columns))
+    print(f"{started_under}; at the end, {load()}")
     print(profiles(rows))
     return 0
 
