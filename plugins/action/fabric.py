@@ -103,10 +103,10 @@ class ActionModule(ClusterAction):
             backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
             bridges_off=[],  # the publishing step says which bridges the network step turned off
             bridge_cautions=[{"host": f.hosts[0], "message": f.message} for f in held],
-            cables={str(link): link.speed_gbps for link in built.links},
+            cables=fab.cables_result(built.links),
             findings=[dataclasses.asdict(f) for f in built.findings],
             changes=built.changes,
-            addresses=built.addresses,
+            addresses=fab.addresses_result(built.addresses),
             ip_pool=built.ip_pool, ip_pool_note=pool_note,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,

@@ -19,7 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port, hardware_port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, check_declaration
@@ -303,7 +303,7 @@ def _wired_limit(host, wired, want, checks):
 def port_address_check(host: str, receptacle: int, device: str, found: list[str], want: str | None) -> Check:
     """A Thunderbolt port's addresses (address/prefix, as ifconfig shows them) against the fabric's (None: none).
     The one judgement of a port's address: the audit's, and verify's diagnosis of a cable end."""
-    return Check("Thunderbolt addresses", f"Thunderbolt {receptacle} address", [host],
+    return Check("Thunderbolt addresses", f"{hardware_port(receptacle)} address", [host],
                  f"{want} ({device}, address ledger)" if want else f"none ({device})",
                  ", ".join(found) or "none", found == ([want] if want else []), FIX_FABRIC)
 
@@ -330,7 +330,7 @@ def _fabric(macs, observed, declared, controller, checks):
                 continue
             checks.append(port_address_check(host, port["receptacle"], port["device"],
                                              node["addresses"].get(port["device"], []),
-                                             expected_addresses.get((host, port["receptacle"]))))
+                                             expected_addresses.get(Port(host, port["receptacle"]))))
         bridge = bridge_check(host, tb["bridge"], declared[host]["bridge"])
         if bridge is not None:
             checks.append(bridge)
@@ -436,7 +436,7 @@ def _field(macs, observed, controller, checks):
         for port in tb["ports"] if tb.get("rdma_enabled") else []:
             # Only the ports the fabric gave an address: a cable to a Mac outside the cluster carries no job.
             if (port.get("rdma_gids") is not None and port.get("connected") and port.get("rdma_device")
-                    and (host, port["receptacle"]) in in_fabric):
+                    and Port(host, port["receptacle"]) in in_fabric):
                 gid = field_checks.rdma_gid(port, port.get("addresses") or [])
                 checks.append(Check("RDMA", f"{port['rdma_device']} IPv4-mapped GID", [host],
                                     "::ffff:<the port's IPv4> in ibv_devinfo -v", gid or "present", not gid,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port, port_name
 
 RING_BACKENDS = {"jaccl": "jaccl-ring", "jaccl-ring": "jaccl-ring", "ring": "ring"}
 
@@ -54,8 +54,8 @@ class Advice:
 
     def steps(self) -> list[str]:
         """What a person does, in order: "connect studio-4 Thunderbolt 2 to studio-1 Thunderbolt 5"."""
-        out = [f"unplug the cable between {_tb(c.a)} and {_tb(c.b)}" for c in self.unplug]
-        out += [f"connect {_tb(c.a)} to {_tb(c.b)}" for c in self.cables]
+        out = [f"unplug the cable between {port_name(c.a)} and {port_name(c.b)}" for c in self.unplug]
+        out += [f"connect {port_name(c.a)} to {port_name(c.b)}" for c in self.cables]
         return out
 
     def plan_entries(self) -> list[str]:
@@ -81,10 +81,6 @@ class Advice:
         """The headline and the steps, in one line."""
         steps = self.steps() if self.possible else []
         return self.headline() + (": " + "; ".join(steps) if steps else "")
-
-
-def _tb(port: Port) -> str:
-    return f"{port.host} Thunderbolt {port.number}"
 
 
 def _pairs(cables: list[Cable]) -> set[frozenset[str]]:
@@ -216,7 +212,7 @@ def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -
         path = _hamiltonian_path(a, b, others, rest) if a != b else [a]
         if path is None:
             continue
-        freed = {h: frozenset(e.number for e in (unplug.a, unplug.b) if e.host == h) if unplug else frozenset()
+        freed = {h: frozenset(e.receptacle for e in (unplug.a, unplug.b) if e.host == h) if unplug else frozenset()
                  for h in (a, b, new)}
         wanted = [x for x in dict.fromkeys((a, b)) if frozenset((new, x)) not in pairs]
         free = {h: by_name[h].free(rdma, freed[h]) for h in (a, b, new)}

@@ -15,6 +15,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HEL
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ends
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, json_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable
 
 
 def _rdma_entry(devices: list[str], count: int) -> str | list[str]:
@@ -22,7 +23,7 @@ def _rdma_entry(devices: list[str], count: int) -> str | list[str]:
     return names[0] if count == 1 else names
 
 
-def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None, addresses: dict[str, str],
+def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None, addresses: dict[Cable, str],
            management_ips: dict, envs: list[str]) -> dict:
     """The hostfile for backend. management_ips: host -> the address jaccl hostfiles list (as
     mlx.distributed_config does); a ring hostfile lists each host's cable addresses instead."""
@@ -51,7 +52,7 @@ def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None,
                 entries.append({"ssh": hosts[node], "ips": management(hosts[node]), "rdma": rdma})
             else:
                 host = hosts[node]
-                ips = [ends(addresses[str(link)])[0 if link.a.host == host else 1]
+                ips = [ends(addresses[link.cable])[0 if link.a.host == host else 1]
                        for link in pairs[node, left][:count]]
                 entries.append({"ssh": host, "ips": ips, "rdma": []})
     return {"backend": backend, "envs": list(envs), "hosts": entries}

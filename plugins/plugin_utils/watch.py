@@ -22,9 +22,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import (
     FIX_CONVERGE, FIX_ENV, FIX_NODE, FIX_RECOVERY)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Link, Port, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import ACTIVE
 
@@ -68,7 +67,7 @@ class Baseline:
     """What the last converge recorded (the output folder) and the inventory declares."""
 
     hosts: list[str]
-    cables: list[LinkModel] = field(default_factory=list)  # the last converge's (cluster_model.last_links)
+    cables: list[Link] = field(default_factory=list)  # the last converge's (cluster_model.last_links)
     rdma_ready: list[str] = field(default_factory=list)  # Macs the RDMA ledger saw ready
     models: dict[str, str] = field(default_factory=dict)  # host -> mlx_fleet_model
     bridge: str = "disabled"  # mlx_fabric_bridge
@@ -219,15 +218,15 @@ def _port(mac: dict, number: int) -> dict | None:
     return next((p for p in mac.get("ports", []) if p["receptacle"] == number), None)
 
 
-def _seen(mac: dict, number: int, owner: dict[str, tuple[str, int]]) -> str:
+def _seen(mac: dict, receptacle: int, owner: dict[str, Port]) -> str:
     """What a port sees, in words."""
-    port = _port(mac, number)
+    port = _port(mac, receptacle)
     if port is None:
         return "no such port"
     if not port["connected"]:
         return "no link"
     peers = [owner.get(p["domain_uuid"]) for p in port["peers"] if p.get("direct")]
-    named = [f"{h} Thunderbolt {n}" for h, n in filter(None, peers)]
+    named = [port_name(peer) for peer in filter(None, peers)]
     return f"a link to {', '.join(named)}" if named else "a link to something else (a dock, a drive or a Mac outside)"
 
 
@@ -252,7 +251,7 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                         f"check that {host} is on, awake and on the network (its network cable, Wi-Fi), then "
                         f"`ssh {host}`", f"{host} is back: it answers over ssh", [host]))
     read = {h for h in up if macs[h].get("bridge") is not None}  # the Thunderbolt reads parsed
-    owner = {p["domain_uuid"]: (h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
+    owner = {p["domain_uuid"]: Port(h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
     links = {link.cable.key: link for link in links_found(baseline.hosts, macs)}
     ready = set(baseline.rdma_ready)
     for last in sorted(baseline.cables, key=lambda item: str(item.cable)):
@@ -264,9 +263,9 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
         if link is None:
             add(Finding(
                 f"cable {cable}", "cable",
-                f"cable {cable} is out: {port_name(a.host, a.number)} sees {_seen(macs[a.host], a.number, owner)}, "
-                f"{port_name(b.host, b.number)} sees {_seen(macs[b.host], b.number, owner)}",
-                f"plug the cable between {port_name(a.host, a.number)} and {port_name(b.host, b.number)} back in firmly "
+                f"cable {cable} is out: {port_name(a)} sees {_seen(macs[a.host], a.receptacle, owner)}, "
+                f"{port_name(b)} sees {_seen(macs[b.host], b.receptacle, owner)}",
+                f"plug the cable between {port_name(a)} and {port_name(b)} back in firmly "
                 f"at both ends, or replace it; if it was moved on purpose: {_fix(FIX_CONVERGE, inventory)}",
                 f"cable {cable} is back", [a.host, b.host], cable))
             continue
@@ -277,27 +276,27 @@ def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
                         "damaged cable links at 40 Gb/s)", f"cable {cable} is back at {rated} Gb/s",
                         [a.host, b.host], cable))
         for end, address in zip((a, b), (last.a.address, last.b.address)):
-            port = _port(macs[end.host], end.number) or {}
+            port = _port(macs[end.host], end.receptacle) or {}
             addresses = [i.split("/")[0] for i in port.get("inet", [])]
             if address not in addresses:
                 add(Finding(f"no-ipv4 {end}", "no-ipv4",
-                            f"{port_name(end.host, end.number)} ({port.get('device')}) has "
+                            f"{port_name(end)} ({port.get('device')}) has "
                             f"{', '.join(port.get('inet', [])) or 'no IPv4 address'} where the fabric gave it "
                             f"{address} (cable {cable})", _fix(FIX_CONVERGE, inventory),
-                            f"{port_name(end.host, end.number)} has its address {address} again", [end.host], cable))
+                            f"{port_name(end)} has its address {address} again", [end.host], cable))
             gid = field_checks.rdma_gid(port, port.get("inet", [])) if macs[end.host].get("rdma_enabled") else ""
             if gid:
-                add(Finding(f"rdma-gid {end}", "rdma-gid", f"{port_name(end.host, end.number)}: {gid}",
+                add(Finding(f"rdma-gid {end}", "rdma-gid", f"{port_name(end)}: {gid}",
                             _fix(field_checks.RDMA_GID_FIX, inventory),
-                            f"{port_name(end.host, end.number)}: RDMA port has its IPv4-mapped GID again",
+                            f"{port_name(end)}: RDMA port has its IPv4-mapped GID again",
                             [end.host], cable))
             if macs[end.host].get("rdma_enabled") and port.get("rdma_device") and port.get("rdma_state") not in (
                     None, ACTIVE) and end.host in ready:
                 add(Finding(f"rdma-port {end}", "rdma-port",
-                            f"{port_name(end.host, end.number)}: RDMA port {port['rdma_device']} is "
+                            f"{port_name(end)}: RDMA port {port['rdma_device']} is "
                             f"{port['rdma_state']} on a cable that links", f"reboot {end.host} (an RDMA port that "
                             "stays down on a linked cable comes back only with a restart)",
-                            f"{port_name(end.host, end.number)}: RDMA port active again", [end.host], cable))
+                            f"{port_name(end)}: RDMA port active again", [end.host], cable))
     found_cables = set(links) - {last.cable.key for last in baseline.cables}
     for cable in sorted((links[key].cable for key in found_cables), key=str) if baseline.cables else ():
         add(Finding(f"extra {cable}", "extra-cable", f"cable {cable} is not one the last converge configured",

@@ -75,7 +75,7 @@ def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, wat
         cable = finding.cable
         if finding.kind == "cable" and cable:
             drawn.append(PictureFinding("missing", str(cable), finding.message, True, gap=(cable.a.host, cable.b.host),
-                                        note=f"OUT: TB{cable.a.number} -- TB{cable.b.number}"))
+                                        note=f"OUT: TB{cable.a.receptacle} -- TB{cable.b.receptacle}"))
         elif cable and finding.kind in ("slow", "extra-cable", "no-ipv4", "rdma-port", "rdma-gid"):
             drawn.append(PictureFinding(finding.kind, str(cable), finding.message, False, link=str(cable),
                                         note=finding.kind))

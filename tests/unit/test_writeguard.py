@@ -35,7 +35,7 @@ def test_a_mac_that_failed_its_network_step_keeps_the_last_hostfiles():
 def test_a_cable_pulled_between_the_plan_and_the_network_step_keeps_the_last_hostfiles():
     mesh = Cluster.of("mini-m4-pro", 3)
     before = plan(mesh)
-    gone = next(iter(before["cables"]))
+    gone = before["cables"][0]["cable"]
     for end in gone.split(" -- "):
         mesh.unplug(end)
     now = plan(mesh)

@@ -20,7 +20,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, ex
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkEnd, LinkModel
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import End, Link
 from mlx_fleet.verify.plan import Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "address", "bridge", "cable", "rdma", "unknown")
@@ -63,13 +63,13 @@ def wanted_bridge(bridge: str | None) -> str:
     return bridge if bridge is not None else role_files("mlx_fabric")[0]["mlx_fabric_bridge"]
 
 
-def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: str,
+def end_findings(link: Link, end: End, node: Node | None, inventory: str,
                  bridge: str | None = None) -> list[Finding]:
     """What the Mac's tools say is wrong with one end of a cable (nothing when it cannot be read): its link
     (ifconfig's status), and the audit's judgements of its address and of the Thunderbolt Bridge."""
     if node is None or not node.reachable:
         return []
-    device = node.ports.get(end.port)
+    device = node.ports.get(end.receptacle)
     interfaces = node.interfaces
     if device is None or interfaces is None or device not in interfaces:
         return []
@@ -82,7 +82,7 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
         found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
                              str(link.cable), evidence=[f"{end.host}: {seen}"]))
-    if not audit.port_address_check(end.host, end.port, device, has, end.interface).ok:
+    if not audit.port_address_check(end.host, end.receptacle, device, has, end.interface).ok:
         found.append(Finding("address", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.interface}; converge it back: "
                                         f"{converge(inventory)}", [end.host], str(link.cable),
@@ -99,7 +99,7 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
     return found
 
 
-def cable_findings(link: LinkModel, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
+def cable_findings(link: Link, nodes: dict[str, Node], inventory: str, bridge: str | None = None) -> list[Finding]:
     found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
     dark = [f for f in found if f.cause == "cable"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
@@ -181,7 +181,7 @@ def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory:
                    failure_lines(job) + _rdma_evidence(job, nodes))
 
 
-def _job_cables(job: Job, cluster: Cluster) -> list[LinkModel]:
+def _job_cables(job: Job, cluster: Cluster) -> list[Link]:
     if job.cable:
         return [link for link in cluster.cables if str(link.cable) == job.cable]
     if job.backend == "ring":
