@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.graph import path_through
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port, port_name
 
 RING_BACKENDS = {"jaccl": "jaccl-ring", "jaccl-ring": "jaccl-ring", "ring": "ring"}
@@ -162,31 +163,11 @@ def _free_text(free: list[int]) -> str:
     return "no free port" if not free else f"only {len(free)} free port{'s' if len(free) != 1 else ''}"
 
 
-def _hamiltonian_path(start: str, end: str, nodes: list[str], pairs: set[frozenset[str]]) -> list[str] | None:
-    """A path from start to end through every node once over the pairs, or None (small clusters)."""
-    if start == end:
-        return [start] if len(nodes) == 1 else None
-    path, seen = [start], {start}
-
-    def search() -> bool:
-        here = path[-1]
-        if len(path) == len(nodes) - 1:
-            if frozenset((here, end)) in pairs:
-                path.append(end)
-                return True
-            return False
-        for node in nodes:
-            if node not in seen and node != end and frozenset((here, node)) in pairs:
-                path.append(node)
-                seen.add(node)
-                if search():
-                    return True
-                seen.discard(path.pop())
-        return False
-
-    if len(nodes) == 2:
-        return [start, end] if frozenset((start, end)) in pairs else None
-    return path if search() else None
+def _path_between(start: str, end: str, nodes: list[str], pairs: set[frozenset[str]]) -> list[str] | None:
+    """A path from start to end (two Macs) through every node once over the pairs, or None (small clusters)."""
+    path = path_through(start, [node for node in nodes if node != end], lambda a, b: frozenset((a, b)) in pairs,
+                        lambda last: frozenset((last, end)) in pairs)
+    return path + [end] if path else None
 
 
 def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -> Advice:
@@ -209,7 +190,7 @@ def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -
     best = None
     for a, b, unplug in candidates:
         rest = pairs - {frozenset((a, b))} if unplug else pairs
-        path = _hamiltonian_path(a, b, others, rest) if a != b else [a]
+        path = _path_between(a, b, others, rest) if a != b else [a]
         if path is None:
             continue
         freed = {h: frozenset(e.receptacle for e in (unplug.a, unplug.b) if e.host == h) if unplug else frozenset()

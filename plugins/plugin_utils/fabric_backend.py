@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
     FULL_SPEED_GBPS, Finding, cable_ports, gbps, model_of, sentence)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.graph import path_through
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Link, Port, hardware_port, port_name
 
 HOSTFILE_BACKENDS = ("jaccl", "jaccl-ring", "ring")  # what a hostfile can name
@@ -52,25 +53,8 @@ def _find_ring(n: int, pairs: Pairs) -> list[int] | None:
     neighbours = [[j for j in range(n) if (i, j) in pairs] for i in range(n)]
     if n > 2 and any(len(found) < 2 for found in neighbours):
         return None  # a host cabled to fewer than two others is on no ring
-    path, seen, steps = [0], {0}, [RING_SEARCH_STEPS]
-
-    def search() -> bool:
-        steps[0] -= 1
-        if steps[0] < 0:
-            return False
-        node = path[-1]
-        for j in neighbours[node]:
-            if j == 0 and len(path) == n:
-                return True
-            if j not in seen:
-                path.append(j)
-                seen.add(j)
-                if search():
-                    return True
-                seen.remove(path.pop())
-        return False
-
-    return path if search() else None
+    return path_through(0, list(range(n)), lambda i, j: (i, j) in pairs, lambda last: (last, 0) in pairs,
+                        steps=RING_SEARCH_STEPS)
 
 
 def _cheapest_ring(n: int, pairs: Pairs) -> list[int]:
