@@ -391,20 +391,18 @@ def _cables(macs, observed, declared, controller, checks):
                              {h: observed[h]["mlx_fleet_macos"] for h in macs},
                              models={h: declared[h]["model"] for h in macs if declared[h].get("model")},
                              cables=plan, backend=first["backend"], ip_pool=first["ip_pool"], previous=model)
-    flagged = {}
-    for finding in built.findings:
-        flagged.setdefault(finding.cable, []).append(finding)
     source = "mlx_fleet_cables" if first.get("cables") is not None else "as at the last converge"
-    speeds = {str(link): link.speed_gbps for link in built.links}
-    planned = {str(Cable(*c.key)): c for c in plan}
-    hosts_of = {f.cable: {host for host, dummy in f.ports} for fs in flagged.values() for f in fs}
-    for cable in sorted(planned.keys() | flagged.keys()):
-        hosts = sorted({p.host for p in planned[cable].key} if cable in planned else hosts_of[cable], key=macs.index)
-        found = "; ".join(_cable_found(f) for f in flagged.get(cable, [])) or f"cabled, {speeds.get(cable, 0):g} Gb/s"
-        checks.append(Check("cables", f"cable {cable}", hosts,
-                            f"cabled ({source})" if cable in planned else f"not cabled ({source})", found,
-                            not any(f.fault for f in flagged.get(cable, [])),
-                            "; ".join(f.fix or f.found for f in flagged.get(cable, []))))
+    planned = {Cable(*c.key) for c in plan}  # lower end first, as the findings name them
+    found = {link.cable: link for link in built.links}
+    # Every planned cable, and every cable found that a finding is about (a plan finding names its cable).
+    about = {cable: [f for f in built.findings if f.cable == str(cable)] for cable in planned | found.keys()}
+    for cable in sorted((c for c, flagged in about.items() if c in planned or flagged), key=str):
+        flagged = about[cable]
+        seen = "; ".join(_cable_found(f) for f in flagged) or \
+            f"cabled, {found[cable].speed_gbps if cable in found else 0:g} Gb/s"
+        checks.append(Check("cables", f"cable {cable}", sorted({p.host for p in cable.key}, key=macs.index),
+                            f"cabled ({source})" if cable in planned else f"not cabled ({source})", seen,
+                            not any(f.fault for f in flagged), "; ".join(f.fix or f.found for f in flagged)))
 
 
 def _cable_found(finding) -> str:
