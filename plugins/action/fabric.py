@@ -103,7 +103,7 @@ class ActionModule(ClusterAction):
             backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
             bridges_off=[],  # the publishing step says which bridges the network step turned off
             bridge_cautions=[{"host": f.hosts[0], "message": f.message} for f in held],
-            cables=fab.cables_result(built.links),
+            cables=fab.cable_speeds(built.links), cable_ends=fab.cable_ends(built.links),
             findings=[dataclasses.asdict(f) for f in built.findings],
             changes=built.changes,
             addresses=fab.addresses_result(built.addresses),
@@ -134,7 +134,7 @@ class ActionModule(ClusterAction):
         notes = []
         if write:
             inventory = fixes.inventory_named(task_vars)
-            stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cables"], network,
+            stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cable_ends"], network,
                            thunderbolt, inventory, cli=fixes.uses_cli(task_vars)) if args["write"] else None
             if stop:
                 raise AnsibleActionFail(stop, result=result)

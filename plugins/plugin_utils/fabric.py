@@ -146,10 +146,14 @@ def planned_network(facts: dict, *, ip_pool: str = DEFAULT_IP_POOL,
     return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), cluster_model.coerce(previous))[1]
 
 
-def cables_result(links: list[Link]) -> list[dict]:
-    """The cables found as a result carries them: each cable's ends as data (what the write guard compares),
-    its text and speed for a person reading the result."""
-    return [{"cable": str(link), "ports": link.cable.ports, "speed_gbps": link.speed_gbps} for link in links]
+def cable_speeds(links: list[Link]) -> dict[str, float]:
+    """The cables found as the fabric's result shows them to a person: each cable's text to its speed."""
+    return {str(link): link.speed_gbps for link in links}
+
+
+def cable_ends(links: list[Link]) -> list[list]:
+    """The cables found as data, as the fabric's result carries them to the write guard: each cable's ends."""
+    return [link.cable.ports for link in links]
 
 
 def addresses_result(addresses: dict[Cable, str]) -> dict[str, str]:

@@ -21,19 +21,19 @@ def _join(items) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def _cables(found: list[dict]) -> set[Cable]:
-    return {Cable.from_ports(cable["ports"]) for cable in found}
+def _cables(ends: list[list]) -> set[Cable]:
+    return {Cable.from_ports(pair) for pair in ends}
 
 
-def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cables: list[dict],
+def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cables: list[list],
             network: dict, facts: dict, inventory: str, cli: bool = False) -> str | None:
     """Why the hostfiles must not be written now (one line), or None.
 
     hosts: the cluster in inventory order; active: the hosts still in the play (Ansible's
     ansible_play_hosts: failed and unreachable ones are gone), None when unknown; plan: the fabric
-    result the network step was given (its ``cables`` and ``network``), None when the network was
-    not configured in this run; cables / network: the fabric as read now (cables as fabric.cables_result gives
-    them); facts: {host:
+    result the network step was given (its ``cable_ends`` and ``network``), None when the network was
+    not configured in this run; cables / network: the fabric as read now (the cables' ends, its
+    ``cable_ends``); facts: {host:
     mlx_fleet_thunderbolt} as last read (after the network step when it ran), whose ports must hold every
     address the hostfiles name; inventory: for the command that fixes it (mlx-fleet's, with cli).
     """
@@ -43,7 +43,7 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
             return (f"hostfiles not rewritten: {_join(dropped)} failed or did not answer earlier in this run; "
                     f"{KEPT}: fix {'it' if len(dropped) == 1 else 'them'} and run again")
     if plan is not None:
-        before, now = _cables(plan.get("cables") or []), _cables(cables)
+        before, now = _cables(plan.get("cable_ends") or []), _cables(cables)
         changes = ([f"{c} is gone" for c in sorted(before - now, key=str)]
                    + [f"{c} is new" for c in sorted(now - before, key=str)])
         if not changes and (plan.get("network") or {}) != network:
