@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, cable_ends, cable_speeds
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import node_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
 from mlx_fleet.sim.layout import generated_cables
@@ -198,7 +198,8 @@ HOSTS = ["mini-1", "mini-2", "mini-3"]  # of Cluster.of("mini-m4-pro", 3)
 
 def plan(cluster: Cluster) -> dict:
     """The plan stage's result as the write stage gets it (cables and network)."""
-    return {"cables": {str(link): link.speed_gbps for link in cluster.fabric().links}, "network": planned(cluster)}
+    links = cluster.fabric().links
+    return {"cables": cable_speeds(links), "cable_ends": cable_ends(links), "network": planned(cluster)}
 
 
 # --- a converged 4-Mac ring as the audit reads it ----------------------------------------------------------

@@ -103,10 +103,10 @@ class ActionModule(ClusterAction):
             backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
             bridges_off=[],  # the publishing step says which bridges the network step turned off
             bridge_cautions=[{"host": f.hosts[0], "message": f.message} for f in held],
-            cables={str(link): link.speed_gbps for link in built.links},
+            cables=fab.cable_speeds(built.links), cable_ends=fab.cable_ends(built.links),
             findings=[dataclasses.asdict(f) for f in built.findings],
             changes=built.changes,
-            addresses=built.addresses,
+            addresses=fab.addresses_result(built.addresses),
             ip_pool=built.ip_pool, ip_pool_note=pool_note,
             # Exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports.
             network=network,
@@ -134,7 +134,7 @@ class ActionModule(ClusterAction):
         notes = []
         if write:
             inventory = fixes.inventory_named(task_vars)
-            stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cables"], network,
+            stop = refusal(names, task_vars.get("ansible_play_hosts"), None, result["cable_ends"], network,
                            thunderbolt, inventory, cli=fixes.uses_cli(task_vars)) if args["write"] else None
             if stop:
                 raise AnsibleActionFail(stop, result=result)

@@ -77,6 +77,11 @@ cables:
   description: Cables found, C(host:port -- host:port) to speed in Gb/s.
   returned: always
   type: dict
+cable_ends:
+  description: Cables found, each as its two ends C([[host, Thunderbolt port], [host, Thunderbolt port]]).
+  returned: always
+  type: list
+  elements: list
 addresses:
   description: Each cable's /30.
   returned: always

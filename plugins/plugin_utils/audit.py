@@ -19,8 +19,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks, fixes, judges, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import MIXED_BUILDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port, hardware_port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, check_declaration
@@ -299,7 +299,7 @@ def _wired_limit(host, wired, want, checks):
 def port_address_check(host: str, receptacle: int, device: str, found: list[str], want: str | None) -> Check:
     """A Thunderbolt port's addresses against the fabric's, as the audit's row (judges.port_address)."""
     drift = judges.port_address(host, receptacle, device, found, want)
-    return Check("Thunderbolt addresses", f"Thunderbolt {receptacle} address", [host],
+    return Check("Thunderbolt addresses", f"{hardware_port(receptacle)} address", [host],
                  f"{want} ({device}, address ledger)" if want else f"none ({device})",
                  ", ".join(found) or "none", drift is None, FIX_FABRIC)
 
@@ -323,7 +323,7 @@ def _fabric(macs, observed, declared, controller, checks):
                 continue
             checks.append(port_address_check(host, port["receptacle"], port["device"],
                                              node["addresses"].get(port["device"], []),
-                                             expected_addresses.get((host, port["receptacle"]))))
+                                             expected_addresses.get(Port(host, port["receptacle"]))))
         bridge = bridge_check(host, tb["bridge"], declared[host]["bridge"])
         if bridge is not None:
             checks.append(bridge)
@@ -384,20 +384,18 @@ def _cables(macs, observed, declared, controller, checks):
                              {h: observed[h]["mlx_fleet_macos"] for h in macs},
                              models={h: declared[h]["model"] for h in macs if declared[h].get("model")},
                              cables=plan, backend=first["backend"], ip_pool=first["ip_pool"], previous=model)
-    flagged = {}
-    for finding in built.findings:
-        flagged.setdefault(finding.cable, []).append(finding)
     source = "mlx_fleet_cables" if first.get("cables") is not None else "as at the last converge"
-    speeds = {str(link): link.speed_gbps for link in built.links}
-    planned = {str(Cable(*c.key)): c for c in plan}
-    hosts_of = {f.cable: {host for host, dummy in f.ports} for fs in flagged.values() for f in fs}
-    for cable in sorted(planned.keys() | flagged.keys()):
-        hosts = sorted({p.host for p in planned[cable].key} if cable in planned else hosts_of[cable], key=macs.index)
-        found = "; ".join(_cable_found(f) for f in flagged.get(cable, [])) or f"cabled, {speeds.get(cable, 0):g} Gb/s"
-        checks.append(Check("cables", f"cable {cable}", hosts,
-                            f"cabled ({source})" if cable in planned else f"not cabled ({source})", found,
-                            not any(f.fault for f in flagged.get(cable, [])),
-                            "; ".join(f.fix or f.found for f in flagged.get(cable, []))))
+    planned = {Cable(*c.key) for c in plan}  # lower end first, as the findings name them
+    found = {link.cable: link for link in built.links}
+    # Every planned cable, and every cable found that a finding is about (a plan finding names its cable).
+    about = {cable: [f for f in built.findings if f.cable == str(cable)] for cable in planned | found.keys()}
+    for cable in sorted((c for c, flagged in about.items() if c in planned or flagged), key=str):
+        flagged = about[cable]
+        seen = "; ".join(_cable_found(f) for f in flagged) or \
+            f"cabled, {found[cable].speed_gbps if cable in found else 0:g} Gb/s"
+        checks.append(Check("cables", f"cable {cable}", sorted({p.host for p in cable.key}, key=macs.index),
+                            f"cabled ({source})" if cable in planned else f"not cabled ({source})", seen,
+                            not any(f.fault for f in flagged), "; ".join(f.fix or f.found for f in flagged)))
 
 
 def _cable_found(finding) -> str:
@@ -429,7 +427,7 @@ def _field(macs, observed, controller, checks):
         for port in tb["ports"] if tb.get("rdma_enabled") else []:
             # Only the ports the fabric gave an address: a cable to a Mac outside the cluster carries no job.
             if (port.get("rdma_gids") is not None and port.get("connected") and port.get("rdma_device")
-                    and (host, port["receptacle"]) in in_fabric):
+                    and Port(host, port["receptacle"]) in in_fabric):
                 gid = field_checks.rdma_gid(port, port.get("addresses") or [])
                 checks.append(Check("RDMA", f"{port['rdma_device']} IPv4-mapped GID", [host],
                                     "::ffff:<the port's IPv4> in ibv_devinfo -v", gid or "present", not gid,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.graph import path_through
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port, port_name
 
 RING_BACKENDS = {"jaccl": "jaccl-ring", "jaccl-ring": "jaccl-ring", "ring": "ring"}
 
@@ -54,8 +55,8 @@ class Advice:
 
     def steps(self) -> list[str]:
         """What a person does, in order: "connect studio-4 Thunderbolt 2 to studio-1 Thunderbolt 5"."""
-        out = [f"unplug the cable between {_tb(c.a)} and {_tb(c.b)}" for c in self.unplug]
-        out += [f"connect {_tb(c.a)} to {_tb(c.b)}" for c in self.cables]
+        out = [f"unplug the cable between {port_name(c.a)} and {port_name(c.b)}" for c in self.unplug]
+        out += [f"connect {port_name(c.a)} to {port_name(c.b)}" for c in self.cables]
         return out
 
     def plan_entries(self) -> list[str]:
@@ -81,10 +82,6 @@ class Advice:
         """The headline and the steps, in one line."""
         steps = self.steps() if self.possible else []
         return self.headline() + (": " + "; ".join(steps) if steps else "")
-
-
-def _tb(port: Port) -> str:
-    return f"{port.host} Thunderbolt {port.number}"
 
 
 def _pairs(cables: list[Cable]) -> set[frozenset[str]]:
@@ -166,31 +163,11 @@ def _free_text(free: list[int]) -> str:
     return "no free port" if not free else f"only {len(free)} free port{'s' if len(free) != 1 else ''}"
 
 
-def _hamiltonian_path(start: str, end: str, nodes: list[str], pairs: set[frozenset[str]]) -> list[str] | None:
-    """A path from start to end through every node once over the pairs, or None (small clusters)."""
-    if start == end:
-        return [start] if len(nodes) == 1 else None
-    path, seen = [start], {start}
-
-    def search() -> bool:
-        here = path[-1]
-        if len(path) == len(nodes) - 1:
-            if frozenset((here, end)) in pairs:
-                path.append(end)
-                return True
-            return False
-        for node in nodes:
-            if node not in seen and node != end and frozenset((here, node)) in pairs:
-                path.append(node)
-                seen.add(node)
-                if search():
-                    return True
-                seen.discard(path.pop())
-        return False
-
-    if len(nodes) == 2:
-        return [start, end] if frozenset((start, end)) in pairs else None
-    return path if search() else None
+def _path_between(start: str, end: str, nodes: list[str], pairs: set[frozenset[str]]) -> list[str] | None:
+    """A path from start to end (two Macs) through every node once over the pairs, or None (small clusters)."""
+    path = path_through(start, [node for node in nodes if node != end], lambda a, b: frozenset((a, b)) in pairs,
+                        lambda last: frozenset((last, end)) in pairs)
+    return path + [end] if path else None
 
 
 def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -> Advice:
@@ -213,10 +190,10 @@ def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -
     best = None
     for a, b, unplug in candidates:
         rest = pairs - {frozenset((a, b))} if unplug else pairs
-        path = _hamiltonian_path(a, b, others, rest) if a != b else [a]
+        path = _path_between(a, b, others, rest) if a != b else [a]
         if path is None:
             continue
-        freed = {h: frozenset(e.number for e in (unplug.a, unplug.b) if e.host == h) if unplug else frozenset()
+        freed = {h: frozenset(e.receptacle for e in (unplug.a, unplug.b) if e.host == h) if unplug else frozenset()
                  for h in (a, b, new)}
         wanted = [x for x in dict.fromkeys((a, b)) if frozenset((new, x)) not in pairs]
         free = {h: by_name[h].free(rdma, freed[h]) for h in (a, b, new)}

@@ -16,44 +16,11 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port
 
 
 class CablePlanError(ValueError):
     """A cable plan that cannot be right; the message is one line for the user."""
-
-
-@dataclass(frozen=True, order=True)
-class Port:
-    host: str
-    number: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.number}"
-
-
-@dataclass(frozen=True)
-class Cable:
-    a: Port
-    b: Port
-
-    def __str__(self) -> str:
-        return f"{self.a} -- {self.b}"
-
-    @property
-    def key(self) -> tuple[Port, Port]:
-        """Orientation-free identity: the same cable whichever end is written first."""
-        return (self.a, self.b) if self.a <= self.b else (self.b, self.a)
-
-    @property
-    def ports(self) -> list[list]:
-        """Its ends as data, a then b: [[host, Thunderbolt port], [host, Thunderbolt port]] (facts, JSON)."""
-        return [[self.a.host, self.a.number], [self.b.host, self.b.number]]
-
-    @classmethod
-    def from_ports(cls, ports) -> Cable:
-        """A cable from its ends as data (Cable.ports, as facts and JSON keep it): never from its text."""
-        (a_host, a_number), (b_host, b_number) = ports
-        return cls(Port(str(a_host), int(a_number)), Port(str(b_host), int(b_number)))
 
 
 # Any host name is read as written (checked against the inventory's hosts afterwards), so a
@@ -65,10 +32,10 @@ def parse_port(text: str) -> Port:
     match = _PORT_RE.match(str(text))
     if not match:
         raise CablePlanError(f"cable end {text!r} is not host:port (port = Thunderbolt receptacle number)")
-    number = int(match.group(2))
-    if number < 1:
+    receptacle = int(match.group(2))
+    if receptacle < 1:
         raise CablePlanError(f"cable end {text!r}: Thunderbolt ports are numbered from 1")
-    return Port(match.group(1), number)
+    return Port(match.group(1), receptacle)
 
 
 def parse_cable(text: str) -> Cable:
@@ -97,9 +64,9 @@ def parse_cables(entries, port_counts: dict[str, int] | None = None) -> list[Cab
             if port_counts is not None:
                 if end.host not in port_counts:
                     raise CablePlanError(f"cable {cable}: unknown host {end.host!r}")
-                if end.number > port_counts[end.host]:
+                if end.receptacle > port_counts[end.host]:
                     raise CablePlanError(
-                        f"cable {cable}: {end.host} has Thunderbolt ports 1-{port_counts[end.host]}, not {end.number}"
+                        f"cable {cable}: {end.host} has Thunderbolt ports 1-{port_counts[end.host]}, not {end.receptacle}"
                     )
             if end in used:
                 raise CablePlanError(f"cable {cable}: port {end} is already used by cable {used[end]}")

@@ -15,14 +15,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import PREFIX, Cable, End, Link, Port
 
 VERSION = 1
 MODEL_FILE = "cluster.json"
 LEGACY_FILE = "fabric-addresses.json"  # the address ledger of earlier versions: read, never written
-PREFIX = 30  # one /30 per cable: network, the two ends, broadcast
 
 
 @dataclass(frozen=True)
@@ -42,47 +42,10 @@ class HostModel:
     ports: tuple[PortModel, ...] = ()
 
 
-@dataclass(frozen=True)
-class LinkEnd:
-    host: str
-    port: int  # Thunderbolt receptacle number
-    device: str | None
-    address: str  # this end's IPv4 address in the cable's /30
-
-    @property
-    def interface(self) -> str:
-        return f"{self.address}/{PREFIX}"
-
-    @property
-    def hardware_port(self) -> str:
-        """The port as networksetup and the reports name it."""
-        return f"Thunderbolt {self.port}"
-
-
-@dataclass(frozen=True)
-class LinkModel:
-    """A cable between two Macs with its /30; ``a`` is the lower end (cableplan.Port order) and holds .1."""
-
-    a: LinkEnd
-    b: LinkEnd
-    network: str
-    speed_gbps: float | None = None
-
-    @property
-    def cable(self) -> Cable:
-        return Cable(Port(self.a.host, self.a.port), Port(self.b.host, self.b.port))
-
-    def end(self, host: str) -> LinkEnd:
-        return self.a if self.a.host == host else self.b
-
-    def ends(self) -> tuple[LinkEnd, LinkEnd]:
-        return self.a, self.b
-
-
 @dataclass
 class ClusterModel:
     pool: str | None
-    links: list[LinkModel] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
     hosts: list[HostModel] = field(default_factory=list)
     backend: str | None = None
     reason: str = ""
@@ -93,16 +56,23 @@ class ClusterModel:
         """cable -> its /30."""
         return {link.cable: link.network for link in self.links}
 
-    def port_addresses(self) -> dict[tuple[str, int], str]:
-        """(host, Thunderbolt port) -> its address/prefix."""
-        return {(end.host, end.port): end.interface for link in self.links for end in (link.a, link.b)}
+    def port_addresses(self) -> dict[Port, str]:
+        """port -> its address/prefix."""
+        return {end.port: end.interface for link in self.links for end in link.ends()}
 
     def to_dict(self) -> dict:
         """As JSON keeps it (tuples as lists), so it reads back equal."""
         data = asdict(self)
-        for link, out in zip(self.links, data["links"]):
-            out["cable"] = str(link.cable)  # for a person reading the file; readers use the ends
+        data["links"] = [_link_dict(link) for link in self.links]
         return json.loads(json.dumps(data))
+
+
+def _link_dict(link: Link) -> dict:
+    """A link as cluster.json keeps it: each end's host, port, device and address, the /30, the speed."""
+    ends = {name: {"host": end.host, "port": end.receptacle, "device": end.device, "address": end.address}
+            for name, end in (("a", link.a), ("b", link.b))}
+    return {**ends, "network": link.network, "speed_gbps": link.speed_gbps,
+            "cable": str(link.cable)}  # for a person reading the file; readers use the ends
 
 
 def ends(network: str) -> tuple[str, str]:
@@ -112,23 +82,21 @@ def ends(network: str) -> tuple[str, str]:
 
 
 def link(cable: Cable, network: str, *, devices: tuple[str | None, str | None] = (None, None),
-         speed_gbps: float | None = None) -> LinkModel:
+         speed_gbps: float | None = None) -> Link:
     """A cable with its /30: the lower end takes .1, the other .2 (devices in the cable's a, b order)."""
     low, high = cable.key
     device = dict(zip((cable.a, cable.b), devices))
     first, second = ends(network)
-    return LinkModel(LinkEnd(low.host, low.number, device[low], first),
-                     LinkEnd(high.host, high.number, device[high], second), str(ipaddress.ip_network(network)),
-                     speed_gbps)
+    return Link(End(low, device[low], first), End(high, device[high], second), speed_gbps,
+                str(ipaddress.ip_network(network)))
 
 
-def _link_from(data: dict) -> LinkModel:
-    a, b = (LinkEnd(str(e["host"]), int(e["port"]), e.get("device"), str(e["address"])) for e in (data["a"], data["b"]))
+def _link_from(data: dict) -> Link:
+    a, b = (End(Port(str(e["host"]), int(e["port"])), e.get("device"), str(e["address"])) for e in (data["a"], data["b"]))
     network = ipaddress.IPv4Network(data["network"])
     if network.prefixlen != PREFIX or [a.address, b.address] != list(ends(str(network))):
-        raise ValueError(f"link {a.host}:{a.port} -- {b.host}:{b.port}: its ends are not the two addresses of "
-                         f"{network}")
-    return LinkModel(a, b, str(network), data.get("speed_gbps"))
+        raise ValueError(f"link {Cable(a.port, b.port)}: its ends are not the two addresses of {network}")
+    return Link(a, b, data.get("speed_gbps"), str(network))
 
 
 def _finding_from(data: dict) -> Finding:
@@ -166,11 +134,12 @@ def _from_ledger(data: dict) -> ClusterModel:
     return ClusterModel(pool if isinstance(pool, str) else None, sorted(links, key=lambda item: item.cable.key))
 
 
-def coerce(previous: ClusterModel | dict[str, str] | None) -> ClusterModel | None:
-    """A model as given, or the one an old ledger's cables map (cable text -> /30) gives."""
+def coerce(previous: ClusterModel | dict[Cable, str] | None) -> ClusterModel | None:
+    """A model as given, or the one a cables map (cable -> its /30, as a fabric's addresses) gives."""
     if previous is None or isinstance(previous, ClusterModel):
         return previous
-    return _from_ledger({"cables": previous})
+    return ClusterModel(None, sorted((link(cable, network) for cable, network in previous.items()),
+                                     key=lambda item: item.cable.key))
 
 
 def read_model(directory: str | Path) -> ClusterModel | None:
@@ -188,7 +157,7 @@ def read_model(directory: str | Path) -> ClusterModel | None:
     return None
 
 
-def last_links(directory: str | Path) -> list[LinkModel]:
+def last_links(directory: str | Path) -> list[Link]:
     """The cables of the last converge with both ends' addresses (the last good state); [] without one.
     A stable name for readers outside the fabric (watch, verify)."""
     model = read_model(directory)

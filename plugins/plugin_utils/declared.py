@@ -94,7 +94,7 @@ def _wired_limit(get, host_vars: Mapping) -> int:
 
 
 def _cables(entries) -> dict:
-    """mlx_fleet_cables read once, here: ``cables``, each cable as its ends (cableplan.Cable.ports; None when
+    """mlx_fleet_cables read once, here: ``cables``, each cable as its ends (ports.Cable.ports; None when
     the inventory has no plan), and ``cable_problems``, a line for each entry that is not a cable."""
     if entries is None:
         return {"cables": None, "cable_problems": []}

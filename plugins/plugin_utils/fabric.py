@@ -38,7 +38,7 @@ class Fabric:
     errors: list[str]
     cautions: list[Finding]  # what is wrong yet leaves a hostfile possible
     ip_pool: str
-    addresses: dict[str, str]  # cable "a:1 -- b:2" -> its /30 (the result's map; the model keeps the links)
+    addresses: dict[Cable, str]  # cable -> its /30 (the model keeps the links with both ends' addresses)
     network: dict[str, list[PortConfig]]  # per host, by port number
     hostfile: Hostfile | None  # None when there are errors
     ring_hostfile: Hostfile | None  # None when there are errors or no ring
@@ -113,8 +113,8 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         if choice.ring:
             ring_hostfile = hostfile.render("ring", hosts, choice.pairs, choice.ring, addresses, {}, envs or [])
     model = ClusterModel(
-        pool, [cluster_model.link(link.cable, addresses[str(link)], devices=(link.a.device, link.b.device),
-                                  speed_gbps=link.speed_gbps) for link in links if str(link) in addresses],
+        pool, [cluster_model.link(link.cable, addresses[link.cable], devices=(link.a.device, link.b.device),
+                                  speed_gbps=link.speed_gbps) for link in links if link.cable in addresses],
         [_host(host, facts[host], models.get(host)) for host in hosts], choice.backend, choice.reason, everything)
     return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
                   network, hostfile_data, ring_hostfile,
@@ -128,10 +128,10 @@ def _host(name: str, thunderbolt: dict, model: str | None) -> HostModel:
 
 
 def _addressed(hosts: list[str], links: list[Link], pool: str,
-               previous: ClusterModel | None) -> tuple[dict[str, str], dict[str, list[PortConfig]]]:
+               previous: ClusterModel | None) -> tuple[dict[Cable, str], dict[str, list[PortConfig]]]:
     """Each cable's /30 (kept from `previous` where it can be) and each host's port configs."""
-    kept = {str(cable): network for cable, network in previous.addresses().items()} if previous else {}
-    addresses = fabric_addresses.assign_addresses([str(link) for link in links], pool, kept)
+    addresses = fabric_addresses.assign_addresses([link.cable for link in links], pool,
+                                                  previous.addresses() if previous else {})
     return addresses, fabric_addresses.port_configs(hosts, links, addresses)
 
 
@@ -143,6 +143,22 @@ def planned_network(facts: dict, *, ip_pool: str = DEFAULT_IP_POOL,
     hosts = list(facts)
     links, dummy = discover(hosts, facts)
     return _addressed(hosts, links, str(ipaddress.IPv4Network(ip_pool)), cluster_model.coerce(previous))[1]
+
+
+def cable_speeds(links: list[Link]) -> dict[str, float]:
+    """The cables found as the fabric's result shows them to a person: each cable's text to its speed."""
+    return {str(link): link.speed_gbps for link in links}
+
+
+def cable_ends(links: list[Link]) -> list[list]:
+    """The cables found as data, as the fabric's result carries them to the write guard: each cable's ends."""
+    return [link.cable.ports for link in links]
+
+
+def addresses_result(addresses: dict[Cable, str]) -> dict[str, str]:
+    """Each cable's /30 as a result carries it, for a person reading it: by the cable's text (JSON's keys are
+    text; a reader takes the model's links)."""
+    return {str(cable): network for cable, network in addresses.items()}
 
 
 def bridges_turned_off(network_results: dict[str, dict | None]) -> list[str]:

@@ -6,22 +6,24 @@ import hashlib
 import ipaddress
 from dataclasses import dataclass
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import PREFIX, ClusterModel, coerce, ends
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ClusterModel, coerce, ends
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import PREFIX, Cable, Link, Port, hardware_port
 
 
 @dataclass(frozen=True)
 class PortConfig:
     """What thunderbolt_network sets on one cabled port of a Mac."""
 
-    port: int
-    hardware_port: str
+    port: Port
     device: str
     address: str
     prefix: int
-    peer_host: str
-    peer_port: int
+    peer: Port
     peer_address: str
+
+    @property
+    def hardware_port(self) -> str:
+        return hardware_port(self.port.receptacle)
 
 
 def port_arguments(network: dict[str, list[PortConfig]]) -> dict[str, list[dict]]:
@@ -58,12 +60,12 @@ def to_configure(ports: dict[str, list[dict]], facts: dict, previous: ClusterMod
     return [host for host in ports if host in missing or stale(host)]
 
 
-def preferred_slot(cable: str, slots: int) -> int:
-    """A cable's own /30 slot in the pool: sha256 of its 'host:port -- host:port' text."""
-    return int(hashlib.sha256(cable.encode()).hexdigest(), 16) % slots
+def preferred_slot(cable: Cable, slots: int) -> int:
+    """A cable's own /30 slot in the pool: sha256 of its text."""
+    return int(hashlib.sha256(_text(cable).encode()).hexdigest(), 16) % slots
 
 
-def assign_addresses(cables: list[str], pool: str, previous: dict[str, str] | None = None) -> dict[str, str]:
+def assign_addresses(cables: list[Cable], pool: str, previous: dict[Cable, str] | None = None) -> dict[Cable, str]:
     """cable -> its /30 (docs/fabric.md): previous assignments inside the pool are kept, a new
     cable takes its preferred slot or probes forward to the next free one. Cables not listed
     release their slot. Raises ValueError when the pool has too few /30 networks."""
@@ -73,8 +75,8 @@ def assign_addresses(cables: list[str], pool: str, previous: dict[str, str] | No
         raise ValueError(f"mlx_fleet_ip_pool {network} holds {slots} /{PREFIX} networks for {len(cables)} "
                          "cables; use a larger pool")
     base = int(network.network_address)
-    taken: dict[int, str] = {}
-    for cable in sorted(cables):
+    taken: dict[int, Cable] = {}
+    for cable in sorted(cables, key=_text):
         try:
             kept = ipaddress.ip_network((previous or {}).get(cable, ""))
         except ValueError:
@@ -82,23 +84,28 @@ def assign_addresses(cables: list[str], pool: str, previous: dict[str, str] | No
         slot = (int(kept.network_address) - base) // 4
         if kept.version == 4 and kept.prefixlen == PREFIX and kept.subnet_of(network) and slot not in taken:
             taken[slot] = cable
-    for cable in sorted(set(cables) - set(taken.values())):
+    for cable in sorted(set(cables) - set(taken.values()), key=_text):
         slot = preferred_slot(cable, slots)
         while slot in taken:
             slot = (slot + 1) % slots
         taken[slot] = cable
     return {cable: str(ipaddress.ip_network((base + 4 * slot, PREFIX))) for slot, cable in sorted(
-        taken.items(), key=lambda item: item[1])}
+        taken.items(), key=lambda item: _text(item[1]))}
 
 
-def port_configs(hosts: list[str], links: list[Link], addresses: dict[str, str]) -> dict[str, list[PortConfig]]:
+def _text(cable: Cable) -> str:
+    """A cable's text, lower end first: what its preferred slot hashes and the order slots are given in, as in
+    every earlier version (so a cable gets the /30 it always got)."""
+    return str(Cable(*cable.key))
+
+
+def port_configs(hosts: list[str], links: list[Link], addresses: dict[Cable, str]) -> dict[str, list[PortConfig]]:
     """Per host, by port number, what each of its cabled ports gets."""
     network: dict[str, list[PortConfig]] = {host: [] for host in hosts}
     for link in links:
-        addr_a, addr_b = ends(addresses[str(link)])
+        addr_a, addr_b = ends(addresses[link.cable])
         for end, addr, peer, peer_addr in ((link.a, addr_a, link.b, addr_b), (link.b, addr_b, link.a, addr_a)):
-            network[end.host].append(PortConfig(end.port, f"Thunderbolt {end.port}", end.device, addr, PREFIX,
-                                                peer.host, peer.port, peer_addr))
+            network[end.host].append(PortConfig(end.port, end.device, addr, PREFIX, peer.port, peer_addr))
     for configs in network.values():
-        configs.sort(key=lambda c: c.port)
+        configs.sort(key=lambda c: c.port.receptacle)
     return network

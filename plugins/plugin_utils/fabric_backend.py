@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
-    FULL_SPEED_GBPS, Finding, Link, cable_ports, gbps, model_of, port_name, sentence)
+    FULL_SPEED_GBPS, Finding, cable_ports, gbps, model_of, sentence)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import join
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.graph import path_through
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Link, Port, hardware_port, port_name
 
 HOSTFILE_BACKENDS = ("jaccl", "jaccl-ring", "ring")  # what a hostfile can name
 BACKENDS = HOSTFILE_BACKENDS + ("auto",)  # what mlx_fleet_backend can be
@@ -53,25 +54,8 @@ def _find_ring(n: int, pairs: Pairs) -> list[int] | None:
     neighbours = [[j for j in range(n) if (i, j) in pairs] for i in range(n)]
     if n > 2 and any(len(found) < 2 for found in neighbours):
         return None  # a host cabled to fewer than two others is on no ring
-    path, seen, steps = [0], {0}, [RING_SEARCH_STEPS]
-
-    def search() -> bool:
-        steps[0] -= 1
-        if steps[0] < 0:
-            return False
-        node = path[-1]
-        for j in neighbours[node]:
-            if j == 0 and len(path) == n:
-                return True
-            if j not in seen:
-                path.append(j)
-                seen.add(j)
-                if search():
-                    return True
-                seen.remove(path.pop())
-        return False
-
-    return path if search() else None
+    return path_through(0, list(range(n)), lambda i, j: (i, j) in pairs, lambda last: (last, 0) in pairs,
+                        steps=RING_SEARCH_STEPS)
 
 
 def _cheapest_ring(n: int, pairs: Pairs) -> list[int]:
@@ -112,29 +96,28 @@ class _PortPicker:
 
     def __init__(self, facts: dict, links: list[Link], plan: list[Cable], models: dict, rdma: bool):
         self.facts, self.plan, self.models, self.rdma = facts, plan, models, rdma
-        self.taken = {(e.host, e.port) for link in links for e in (link.a, link.b)}
+        self.taken = {e.port for link in links for e in link.ends()}
 
     def _free(self, host: str) -> int | None:
         model = model_of(self.models, host)
         broken = model.rdma_broken_ports if model and self.rdma else ()
         # A port with something plugged in (a drive, a dock, a Mac outside the cluster) is not free.
         free = [p for p in self.facts[host]["ports"]
-                if (host, p["receptacle"]) not in self.taken and not p["connected"]]
+                if Port(host, p["receptacle"]) not in self.taken and not p["connected"]]
         free.sort(key=lambda p: (p["receptacle"] in broken, p["receptacle"]))  # ports RDMA cannot use last
         return free[0]["receptacle"] if free else None
 
     def connect(self, a: str, b: str) -> str:
         planned = next((c for c in self.plan if {c.a.host, c.b.host} == {a, b}
-                        and (c.a.host, c.a.number) not in self.taken
-                        and (c.b.host, c.b.number) not in self.taken), None)
+                        and c.a not in self.taken and c.b not in self.taken), None)
         texts = []
         for host in (a, b):
-            number = (planned.a if planned.a.host == host else planned.b).number if planned else self._free(host)
-            if number is None:
+            receptacle = planned.end(host).receptacle if planned else self._free(host)
+            if receptacle is None:
                 texts.append(f"{host} (no free Thunderbolt port: free one first)")
             else:
-                self.taken.add((host, number))
-                texts.append(port_name(host, number))
+                self.taken.add(Port(host, receptacle))
+                texts.append(port_name(Port(host, receptacle)))
         return f"connect {texts[0]} to {texts[1]}"
 
 
@@ -143,7 +126,7 @@ class Carriers:
     """What cannot carry RDMA now (plugin_utils.rdma.carriers judges it), each with why."""
 
     hosts: dict[str, str]  # host -> why it cannot ("cannot do RDMA (a Thunderbolt 4 Mac)")
-    cables: dict[str, str]  # cable "a:1 -- b:2" -> why it cannot
+    cables: dict[Cable, str]  # cable -> why it cannot
     refusals: dict[str, str]  # host -> why an explicit jaccl/jaccl-ring cannot run on it, with the fix
 
 
@@ -153,7 +136,7 @@ def broken_ends(link: Link, models: dict) -> list[tuple]:
     found = []
     for end in (link.a, link.b):
         model = model_of(models, end.host)
-        if model and end.port in model.rdma_broken_ports:
+        if model and end.receptacle in model.rdma_broken_ports:
             found.append((end, model))
     return found
 
@@ -197,8 +180,8 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
 
     def unable(used: list[Link]) -> list[str]:
         """Why these cables cannot all carry RDMA: one text per cable that cannot."""
-        return [f"{link} cannot carry RDMA ({carriers.cables[str(link)]})" for link in used
-                if str(link) in carriers.cables]
+        return [f"{link} cannot carry RDMA ({carriers.cables[link.cable]})" for link in used
+                if link.cable in carriers.cables]
 
     def refused(message: str) -> Choice:
         return Choice(None, "no backend", None, pairs, [Finding("backend", "", message, True, found=message)])
@@ -286,11 +269,11 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
         used = _ring_links(ring, hosts, links) if backend == "jaccl-ring" and ring else links
         for link in used:
             for end, model in broken_ends(link, models):
-                what = (f"Thunderbolt {end.port} ({end.device}) is the {model.model_name} port beside Ethernet, "
+                what = (f"{hardware_port(end.receptacle)} ({end.device}) is the {model.model_name} port beside Ethernet, "
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
                 found.append(Finding("rdma-port", str(link), sentence(end.host, what, fix), False, link=str(link),
-                                     note=f"no RDMA on {port_name(end.host, end.port)}", ports=((end.host, end.port),),
+                                     note=f"no RDMA on {port_name(end.port)}", ports=((end.host, end.receptacle),),
                                      found=what, expected="a port where RDMA comes up", fix=fix))
             if link.speed_gbps < FULL_SPEED_GBPS:
                 what = f"{gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link"

@@ -9,39 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, End, Link, Port, hardware_port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import sentence
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, Model
 
 FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
-
-
-@dataclass(frozen=True)
-class End:
-    """One end of a cable: a Mac's Thunderbolt port and its network device."""
-
-    host: str
-    port: int
-    device: str
-
-
-@dataclass(frozen=True)
-class Link:
-    """A direct Mac-to-Mac cable found on the ports; ``a`` is the lower end (cableplan.Port order)."""
-
-    a: End
-    b: End
-    speed_gbps: float
-
-    @property
-    def cable(self) -> Cable:
-        return Cable(Port(self.a.host, self.a.port), Port(self.b.host, self.b.port))
-
-    def __str__(self) -> str:
-        return str(self.cable)
-
-    def end(self, host: str) -> End:
-        return self.a if self.a.host == host else self.b
 
 
 @dataclass(frozen=True)
@@ -66,17 +38,13 @@ class Finding:
     fix: str = ""
 
 
-def cable_ports(cable) -> tuple[tuple[str, int], ...]:
+def cable_ports(cable: Cable) -> tuple[tuple[str, int], ...]:
     """A cable's ends as a finding's ports."""
-    return tuple((end.host, end.number) for end in cable.key)
+    return tuple((end.host, end.receptacle) for end in cable.key)
 
 
 def gbps(speed: float) -> str:
     return f"{speed:g} Gb/s"
-
-
-def port_name(host: str, port: int) -> str:
-    return f"{host} Thunderbolt {port}"
 
 
 def model_of(models: dict, host: str) -> Model | None:
@@ -87,7 +55,7 @@ def model_of(models: dict, host: str) -> Model | None:
 def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
     """The direct cables between the hosts (sorted by cable), and warnings about what else the ports see."""
     owner = {port["domain_uuid"]: (host, port) for host in hosts for port in facts[host]["ports"]}
-    links: dict[tuple[Port, Port], Link] = {}
+    links: dict[Cable, Link] = {}
     found = []
     for host in hosts:
         for port in facts[host]["ports"]:
@@ -98,7 +66,7 @@ def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
                 if not peer["direct"]:
                     dock = next((d["name"] for d in port.get("devices", []) if d.get("depth") == 1), None)
                     reached = peer_host or f"a {peer.get('name') or 'Mac'} outside the inventory"
-                    what = (f"Thunderbolt {port['receptacle']} reaches {reached} through a dock or hub "
+                    what = (f"{hardware_port(port['receptacle'])} reaches {reached} through a dock or hub "
                             f"({dock or 'unnamed'}), not a direct cable")
                     fix = "cable them directly: only a direct cable carries RDMA and fabric addresses"
                     found.append(Finding(
@@ -106,16 +74,15 @@ def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
                         gap=tuple(sorted((host, peer_host))) if peer_host else (), note=f"via {dock or 'a dock'}",
                         ports=((host, port["receptacle"]),), found=what, expected="a direct cable", fix=fix))
                 elif peer_host is None:
-                    what = (f"Thunderbolt {port['receptacle']} is cabled to a {peer.get('name') or 'Mac'} "
+                    what = (f"{hardware_port(port['receptacle'])} is cabled to a {peer.get('name') or 'Mac'} "
                             f"({peer.get('model')}) outside the inventory")
                     found.append(Finding("outside", "", sentence(host, what, "it is not part of the fabric"), False,
                                          ports=((host, port["receptacle"]),), found=what,
                                          expected="a Mac of the inventory"))
                 else:
-                    ends = sorted([End(host, port["receptacle"], port["device"]),
-                                   End(peer_host, peer_port["receptacle"], peer_port["device"])],
-                                  key=lambda e: Port(e.host, e.port))
+                    a, b = sorted([End(Port(host, port["receptacle"]), port["device"]),
+                                   End(Port(peer_host, peer_port["receptacle"]), peer_port["device"])],
+                                  key=lambda e: e.port)
                     speed = min(port["speed_gbps"], peer_port["speed_gbps"])
-                    key = (Port(ends[0].host, ends[0].port), Port(ends[1].host, ends[1].port))
-                    links.setdefault(key, Link(ends[0], ends[1], speed))
-    return [links[key] for key in sorted(links)], found
+                    links.setdefault(Cable(a.port, b.port), Link(a, b, speed))
+    return [links[cable] for cable in sorted(links, key=lambda c: c.key)], found

@@ -10,6 +10,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
     Finding, Link, gbps, model_of)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable
 
 DOT_FILE = "fabric.dot"
 SVG_FILE = "fabric.svg"
@@ -20,7 +21,7 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[str, str], reason: str,
+def dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[Cable, str], reason: str,
         findings: list[Finding]) -> str:
     """The picture in DOT; reason is its title."""
     notes: dict[str, list[str]] = {}  # cable found -> what is wrong with it
@@ -40,10 +41,10 @@ def dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[str, 
         lines.append(f"  {_q(host)} [label={_q(label)}{_RED if host in red_hosts else ''}];")
     for link in links:
         problem = notes.get(str(link), [])
-        label = "\n".join(filter(None, [gbps(link.speed_gbps), addresses.get(str(link))] + problem))
+        label = "\n".join(filter(None, [gbps(link.speed_gbps), addresses.get(link.cable)] + problem))
         lines.append(f"  {_q(link.a.host)} -- {_q(link.b.host)} [label={_q(label)}, "
-                     f"taillabel={_q(f'TB{link.a.port} {link.a.device}')}, "
-                     f"headlabel={_q(f'TB{link.b.port} {link.b.device}')}{_RED if problem else ''}];")
+                     f"taillabel={_q(f'TB{link.a.receptacle} {link.a.device}')}, "
+                     f"headlabel={_q(f'TB{link.b.receptacle} {link.b.device}')}{_RED if problem else ''}];")
     for (a, b, label), style in gaps.items():
         lines.append(f"  {_q(a)} -- {_q(b)} [label={_q(label)}, style={style}{_RED}];")
     lines.append("}")

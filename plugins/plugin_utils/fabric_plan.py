@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import (
-    FULL_SPEED_GBPS, Finding, Link, cable_ports, gbps, model_of, port_name, sentence)
+    FULL_SPEED_GBPS, Finding, cable_ports, gbps, model_of, sentence)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Link, Port, hardware_port, port_name
 
 
 def read_plan(cables: list, hosts: list[str], facts: dict, models: dict) -> list[Cable]:
@@ -20,18 +21,17 @@ def _moved_ends(plan: Cable, found: Cable) -> list[tuple[str, int, int]]:
     """(host, port it is in, port it belongs in) for each end of a cable found on other ports."""
     moves = []
     for host in sorted({plan.a.host, plan.b.host}):
-        want = plan.a if plan.a.host == host else plan.b
-        have = found.a if found.a.host == host else found.b
+        want, have = plan.end(host), found.end(host)
         if want != have:
-            moves.append((host, have.number, want.number))
+            moves.append((host, have.receptacle, want.receptacle))
     return moves
 
 
 def _move(plan: Cable, found: Cable) -> str:
     first, *other = _moved_ends(plan, found)
-    text = f"move the cable in {port_name(first[0], first[1])} to Thunderbolt {first[2]}"
+    text = f"move the cable in {port_name(Port(first[0], first[1]))} to {hardware_port(first[2])}"
     for host, have, want in other:
-        text += f", and its other end in {port_name(host, have)} to Thunderbolt {want}"
+        text += f", and its other end in {port_name(Port(host, have))} to {hardware_port(want)}"
     return text
 
 
@@ -79,7 +79,7 @@ def changes_since(reference: list[Cable], links: list[Link]) -> list[str]:
     """What changed since the cables of the last converge, one line each (no plan: nothing to fix)."""
     found = rewiring(reference, [link.cable for link in links])
     lines = [f"cable {was} moved to {now}" for was, now in found.moves]
-    lines += [f"cables in {port_name(host, first)} and {second} swapped: "
+    lines += [f"cables in {port_name(Port(host, first))} and {second} swapped: "
               + ", ".join(f"{was} is now {now}" for was, now in pair) for host, first, second, pair in found.swaps]
     lines += [f"cable {cable} unplugged" for cable in found.missing]
     lines += [f"new cable {cable}" for cable in found.extra]
@@ -93,7 +93,7 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
     for host, first, second, pair in found.swaps:
         # One fix for both cables; a finding per cable for the picture and the audit.
         what = f"{pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}"
-        fix = f"swap the cables in {port_name(host, first)} and {second}"
+        fix = f"swap the cables in {port_name(Port(host, first))} and {second}"
         findings += [Finding("wrong port", str(was), sentence("wrong ports", what, fix), True, link=str(now),
                              note="swapped", ports=cable_ports(was) + cable_ports(now), found=what,
                              expected=str(was), fix=fix) for was, now in pair]
@@ -103,7 +103,7 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
                                 note="wrong port", ports=cable_ports(cable) + cable_ports(wrong), found=what,
                                 expected=str(cable), fix=fix))
     for cable in found.missing:
-        fix = f"connect {port_name(cable.a.host, cable.a.number)} to {port_name(cable.b.host, cable.b.number)}"
+        fix = f"connect {port_name(cable.a)} to {port_name(cable.b)}"
         findings.append(Finding("missing", str(cable), sentence(f"missing cable {cable}", fix), True,
                                 gap=(cable.a.host, cable.b.host), note=f"missing {cable}", ports=cable_ports(cable),
                                 found="missing", expected=str(cable), fix=fix))

@@ -17,6 +17,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import HOSTFILE_BACKENDS, Pairs
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD, json_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def _rdma_entry(devices: list[str], count: int) -> str | list[str]:
     return names[0] if count == 1 else names
 
 
-def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None, addresses: dict[str, str],
+def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None, addresses: dict[Cable, str],
            management_ips: dict, envs: list[str]) -> Hostfile:
     """The hostfile for backend. management_ips: host -> the address jaccl hostfiles list (as
     mlx.distributed_config does); a ring hostfile lists each host's cable addresses instead."""
@@ -116,7 +117,7 @@ def render(backend: str, hosts: list[str], pairs: Pairs, ring: list[int] | None,
                         for other in ring]
                 entries.append(Host(k, host, management(host), rdma))
             else:
-                ips = [ends(addresses[str(link)])[0 if link.a.host == host else 1]
+                ips = [ends(addresses[link.cable])[0 if link.a.host == host else 1]
                        for link in pairs[node, left][:count]]
                 entries.append(Host(k, host, ips, []))
     return Hostfile(entries, backend, list(envs))

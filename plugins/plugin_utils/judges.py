@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import field_checks
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import cable_ports
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_plan import rewiring
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import ACTIVE
 
 # What converges each kind of fact (fixes.fill).
@@ -172,15 +174,11 @@ def fast_synch(hosts: list[str], envs: list[str]) -> Finding | None:
 # --- a cable -------------------------------------------------------------------------------------------------
 
 
-def cable_ports(cable) -> tuple[tuple[str, int], ...]:
-    return tuple((end.host, end.number) for end in cable.key)
-
-
 def cable_out(cable, seen: str) -> Finding:
     """A cable of the last converge that links no more (seen: what its ports see, in words)."""
     a, b = cable.a, cable.b
     return Finding("cable", (a.host, b.host), seen, "a link",
-                   f"plug the cable between {a.host} Thunderbolt {a.number} and {b.host} Thunderbolt {b.number} back "
+                   f"plug the cable between {port_name(a)} and {port_name(b)} back "
                    f"in firmly at both ends, or replace it; if it was moved on purpose: {FIX_CONVERGE}",
                    cable_ports(cable), str(cable))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import hardware_port
+
 
 @dataclass(frozen=True)
 class Model:
@@ -58,7 +60,7 @@ class Model:
 
 
 def _tb_ports(first_device: int, count: int) -> tuple[tuple[str, str], ...]:
-    return tuple((f"Thunderbolt {n}", f"en{first_device + n - 1}") for n in range(1, count + 1))
+    return tuple((hardware_port(n), f"en{first_device + n - 1}") for n in range(1, count + 1))
 
 
 def _cores(performance: int, efficiency: int, words: tuple[str, str] = ("performance", "efficiency")) -> str:

@@ -96,7 +96,7 @@ def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, mo
     taken = {n: {p["receptacle"] for p in thunderbolt[n]["ports"] if p.get("connected")} for n in names}
     for cable in planned:
         for end in (cable.a, cable.b):
-            taken.setdefault(end.host, set()).add(end.number)
+            taken.setdefault(end.host, set()).add(end.receptacle)
     hosts = []
     for n in names:
         model = MODELS.get(keys[n])

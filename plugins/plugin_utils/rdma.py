@@ -22,6 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_backend
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import FULL_SPEED_GBPS, Link, discover, gbps
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_state import (
     ENABLED_NOT_WORKING, NEEDS_RECOVERY, NOT_CAPABLE, RDMA_MIN_MACOS, READY, Readiness, judge_node)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma_text import STATUS_WORDS, describe
@@ -59,8 +60,8 @@ def cables_by_host(links: list[Link]) -> dict[str, dict[int, str]]:
     """host -> {receptacle: peer host} from the fabric's cables."""
     out: dict[str, dict[int, str]] = {}
     for link in links:
-        out.setdefault(link.a.host, {})[link.a.port] = link.b.host
-        out.setdefault(link.b.host, {})[link.b.port] = link.a.host
+        out.setdefault(link.a.host, {})[link.a.receptacle] = link.b.host
+        out.setdefault(link.b.host, {})[link.b.receptacle] = link.a.host
     return out
 
 
@@ -142,19 +143,19 @@ def carriers(nodes: dict[str, Readiness], links: list[Link], *,
             status = node.rdma_status or ("enabled" if node.status == ENABLED_NOT_WORKING else "disabled")
             refusals[host] = (f"{host} has no RDMA device (rdma_ctl status: {status}); enable it from "
                               "macOS Recovery with 'rdma_ctl enable'")
-    cables: dict[str, str] = {}
+    cables: dict[Cable, str] = {}
     for link in links:
-        why = [f"{end.host} Thunderbolt {end.port} is the {model.model_name} port beside Ethernet, where RDMA never "
+        why = [f"{port_name(end.port)} is the {model.model_name} port beside Ethernet, where RDMA never "
                "comes up: move the cable to another port" for end, model in fabric_backend.broken_ends(
                    link, {h: n.model for h, n in nodes.items()})]
         if link.speed_gbps < FULL_SPEED_GBPS:
             why.append(f"{gbps(link.speed_gbps)}, a Thunderbolt 4 link: JACCL needs Thunderbolt 5 at both ends")
         for end in (link.a, link.b) if not why else ():  # a port down for a reason above needs no second line
-            state = next((p for p in nodes[end.host].ports if p.receptacle == end.port), None)
+            state = next((p for p in nodes[end.host].ports if p.receptacle == end.receptacle), None)
             if state and state.outcome in ("down", "no device"):
-                why.append(f"RDMA is {state.rdma_state or 'not active'} on {end.host} Thunderbolt {end.port}")
+                why.append(f"RDMA is {state.rdma_state or 'not active'} on {port_name(end.port)}")
         if why:
-            cables[str(link)] = "; ".join(why)
+            cables[link.cable] = "; ".join(why)
     return fabric_backend.Carriers(hosts, cables, refusals)
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model, generation_from_facts, model_for
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import hardware_port
 
 READY = "ready"
 NEEDS_RECOVERY = "needs_recovery"
@@ -34,7 +35,7 @@ class PortState:
 
     @property
     def name(self) -> str:
-        return f"Thunderbolt {self.receptacle}"
+        return hardware_port(self.receptacle)
 
 
 @dataclass

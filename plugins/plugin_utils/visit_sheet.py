@@ -14,7 +14,7 @@ from pathlib import Path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checklist import enable_path
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, private_folder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable, Port, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
 
@@ -37,12 +37,12 @@ class Sheet:
 def _end(sheet: Sheet, port: Port) -> str:
     device = sheet.devices.get(port)
     where = sheet.location if port.host == sheet.host else sheet.locations.get(port.host)
-    return (f"{port.host} Thunderbolt {port.number}{f' ({device})' if device else ''}"
+    return (f"{port_name(port)}{f' ({device})' if device else ''}"
             f"{f', {where}' if where else ''}")
 
 
 def _rows(sheet: Sheet, cables: list[Cable], template: str) -> list[dict]:
-    return [{"step": template.format(f"`{c.a.host} Thunderbolt {c.a.number}`", f"`{c.b.host} Thunderbolt {c.b.number}`"),
+    return [{"step": template.format(f"`{port_name(c.a)}`", f"`{port_name(c.b)}`"),
              "ends": f"{_end(sheet, c.a)} -- {_end(sheet, c.b)}"} for c in cables]
 
 

@@ -22,8 +22,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, judges
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding, cleared, statement
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judges import FIX_RECOVERY
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import Link, discover, port_name
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Link, Port, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
 FORMAT = "mlx-fleet-watch/1"
@@ -47,7 +47,7 @@ class Baseline:
     """What the last converge recorded (the output folder) and the inventory declares."""
 
     hosts: list[str]
-    cables: list[LinkModel] = field(default_factory=list)  # the last converge's (cluster_model.last_links)
+    cables: list[Link] = field(default_factory=list)  # the last converge's (cluster_model.last_links)
     rdma_ready: list[str] = field(default_factory=list)  # Macs the RDMA ledger saw ready
     models: dict[str, str] = field(default_factory=dict)  # host -> mlx_fleet_model
     bridge: str = "disabled"  # mlx_fabric_bridge
@@ -188,15 +188,15 @@ def _port(mac: dict, number: int) -> dict | None:
     return next((p for p in mac.get("ports", []) if p["receptacle"] == number), None)
 
 
-def _seen(mac: dict, number: int, owner: dict[str, tuple[str, int]]) -> str:
+def _seen(mac: dict, receptacle: int, owner: dict[str, Port]) -> str:
     """What a port sees, in words."""
-    port = _port(mac, number)
+    port = _port(mac, receptacle)
     if port is None:
         return "no such port"
     if not port["connected"]:
         return "no link"
     peers = [owner.get(p["domain_uuid"]) for p in port["peers"] if p.get("direct")]
-    named = [port_name(h, n) for h, n in filter(None, peers)]
+    named = [port_name(peer) for peer in filter(None, peers)]
     return f"a link to {', '.join(named)}" if named else "a link to something else (a dock, a drive or a Mac outside)"
 
 
@@ -249,7 +249,7 @@ def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
     """The last converge's cables between Macs whose ports were read: moved, out, slow, and their ends'
     addresses and RDMA ports; and the cables found that it did not configure."""
     read = {h for h in baseline.hosts if macs.get(h, {}).get("up") and macs[h].get("bridge") is not None}
-    owner = {p["domain_uuid"]: (h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
+    owner = {p["domain_uuid"]: Port(h, p["receptacle"]) for h in read for p in macs[h]["ports"]}
     links = {link.cable.key: link for link in links_found(baseline.hosts, macs)}
     # A Mac down says it; a Mac whose ports could not be read has a warning.
     last = [item for item in baseline.cables if {item.a.host, item.b.host} <= read]
@@ -263,14 +263,14 @@ def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
         link = links.get(cable.key)
         if link is None:
             found.append(judges.cable_out(cable, ", ".join(
-                f"{port_name(end.host, end.number)} sees {_seen(macs[end.host], end.number, owner)}"
+                f"{port_name(end)} sees {_seen(macs[end.host], end.receptacle, owner)}"
                 for end in (cable.a, cable.b))))
             continue
         found.append(judges.slow(cable, link.speed_gbps, _rated(baseline, (cable.a.host, cable.b.host))))
         for end in (item.a, item.b):
             mac = macs[end.host]
-            port = _port(mac, end.port) or {"receptacle": end.port}
-            found += [judges.port_address(end.host, end.port, port.get("device"), port.get("inet", []),
+            port = _port(mac, end.receptacle) or {"receptacle": end.receptacle}
+            found += [judges.port_address(end.host, end.receptacle, port.get("device"), port.get("inet", []),
                                           end.interface, cable=str(cable)),
                       judges.rdma_gid(end.host, port, port.get("inet", []), cable=str(cable))
                       if mac.get("rdma_enabled") else None,

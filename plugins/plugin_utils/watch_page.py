@@ -84,7 +84,7 @@ def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, Fin
                                         note=finding.kind))
         if finding.kind in ("unreachable", "bridge", "stale-rdma", "rdma-off"):
             drawn.append(PictureFinding(finding.kind, "", message, True, hosts=finding.hosts))
-    addresses = {str(last.cable): last.network for last in baseline.cables}
+    addresses = {last.cable: last.network for last in baseline.cables}
     return fabric_picture.dot(baseline.hosts, baseline.models, links, addresses, title, drawn)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import unplaced
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Cable
 
 KEPT = "the last good hostfiles stay on the controller and the Macs"
 
@@ -20,14 +21,19 @@ def _join(items) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cables: dict,
+def _cables(ends: list[list]) -> set[Cable]:
+    return {Cable.from_ports(pair) for pair in ends}
+
+
+def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cables: list[list],
             network: dict, facts: dict, inventory: str, cli: bool = False) -> str | None:
     """Why the hostfiles must not be written now (one line), or None.
 
     hosts: the cluster in inventory order; active: the hosts still in the play (Ansible's
     ansible_play_hosts: failed and unreachable ones are gone), None when unknown; plan: the fabric
-    result the network step was given (its ``cables`` and ``network``), None when the network was
-    not configured in this run; cables / network: the fabric as read now; facts: {host:
+    result the network step was given (its ``cable_ends`` and ``network``), None when the network was
+    not configured in this run; cables / network: the fabric as read now (the cables' ends, its
+    ``cable_ends``); facts: {host:
     mlx_fleet_thunderbolt} as last read (after the network step when it ran), whose ports must hold every
     address the hostfiles name; inventory: for the command that fixes it (mlx-fleet's, with cli).
     """
@@ -37,8 +43,9 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
             return (f"hostfiles not rewritten: {_join(dropped)} failed or did not answer earlier in this run; "
                     f"{KEPT}: fix {'it' if len(dropped) == 1 else 'them'} and run again")
     if plan is not None:
-        before, now = set(plan.get("cables") or {}), set(cables)
-        changes = [f"{c} is gone" for c in sorted(before - now)] + [f"{c} is new" for c in sorted(now - before)]
+        before, now = _cables(plan.get("cable_ends") or []), _cables(cables)
+        changes = ([f"{c} is gone" for c in sorted(before - now, key=str)]
+                   + [f"{c} is new" for c in sorted(now - before, key=str)])
         if not changes and (plan.get("network") or {}) != network:
             changes = ["the ports' addresses differ from the ones configured"]
         if changes:

@@ -15,7 +15,7 @@ def _hosts(models: dict[str, str], cables: list[str], plugged_elsewhere: dict[st
     hosts = []
     for name, key in models.items():
         model = MODELS[key]
-        taken = {e.number for c in parsed for e in (c.a, c.b) if e.host == name}
+        taken = {e.receptacle for c in parsed for e in (c.a, c.b) if e.host == name}
         taken |= (plugged_elsewhere or {}).get(name, set())
         hosts.append(HostPorts(name, tuple(n for n, _ in model.thunderbolt_devices), frozenset(taken),
                                model.rdma_broken_ports, f"{model.model_name}, {key}"))
@@ -49,7 +49,7 @@ def test_the_studio_port_beside_ethernet_is_never_advised_for_rdma():
                                  "(in use: Thunderbolt 2, 3, 4, 5, 6); free one or re-cable it")
     ring = advice.alternative
     assert ring.backend == "jaccl-ring" and ring.possible
-    assert all(e.number != 1 for c in ring.cables for e in (c.a, c.b))
+    assert all(e.receptacle != 1 for c in ring.cables for e in (c.a, c.b))
     # The ring needs only two of the three studios; studio-2 is left on its two existing cables.
     assert _ends(ring.cables) == [[["studio-4", 2], ["studio-1", 4]], [["studio-4", 3], ["studio-3", 4]]]
     assert ring.ring == ["studio-1", "studio-2", "studio-3", "studio-4"]

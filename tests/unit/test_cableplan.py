@@ -69,7 +69,7 @@ def test_generated_mesh_is_complete_and_avoids_ports_without_rdma():
     cables = generated_cables(models, "mesh")
     pairs = {frozenset((c.a.host, c.b.host)) for c in cables}
     assert len(cables) == 6 and len(pairs) == 6
-    assert all(end.number != 1 for c in cables for end in (c.a, c.b)), "Thunderbolt 1 sits beside Ethernet"
+    assert all(end.receptacle != 1 for c in cables for end in (c.a, c.b)), "Thunderbolt 1 sits beside Ethernet"
     parse_cables([str(c) for c in cables], {n: 6 for n in models})  # no port used twice
 
 

@@ -16,7 +16,9 @@ from mlx._distributed_utils import config as mlx_config
 from mlx._distributed_utils.common import Host
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, fabric_picture, files, hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, write_outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 from mlx_fleet.sim.layout import generated_cables
 
@@ -74,7 +76,7 @@ def assert_same_up_to_ips(ours, theirs, fabric):
     # As in MLX, a ring host's addresses are its own on the cables to its left neighbour.
     for k, host in enumerate(ours["hosts"]):
         left = ours["hosts"][k - 1]["ssh"]
-        mine = {c.address: c.peer_host for c in fabric.network[host["ssh"]]}
+        mine = {c.address: c.peer.host for c in fabric.network[host["ssh"]]}
         assert all(mine[ip] == left for ip in host["ips"])
 
 
@@ -202,7 +204,7 @@ def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
 
 
 def ring_plan(cluster):
-    return [f"{link.a.host}:{link.a.port} -- {link.b.host}:{link.b.port}" for link in cluster.fabric().links]
+    return [str(link) for link in cluster.fabric().links]
 
 
 def test_plan_matched_has_no_findings():
@@ -242,6 +244,10 @@ def test_wrong_port_at_both_ends():
                              "studio-2 Thunderbolt 2 to Thunderbolt 4"]
 
 
+def cables(texts: list[str]) -> list:
+    return [parse_cable(text) for text in texts]
+
+
 def swapped_on_mini_2():
     """A ring of 4 whose two cables in mini-2 Thunderbolt 1 and 2 were swapped, and its cables before."""
     cluster = Cluster.of("mini-m4-pro", 4, "ring")
@@ -266,14 +272,14 @@ def test_two_cables_swapped_on_one_mac_is_one_fix():
 
 def test_without_a_plan_the_last_cables_are_the_reference_for_what_moved():
     cluster, before = swapped_on_mini_2()
-    ledger = fabric_addresses.assign_addresses(before, "10.0.0.0/24")
+    ledger = fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")
     fabric = cluster.fabric(previous=ledger)
     assert fabric.ok and fabric.findings == []
     assert fabric.changes == ["cables in mini-2 Thunderbolt 1 and 2 swapped: mini-1:1 -- mini-2:1 is now "
                               "mini-1:1 -- mini-2:2, mini-2:2 -- mini-3:1 is now mini-2:1 -- mini-3:1"]
 
     moved = Cluster.of("mini-m4-pro", 3, "mesh")
-    ledger = fabric_addresses.assign_addresses(ring_plan(moved), "10.0.0.0/24")
+    ledger = fabric_addresses.assign_addresses(cables(ring_plan(moved)), "10.0.0.0/24")
     moved.unplug("mini-2:1").cable("mini-1:1", "mini-2:3")
     assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
     moved.unplug("mini-1:1").unplug("mini-2:3")
@@ -289,7 +295,7 @@ def test_a_move_that_is_no_swap_stays_a_move():
     before = ring_plan(cluster)
     cluster.unplug("studio-1:2").unplug("studio-2:2").unplug("studio-2:3").unplug("studio-3:2")
     cluster.cable("studio-1:2", "studio-2:4").cable("studio-2:5", "studio-3:2")
-    assert cluster.fabric(previous=fabric_addresses.assign_addresses(before, "10.0.0.0/24")).changes == [
+    assert cluster.fabric(previous=fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")).changes == [
         "cable studio-1:2 -- studio-2:2 moved to studio-1:2 -- studio-2:4",
         "cable studio-2:3 -- studio-3:2 moved to studio-2:5 -- studio-3:2"]
 
@@ -453,13 +459,14 @@ def test_active_bridge_across_a_loop():
 
 def test_addresses_follow_the_rule():
     fabric = Cluster.of("mini-m4-pro", 2).fabric()
-    cable = "mini-1:1 -- mini-2:1"
+    cable = parse_cable("mini-1:1 -- mini-2:1")
     slot = fabric_addresses.preferred_slot(cable, 2 ** 14)
     assert fabric.addresses == {cable: f"192.168.{slot // 64}.{slot % 64 * 4}/30"}
     low, high = fabric.network["mini-1"][0], fabric.network["mini-2"][0]
     assert (low.address, low.peer_address) == (high.peer_address, high.address)
-    assert low == fabric_addresses.PortConfig(1, "Thunderbolt 1", "en2", f"192.168.{slot // 64}.{slot % 64 * 4 + 1}", 30,
-                                 "mini-2", 1, f"192.168.{slot // 64}.{slot % 64 * 4 + 2}")
+    assert low == fabric_addresses.PortConfig(Port("mini-1", 1), "en2", f"192.168.{slot // 64}.{slot % 64 * 4 + 1}", 30,
+                                              Port("mini-2", 1), f"192.168.{slot // 64}.{slot % 64 * 4 + 2}")
+    assert low.hardware_port == "Thunderbolt 1"
 
 
 def test_addresses_same_across_runs_and_inventory_order():
@@ -476,7 +483,7 @@ def test_fourth_node_keeps_the_ring_addresses():
     four = Cluster.of("mini-m4-pro", 4, "ring")  # mini-3 -- mini-1 becomes mini-3 -- mini-4 -- mini-1
     after = four.fabric(previous=before).addresses
     kept = before.keys() & after.keys()
-    assert kept == {"mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1"}
+    assert kept == set(cables(["mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1"]))
     assert {c: after[c] for c in kept} == {c: before[c] for c in kept}
     assert four.fabric(previous=before).ok
 
@@ -486,29 +493,29 @@ def test_changing_one_cable_moves_no_other():
     before = cluster.fabric().addresses
     cluster.unplug("studio-1:2").unplug("studio-2:2").cable("studio-1:6", "studio-2:6")
     after = cluster.fabric(previous=before).addresses
-    assert set(before) - set(after) == {"studio-1:2 -- studio-2:2"}
-    assert set(after) - set(before) == {"studio-1:6 -- studio-2:6"}
+    assert set(before) - set(after) == {parse_cable("studio-1:2 -- studio-2:2")}
+    assert set(after) - set(before) == {parse_cable("studio-1:6 -- studio-2:6")}
     assert all(after[c] == before[c] for c in before.keys() & after.keys())
 
 
 def test_taken_slot_probes_forward_and_previous_wins():
     pool = "10.9.0.0/28"  # four slots
-    newcomer = "x:1 -- y:1"
+    newcomer, holding = cables(["x:1 -- y:1", "a:1 -- b:1"])
     slot = fabric_addresses.preferred_slot(newcomer, 4)
-    holder = {"a:1 -- b:1": f"10.9.0.{4 * slot}/30"}  # already holds the newcomer's slot
-    grown = fabric_addresses.assign_addresses(["a:1 -- b:1", newcomer], pool, holder)
+    holder = {holding: f"10.9.0.{4 * slot}/30"}  # already holds the newcomer's slot
+    grown = fabric_addresses.assign_addresses([holding, newcomer], pool, holder)
     assert grown == {**holder, newcomer: f"10.9.0.{4 * ((slot + 1) % 4)}/30"}
-    full = fabric_addresses.assign_addresses(["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2", newcomer], pool, holder)
+    full = fabric_addresses.assign_addresses([holding, *cables(["a:2 -- c:1", "b:2 -- c:2"]), newcomer], pool, holder)
     assert set(full.values()) == {f"10.9.0.{4 * k}/30" for k in range(4)}
 
 
 def test_previous_outside_the_pool_is_dropped_and_a_full_pool_is_an_error():
-    cable = "a:1 -- b:1"
+    cable = parse_cable("a:1 -- b:1")
     assert fabric_addresses.assign_addresses([cable], "10.9.0.0/24", {cable: "192.168.0.4/30"}) == {
         cable: f"10.9.0.{4 * fabric_addresses.preferred_slot(cable, 64)}/30"}
     with pytest.raises(ValueError, match=r"^mlx_fleet_ip_pool 10.9.0.0/30 holds 1 /30 networks for 2 cables; "
                                          "use a larger pool$"):
-        fabric_addresses.assign_addresses([cable, "a:2 -- c:1"], "10.9.0.0/30")
+        fabric_addresses.assign_addresses([cable, parse_cable("a:2 -- c:1")], "10.9.0.0/30")
     fabric = Cluster.of("mini-m4-pro", 3).fabric(ip_pool="10.9.0.0/30")
     assert fabric.errors == ["mlx_fleet_ip_pool 10.9.0.0/30 holds 1 /30 networks for 3 cables; use a larger pool"]
 
@@ -525,7 +532,7 @@ def test_write_outputs(tmp_path):
     assert json.loads((tmp_path / "hostfile.json").read_text()) == fabric.hostfile.to_json()
     assert fabric.hostfile.envs == ["MLX_LOG=1"]
     assert json.loads((tmp_path / "hostfile-ring.json").read_text())["backend"] == "ring"
-    assert {str(c): n for c, n in read_model(tmp_path).addresses().items()} == fabric.addresses
+    assert read_model(tmp_path).addresses() == fabric.addresses
     assert (tmp_path / "fabric.svg").read_text().lstrip().startswith("<?xml")
     assert oct((tmp_path / "hostfile.json").stat().st_mode & 0o777) == "0o644"
     assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in written.paths)  # no temporary left

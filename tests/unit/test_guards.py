@@ -88,7 +88,7 @@ def test_a_port_s_address_changed_with_the_same_hosts_and_cables_keeps_the_last_
     port = now["network"]["mini-2"][0]
     port["address"] = "192.168.250.1"
     assert set(now["network"]) == set(before["network"]) and now["cables"] == before["cables"]
-    assert refusal(HOSTS, HOSTS, before, now["cables"], now["network"], {}, "inv.yml") == (
+    assert refusal(HOSTS, HOSTS, before, now["cable_ends"], now["network"], {}, "inv.yml") == (
         "hostfiles not rewritten: the cabling changed while the ports were being configured (the ports' addresses "
         "differ from the ones configured); the last good hostfiles stay on the controller and the Macs: check the "
         "cables and run again")

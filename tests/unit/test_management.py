@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LEGACY_FILE as ADDRESSES_FILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import network_problems
@@ -81,7 +82,7 @@ def test_the_preflight_judges_the_plan_the_fabric_will_make(line, tmp_path, mana
     atomic_write_json(tmp_path / ADDRESSES_FILE, {"pool": "192.168.0.0/16", "cables": previous})
     facts = macos(line, **managed_over)
     fabric = {host: [{"device": p.device, "address": p.address} for p in ports]
-              for host, ports in line.fabric(previous=previous).network.items()}
+              for host, ports in line.fabric(previous=read_model(tmp_path)).network.items()}
     expected = lockout_problems(facts, line.facts, fabric, bridge)
     assert [problem for host in line.facts
             for problem in network_problems(host, facts[host], line.facts, bridge, "192.168.0.0/16", tmp_path)] == expected

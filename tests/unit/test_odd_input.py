@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, env_declaration, env_lock, fabric_addresses, hostfile, rdma, run_record, runlock
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import record as records
@@ -288,8 +289,8 @@ def test_address_ledger_raises_only_value_error(text):
     counted("ledgers")
     previous = read_written(cluster_model.LEGACY_FILE, text, lambda path: cluster_model.read_model(path.parent))
     if previous is not _MISSING:
-        fabric_addresses.assign_addresses(["m1:1 -- m2:1", "m1:3 -- m2:3"], "192.168.0.0/16",
-                                          {str(c): n for c, n in previous.addresses().items()})
+        fabric_addresses.assign_addresses([parse_cable("m1:1 -- m2:1"), parse_cable("m1:3 -- m2:3")],
+                                          "192.168.0.0/16", previous.addresses())
 
 
 @settings(max_examples=500, **SETTINGS)

@@ -21,6 +21,7 @@ from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify import compare, jobs, nodes, report
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import coerce
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
@@ -228,14 +229,14 @@ def cluster(hostfile=JACCL, tmp_path: Path | None = None) -> Cluster:
     folder = tmp_path or Path("/nonexistent")
     if tmp_path:
         (tmp_path / "hostfile.json").write_text(json.dumps(hostfile))
-    return Cluster(folder, hostfile, RING, cables_from_model(coerce(ADDRESSES), [h["ssh"] for h in hostfile["hosts"]]))
+    return Cluster(folder, hostfile, RING, cables_from_model(coerce({parse_cable(text): network for text, network in ADDRESSES.items()}), [h["ssh"] for h in hostfile["hosts"]]))
 
 
 def test_cables_with_both_ends_and_their_two_rank_hostfiles():
     c = cluster()
     assert [str(link.cable) for link in c.cables] == ["a:1 -- b:1", "a:2 -- c:1", "b:2 -- c:2"]
     first = c.cables[0]
-    assert (first.a.host, first.a.port, first.a.address, first.b.address) == ("a", 1, "192.168.0.5", "192.168.0.6")
+    assert (first.a.host, first.a.receptacle, first.a.address, first.b.address) == ("a", 1, "192.168.0.5", "192.168.0.6")
     assert link_hostfile(c, first, "ring") == {"backend": "ring", "envs": [], "hosts": [
         {"ssh": "a", "ips": ["192.168.0.5"], "rdma": []}, {"ssh": "b", "ips": ["192.168.0.6"], "rdma": []}]}
     assert link_hostfile(c, first, "jaccl-ring", {"a": "en2", "b": "en4"})["hosts"] == [
@@ -388,7 +389,7 @@ def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfi
     observed = {"a": {"mlx_fleet_thunderbolt": {"ports": [{"receptacle": 1, "device": device}], "bridge": mac.bridge},
                       "mlx_fleet_node": {"addresses": {device: mac.addresses(device)}}}}
     checks = []
-    audit._fabric(["a"], observed, {"a": {"bridge": "disabled"}}, {"model": coerce(ADDRESSES)}, checks)
+    audit._fabric(["a"], observed, {"a": {"bridge": "disabled"}}, {"model": coerce({parse_cable(text): network for text, network in ADDRESSES.items()})}, checks)
     address, bridge = checks
     assert address == audit.port_address_check("a", 1, device, mac.addresses(device), "192.168.0.5/30")
     found = [f.cause for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]

@@ -20,7 +20,7 @@ def test_every_mac_through_and_the_same_cables_writes():
     mesh = Cluster.of("mini-m4-pro", 3)
     before = plan(mesh)
     facts = configured(mesh)
-    assert refusal(HOSTS, HOSTS, before, before["cables"], before["network"], facts, "inv.yml") is None
+    assert refusal(HOSTS, HOSTS, before, before["cable_ends"], before["network"], facts, "inv.yml") is None
     assert refusal(HOSTS, None, None, {}, {}, {}, "inv.yml") is None
 
 
@@ -39,7 +39,7 @@ def test_a_cable_pulled_between_the_plan_and_the_network_step_keeps_the_last_hos
     for end in gone.split(" -- "):
         mesh.unplug(end)
     now = plan(mesh)
-    assert refusal(HOSTS, HOSTS, before, now["cables"], now["network"], configured(mesh), "inv.yml") == (
+    assert refusal(HOSTS, HOSTS, before, now["cable_ends"], now["network"], configured(mesh), "inv.yml") == (
         f"hostfiles not rewritten: the cabling changed while the ports were being configured ({gone} is gone); "
         "the last good hostfiles stay on the controller and the Macs: check the cables and run again")
 
@@ -50,7 +50,7 @@ def test_a_cable_moved_to_another_port_is_named_both_ways():
     line.unplug("mini-1:1").unplug("mini-2:1").cable("mini-1:2", "mini-2:1")
     now = plan(line)
     assert "(mini-1:1 -- mini-2:1 is gone; mini-1:2 -- mini-2:1 is new)" in refusal(
-        ["mini-1", "mini-2"], None, before, now["cables"], now["network"], configured(line), "inv.yml")
+        ["mini-1", "mini-2"], None, before, now["cable_ends"], now["network"], configured(line), "inv.yml")
 
 
 def test_no_hostfile_names_an_address_its_port_does_not_hold():

@@ -28,16 +28,16 @@ class Cabling(Plumbing):
             options = self.state.get("cable_options", {}).get(str(cable), {})
             for here, there in ((cable.a, cable.b), (cable.b, cable.a)):
                 peer = profiles[there.host]
-                generations = (ports[(here.host, here.number)]["generation"], ports[(there.host, there.number)]["generation"])
+                generations = (ports[(here.host, here.receptacle)]["generation"], ports[(there.host, there.receptacle)]["generation"])
                 # Replayed Macs may be models the catalogue lacks: their ports' own generations decide.
                 # A TB4 (or worse) cable, or a dock, holds the link at its own speed.
                 speed = min(link_speed(*generations), options.get("speed", 80))
                 mac = {
                     "name": peer["model_name"], "model_id": peer["model_id"],
-                    "domain_uuid": ports[(there.host, there.number)]["domain_uuid"],
+                    "domain_uuid": ports[(there.host, there.receptacle)]["domain_uuid"],
                     "rdma_enabled": peer["rdma_enabled"],
                 }
-                ports[(here.host, here.number)]["link"] = (
+                ports[(here.host, here.receptacle)]["link"] = (
                     {"kind": "dock", "speed_gbps": min(speed, 40), "name": options["dock"],
                      "vendor": options["dock"].split()[0], "behind": mac}
                     if options.get("dock") else {"kind": "mac", "speed_gbps": speed, "peer": mac})
@@ -77,7 +77,7 @@ class Cabling(Plumbing):
 
     def _refuse_controller_port(self, port: Port) -> None:
         plan = self.state["nodes"].get(port.host, {}).get("manage_over")
-        if plan and plan["port"] == port.number:
+        if plan and plan["port"] == port.receptacle:
             raise SimError(f"{port} holds the controller's cable (--manage-over); use: mlx-fleet sim link {port.host} down|up")
 
     def plug(self, a: str, b: str, speed: int | None = None, dock: str | None = None) -> Cable:

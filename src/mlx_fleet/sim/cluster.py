@@ -105,7 +105,7 @@ class Cluster(Access, Console, Updates, Lifecycle, Cabling, Accounts):
 
     def _plan_management(self, name: str, how: str | int, profile: dict, cables: list[Cable]) -> dict:
         """The controller's cable to NAME: which port, and the address NAME answers on."""
-        used = {end.number for cable in cables for end in (cable.a, cable.b) if end.host == name}
+        used = {end.receptacle for cable in cables for end in (cable.a, cable.b) if end.host == name}
         devices = {p["receptacle"]: p["device"] for p in profile["thunderbolt"]}
         option = f"--manage-over {name}={'bridge0' if how == 'bridge0' else f'tb:{how}'}"
         if how == "bridge0":

@@ -41,11 +41,11 @@ class Plumbing(ClusterState):
         return f"{self.prefix}tb"
 
     def _patch_end(self, port: Port) -> str:
-        return f"m{self.index}n{self._rank(port.host)}p{port.number}"
+        return f"m{self.index}n{self._rank(port.host)}p{port.receptacle}"
 
     def _cable_bridge(self, cable: Cable) -> str:
         low = cable.key[0]
-        return f"c{self._rank(low.host)}p{low.number}"
+        return f"c{self._rank(low.host)}p{low.receptacle}"
 
     def _make_links(self, name: str, profile: dict) -> None:
         """The node's namespace and interfaces: en0 on the management bridge, the other Ethernet and

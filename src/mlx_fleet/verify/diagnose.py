@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkEnd, LinkModel
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import End, Link
 from mlx_fleet.verify.plan import Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "moved", "no-ipv4", "bridge", "cable", "rdma", "unknown")
@@ -65,13 +65,13 @@ def wanted_bridge(bridge: str | None) -> str:
     return bridge if bridge is not None else role_files("mlx_fabric")[0]["mlx_fabric_bridge"]
 
 
-def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: str,
+def end_findings(link: Link, end: End, node: Node | None, inventory: str,
                  bridge: str | None = None) -> list[Finding]:
     """What the Mac's tools say is wrong with one end of a cable (nothing when it cannot be read): its link
     (ifconfig's status), and the audit's judgements of its address and of the Thunderbolt Bridge."""
     if node is None or not node.reachable:
         return []
-    device = node.ports.get(end.port)
+    device = node.ports.get(end.receptacle)
     interfaces = node.interfaces
     if device is None or interfaces is None or device not in interfaces:
         return []
@@ -84,7 +84,7 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
         found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
                                       "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
                              str(link.cable), evidence=[f"{end.host}: {seen}"]))
-    if not audit.port_address_check(end.host, end.port, device, has, end.interface).ok:
+    if not audit.port_address_check(end.host, end.receptacle, device, has, end.interface).ok:
         found.append(Finding("no-ipv4", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
                                         f"where the fabric gave it {end.interface}; converge it back: "
                                         f"{converge(inventory)}", [end.host], str(link.cable),
@@ -101,7 +101,7 @@ def end_findings(link: LinkModel, end: LinkEnd, node: Node | None, inventory: st
     return found
 
 
-def rewired(cables: list[LinkModel], nodes: dict[str, Node]) -> judges.Rewired:
+def rewired(cables: list[Link], nodes: dict[str, Node]) -> judges.Rewired:
     """The cables found on the Macs whose ports were read, against the last converge's between them: the
     converge's judgement of a cable moved (judges.rewired)."""
     read = {host: node.cabling for host, node in nodes.items() if node.reachable and node.cabling is not None}
@@ -110,7 +110,7 @@ def rewired(cables: list[LinkModel], nodes: dict[str, Node]) -> judges.Rewired:
     return judges.rewired(reference, [link.cable for link in links])
 
 
-def cable_findings(link: LinkModel, nodes: dict[str, Node], inventory: str, bridge: str | None = None, *,
+def cable_findings(link: Link, nodes: dict[str, Node], inventory: str, bridge: str | None = None, *,
                    moves: judges.Rewired | None = None) -> list[Finding]:
     """What is wrong with a cable: moved to other ports (as the converge says it), else what its ends show."""
     moves = moves or rewired([link], nodes)
@@ -200,7 +200,7 @@ def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory:
                    failure_lines(job) + _rdma_evidence(job, nodes))
 
 
-def _job_cables(job: Job, cluster: Cluster) -> list[LinkModel]:
+def _job_cables(job: Job, cluster: Cluster) -> list[Link]:
     if job.cable:
         return [link for link in cluster.cables if str(link.cable) == job.cable]
     if job.backend == "ring":

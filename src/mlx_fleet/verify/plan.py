@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
-    MODEL_FILE, ClusterModel, LinkModel, read_model)
+    MODEL_FILE, ClusterModel, read_model)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile as hostfiles
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS, pair_links
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import End, Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import End, Link
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
@@ -124,7 +124,7 @@ class Cluster:
     folder: Path
     hostfile: dict
     ring_hostfile: dict | None
-    cables: list[LinkModel]  # the model's cables between two hosts of the hostfile
+    cables: list[Link]  # the model's cables between two hosts of the hostfile
 
     @property
     def hosts(self) -> list[str]:
@@ -148,7 +148,7 @@ def _read_json(path: Path, what: str, fix: str):
         raise VerifyError(f"{path}: cannot read the {what} ({exc}); {fix}") from None
 
 
-def cables_from_model(model: ClusterModel | None, hosts: list[str]) -> list[LinkModel]:
+def cables_from_model(model: ClusterModel | None, hosts: list[str]) -> list[Link]:
     """Every cable of the cluster model between two hosts of the hostfile."""
     return [link for link in sorted((model.links if model else []), key=lambda item: str(item.cable))
             if link.a.host in hosts and link.b.host in hosts]
@@ -179,16 +179,16 @@ def _entry(hostfile: dict, host: str) -> dict:
     return next(h for h in hostfile["hosts"] if h["ssh"] == host)
 
 
-def link_hostfile(cluster: Cluster, link: LinkModel, backend: str, devices: dict[str, str] | None = None) -> dict:
+def link_hostfile(cluster: Cluster, link: Link, backend: str, devices: dict[str, str] | None = None) -> dict:
     """A two-rank hostfile for one cable, rendered by the fabric's hostfile code: its two ends' addresses
     (ring), or its two RDMA devices (jaccl, devices: host -> enX of its end) with the coordinator address of
     the cluster hostfile."""
     a, b = link.ends()
     devices = devices or {}
-    wire = Link(End(a.host, a.port, devices.get(a.host, "")), End(b.host, b.port, devices.get(b.host, "")), 0.0)
+    wire = Link(End(a.port, devices.get(a.host, "")), End(b.port, devices.get(b.host, "")), 0.0)
     management = {host: next(iter(_entry(cluster.hostfile, host)["ips"]), None) for host in (a.host, b.host)}
     return hostfiles.render("jaccl" if backend.startswith("jaccl") else "ring", [a.host, b.host],
-                            pair_links([a.host, b.host], [wire]), [0, 1], {str(wire): link.network}, management,
+                            pair_links([a.host, b.host], [wire]), [0, 1], {wire.cable: link.network}, management,
                             cluster.hostfile["envs"]).to_json()
 
 
@@ -199,7 +199,7 @@ def single_host_hostfile(cluster: Cluster) -> dict:
             "hosts": [{"ssh": first["ssh"], "ips": first["ips"] or ["127.0.0.1"], "rdma": []}]}
 
 
-def ring_cables(cluster: Cluster, hostfile: dict) -> list[LinkModel]:
+def ring_cables(cluster: Cluster, hostfile: dict) -> list[Link]:
     """The cables a ring hostfile's neighbours talk over (rank r listens on its own addresses)."""
     used = []
     for rank, host in enumerate(hostfile["hosts"]):

@@ -128,8 +128,8 @@ def _links(outcome: Outcome, entries: list[dict]) -> list[dict]:
         ends = []
         for end in link.ends():
             node = outcome.nodes.get(end.host)
-            ends.append({"host": end.host, "port": end.port, "hardware_port": end.hardware_port,
-                         "device": node.ports.get(end.port) if node else None,
+            ends.append({"host": end.host, "port": end.receptacle, "hardware_port": end.hardware_port,
+                         "device": node.ports.get(end.receptacle) if node else None,
                          "address": end.interface})
         checks = [e for e in entries if e["kind"] == "link" and e["cable"] == str(link.cable)]
         measured = next((e for e in reversed(checks) if e["status"] == PASSED), None)

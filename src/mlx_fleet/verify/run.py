@@ -12,7 +12,7 @@ from pathlib import Path
 from mlx_fleet.verify import compare, jobs, nodes
 from mlx_fleet.verify.check_program import __file__ as CHECK_PROGRAM
 from mlx_fleet.verify.diagnose import Finding, cable_findings, diagnose, node_findings, rewired
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LinkModel
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Link
 from mlx_fleet.verify.plan import Cluster, link_hostfile, single_host_hostfile
 
 PASSED, FAILED, UNREACHABLE = "passed", "failed", "unreachable"
@@ -92,10 +92,10 @@ class _Runner:
         return self.job(name, kind, hostfile, ["check_program.py", kind, "--backend",
                                                hostfile["backend"], "--sizes", sizes], cable)
 
-    def link(self, link: LinkModel) -> None:
+    def link(self, link: Link) -> None:
         cluster = self.outcome.cluster
         if cluster.rdma:
-            devices = {end.host: self.outcome.nodes[end.host].ports.get(end.port) for end in link.ends()}
+            devices = {end.host: self.outcome.nodes[end.host].ports.get(end.receptacle) for end in link.ends()}
             if all(devices.values()):
                 job = self.check(f"link {link.cable} {cluster.backend}", "link",
                                  link_hostfile(cluster, link, cluster.backend, devices), str(link.cable))
