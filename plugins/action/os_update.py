@@ -10,7 +10,6 @@ event, log or record. Only macos_update receives it, as a no_log option."""
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import time
@@ -22,22 +21,19 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update, secret_socket
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.waits import DAY, HOUR, bounded_seconds
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
 NODE_STATE = "mlx_fleet.cluster.node_state"
 PASSWORD_VAR = "mlx_fleet_os_update_password"
 
 
-def _seconds(args: dict, key: str, default: float) -> float:
-    """A wait's bound from the task, refused before any install when it is no number of seconds (`nan`, `inf`
-    and negatives would skip the wait or never end it)."""
+def _seconds(args: dict, key: str, default: float, most: float) -> float:
+    """A wait's bound from the task (plugin_utils.waits), refused before any install."""
     try:
-        value = float(args.get(key) or default)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise AnsibleActionFail(f"{key}: {args.get(key)!r} is not a positive, finite number of seconds")
-    return value
+        return bounded_seconds(args.get(key) or default, most)
+    except ValueError as exc:
+        raise AnsibleActionFail(f"{key}: {exc}") from None
 
 
 class ActionModule(ActionBase):
@@ -130,8 +126,8 @@ class ActionModule(ActionBase):
             record = os_update.read_record(record_path) or os_update.new_record(plan, None)
         except os_update.BadRecord as exc:
             raise AnsibleActionFail(str(exc)) from None
-        timeout = _seconds(args, "timeout", os_update.DEFAULT_TIMEOUT)
-        poll = _seconds(args, "poll", 10)
+        timeout = _seconds(args, "timeout", os_update.DEFAULT_TIMEOUT, DAY)
+        poll = _seconds(args, "poll", 10, HOUR)
         inventory = args.get("inventory") or "INVENTORY"
         record["inventory"] = inventory  # for the hold line beside the hostfiles
         result.update(changed=False, host=name)
