@@ -14,6 +14,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, onboarding, visit_sheet
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import MACOS, THUNDERBOLT
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
 
@@ -24,6 +25,7 @@ ARGS = {
     "inventory": {"type": "str", "required": True},
     "afterwards": {"type": "list", "elements": "str", "default": []},
 }
+SETTINGS = {"mlx_fleet_cables": None, "mlx_fleet_backend": defaults.BACKEND}
 
 
 class ActionModule(ClusterAction):
@@ -32,17 +34,13 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        names, hostvars = self.cluster(task_vars, args["group"], ("mlx_fleet_macos", "mlx_fleet_thunderbolt"))
-        new = args["host"]
+        view = self.require(self.view(task_vars, args["group"], SETTINGS), (MACOS, THUNDERBOLT))
+        names, new = view.names, args["host"]
         if new not in names:
             raise AnsibleActionFail(f"{new} is not a host of {args['group']}")
-        first = hostvars[next((n for n in names if n != new), new)]
-        macos = {n: hostvars[n]["mlx_fleet_macos"] for n in names}
-        thunderbolt = {n: hostvars[n]["mlx_fleet_thunderbolt"] for n in names}
-        judged = onboarding.assess(
-            new, macos, thunderbolt,
-            models={n: hostvars[n]["mlx_fleet_model"] for n in names if hostvars[n].get("mlx_fleet_model")},
-            cables=first.get("mlx_fleet_cables"), backend=first.get("mlx_fleet_backend", defaults.BACKEND))
+        macos, thunderbolt, models = view.macos(), view.thunderbolt(), view.models()
+        judged = onboarding.assess(new, macos, thunderbolt, models=models, cables=view.setting("mlx_fleet_cables"),
+                                   backend=view.setting("mlx_fleet_backend"))
         if judged.errors:
             raise AnsibleActionFail("\n".join(judged.errors), result={"errors": judged.errors})
 
@@ -53,10 +51,10 @@ class ActionModule(ClusterAction):
             afterwards += [fixes.run_command("checklist", inventory, cli=cli), fixes.run_command("site", inventory, cli=cli)]
         sheet = visit_sheet.Sheet(
             host=new, macos=macos[new], model=MODELS.get(judged.model),
-            location=hostvars[new].get("mlx_fleet_location"), advice=judged.advice,
+            location=view.host(new).location, advice=judged.advice,
             needs_recovery=judged.needs_recovery, notes=judged.notes,
-            models={n: MODELS.get(onboarding.model_key(hostvars[n].get("mlx_fleet_model"), macos[n])) for n in names},
-            locations={n: str(hostvars[n]["mlx_fleet_location"]) for n in names if hostvars[n].get("mlx_fleet_location")},
+            models={n: MODELS.get(onboarding.model_key(models.get(n), macos[n])) for n in names},
+            locations=view.locations(),
             devices={Port(n, p["receptacle"]): p["device"] for n in names for p in thunderbolt[n]["ports"]
                      if p.get("device")},
             afterwards=afterwards)
