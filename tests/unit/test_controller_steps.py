@@ -1,5 +1,6 @@
-"""plugin_utils.fabric_step and rdma_step: the converge's controller steps on the cluster's typed view, as the
-action plugins run them (judged once before the network step; publishing checks the read-back against it)."""
+"""plugin_utils.fabric_step, rdma_step and onboard_step: the controller's steps on the cluster's typed view, as
+the action plugins run them (the fabric judged once before the network step; publishing checks the read-back
+against that judgement)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import json
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_step, rdma, rdma_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_step, onboard_step, rdma, rdma_step
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.step import Run, StepFailed
-from factories import Cluster, minis
+from factories import MESH, Cluster, joining, minis
 
 
 def view_of(macos: dict, thunderbolt: dict, *, active=None, **settings) -> ClusterView:
@@ -116,3 +117,14 @@ def test_rdma_readiness_of_one_mac_named_twice_is_bad_input(tmp_path):
     with pytest.raises(StepFailed) as failed:
         rdma_step.readiness(view_of(macos, cluster.tb), run_in(tmp_path))
     assert failed.value.bad_input and list(tmp_path.iterdir()) == []
+
+
+def test_a_joining_mac_gets_its_visit_sheet_with_the_recovery_step_afterwards(tmp_path):
+    cluster, macos = joining()
+    view = view_of(macos, cluster.facts, mlx_fleet_cables=MESH)
+    run = run_in(tmp_path)
+    result = onboard_step.plan(view, "new", run, ["after"])
+    assert result["needs_recovery"] is True and result["add"]
+    assert {p.name for p in tmp_path.iterdir()} == {"onboard-new.html", "onboard-new.txt"}
+    with pytest.raises(StepFailed):
+        onboard_step.plan(view, "stranger", run, [])
