@@ -12,7 +12,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric as fab
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import ClusterModel, read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import THUNDERBOLT, ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import port_arguments, to_configure
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
@@ -62,22 +62,29 @@ def _refuse_bad_input(view: ClusterView) -> None:
         raise StepFailed(contradictions, bad_input=True)
 
 
-def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool, hostfile_dir: str | None) -> dict:
-    names, thunderbolt, macos = view.names, view.thunderbolt(), view.macos()
+def _built(view: ClusterView, run: Run) -> tuple[fab.Fabric, ClusterModel | None, str | None]:
+    """The fabric built from the view, the cluster model it was built over, and the pool's note (chosen now)."""
     try:
         previous = read_model(run.output_dir)
     except ValueError as exc:  # a damaged cluster.json: said as the line to act on
         raise StepFailed([str(exc)]) from None
     _refuse_bad_input(view)
+    macos = view.macos()
     try:
         pool, pool_note = cluster_pool(view.settings, run.output_dir, macos)
     except ValueError as exc:  # no private range is free here
         raise StepFailed([str(exc)], bad_input=True) from None
     built = fab.build_fabric(
-        thunderbolt, macos, models=view.models(), cables=view.setting("mlx_fleet_cables"),
+        view.thunderbolt(), macos, models=view.models(), cables=view.setting("mlx_fleet_cables"),
         backend=view.setting("mlx_fleet_backend"), ip_pool=pool, previous=previous,
-        management_ips={n: macos[n].get("management_address") for n in names},
+        management_ips={n: facts.get("management_address") for n, facts in macos.items()},
         envs=list(view.setting("mlx_fleet_envs") or []))
+    return built, previous, pool_note
+
+
+def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool, hostfile_dir: str | None) -> dict:
+    names, thunderbolt, macos = view.names, view.thunderbolt(), view.macos()
+    built, previous, pool_note = _built(view, run)
     # Before the network step, an active bridge it is about to turn off is no news: the publishing step reads
     # the bridges the network step read back and says so if one stayed on (bridge_cautions).
     held = [f for f in built.cautions if f.kind == "bridge" and bridge == "disabled"]
@@ -110,21 +117,26 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
         lockouts = lockout_problems(macos, thunderbolt, network, bridge)
         if lockouts:
             raise StepFailed(lockouts, result=dict(result, lockouts=lockouts))
-    notes = []
-    if run.write:
-        stop = refusal(names, view.active, None, result["cables"], network, thunderbolt, run.inventory,
-                       cli=run.cli) if hostfiles else None
-        if stop:
-            raise StepFailed([stop], result=result)
-        with staged(run.output_dir) as stage:
-            written = fab.write_outputs(stage, built, hostfiles=hostfiles)
-        notes, result["changed"] = written.skipped, written.changed
-        if built.errors:  # only the picture was written: fabric.svg, or fabric.dot without Graphviz
-            notes.append(f"the picture, faults in red: {run.output_dir / written.paths[-1].name}")
+    notes = _written(view, run, built, result, hostfiles) if run.write else []
     if built.errors:
         raise StepFailed(built.errors + notes, result=result)
     result["msg"] = built.reason + "".join(f"; {n}" for n in notes)
     return result
+
+
+def _written(view: ClusterView, run: Run, built: fab.Fabric, result: dict, hostfiles: bool) -> list[str]:
+    """Writes the picture, and the hostfiles and the model when HOSTFILES and the write guard lets them
+    (result's changed set); the notes on what was left alone."""
+    stop = refusal(view.names, view.active, None, result["cables"], result["network"], view.thunderbolt(),
+                   run.inventory, cli=run.cli) if hostfiles else None
+    if stop:
+        raise StepFailed([stop], result=result)
+    with staged(run.output_dir) as stage:
+        written = fab.write_outputs(stage, built, hostfiles=hostfiles)
+    result["changed"] = written.changed
+    if built.errors:  # only the picture was written: fabric.svg, or fabric.dot without Graphviz
+        return written.skipped + [f"the picture, faults in red: {run.output_dir / written.paths[-1].name}"]
+    return written.skipped
 
 
 def publish(view: ClusterView, run: Run, judged: dict, network_steps: dict, held: str) -> dict:

@@ -61,12 +61,7 @@ def update(name: str, plan: dict, mac: OnMac, *, output_dir: Path, timeout: floa
         if "audit_drift" not in before:
             before["audit_drift"] = [f["fact"] for f in mac.audit()]
         kept["audit_drift"] = before["audit_drift"]
-        try:
-            password = mac.password()
-        except secret_socket.SecretUnavailable as exc:
-            raise StepFailed([f"{name}: {exc}"]) from None
-        if not password:
-            raise StepFailed(["no volume owner password: mlx-fleet os-update asks it (or --password-file)"])
+        password = _password(name, mac)
         if not os_update.installing(previous):
             os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))
             os_update.write_record(record_path, record)
@@ -92,3 +87,14 @@ def update(name: str, plan: dict, mac: OnMac, *, output_dir: Path, timeout: floa
                    after={k: after.get(k) for k in ("version", "build", "rdma_enabled")})
     os_update.write_record(record_path, record)
     return dict(result, msg=f"{name}: on macOS {after['version']} ({after['build']}), checked")
+
+
+def _password(name: str, mac: OnMac) -> str:
+    """The volume owner's password the install needs; StepFailed, before anything is installed, without it."""
+    try:
+        password = mac.password()
+    except secret_socket.SecretUnavailable as exc:
+        raise StepFailed([f"{name}: {exc}"]) from None
+    if not password:
+        raise StepFailed(["no volume owner password: mlx-fleet os-update asks it (or --password-file)"])
+    return password
