@@ -67,12 +67,12 @@ class ActionModule(ClusterAction):
         observed = {h.name: {fact: h.variables[fact] for fact in FACTS} for h in read.hosts}
         declared = read.facts("mlx_fleet_declared")
         try:  # where the controller keeps its files: one place for the whole cluster
-            output_dir = Path(args["output_dir"] or one_value("output_dir", {n: d["output_dir"] for n, d in declared.items()}))
-            lock_file = one_value("lock_file", {n: d["lock_file"] for n, d in declared.items()})
+            kept = {key: one_value(key, {n: d[key] for n, d in declared.items()}) for key in ("output_dir", "lock_file")}
         except SettingDiffers as exc:
             raise refusal([str(exc)]) from None
+        output_dir = Path(args["output_dir"] or kept["output_dir"])
         inventory = args["inventory"] or read.inventory_file
-        controller = controller_state(output_dir, lock_file)
+        controller = controller_state(output_dir, kept["lock_file"])
         audit = run_audit(names, observed, declared, controller, inventory=inventory,
                           cli=fixes.uses_cli(task_vars))
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -28,7 +28,7 @@ class ActionModule(ClusterAction):
         if not view.dropped(("mlx_fleet_thunderbolt",)):
             self.require(view, ("mlx_fleet_thunderbolt",))
         run = self.step_run(task_vars, args["output_dir"])
-        with self.translated(run):
+        with self.translated(run, result):
             result.update(fabric_step.judge(
                 view, run, bridge=args["bridge"], hostfiles=args["write"],
                 # Where the mlx_fabric role puts the hostfiles on every Mac (its variable, when run from the role).

@@ -29,6 +29,6 @@ class ActionModule(ClusterAction):
         if "publication" in args["fabric"] and not view.dropped(("mlx_fleet_thunderbolt",)):
             self.require(view, ("mlx_fleet_thunderbolt",))
         run = self.step_run(task_vars, args["output_dir"])
-        with self.translated(run):
+        with self.translated(run, result):
             result.update(fabric_step.publish(view, run, args["fabric"], args["network"], args["held"]))
         return result

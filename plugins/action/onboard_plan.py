@@ -28,6 +28,6 @@ class ActionModule(ClusterAction):
         args = self.arguments()
         view = self.require(self.view(task_vars, args["group"], onboard_step.SETTINGS), onboard_step.FACTS)
         run = dataclasses.replace(self.step_run(task_vars, args["output_dir"]), inventory=args["inventory"])
-        with self.translated(run):
+        with self.translated(run, result):
             result.update(onboard_step.plan(view, args["host"], run, list(args["afterwards"])))
         return result

@@ -29,7 +29,7 @@ class ActionModule(ClusterAction):
             self.require(view, rdma_step.FACTS)
         run = dataclasses.replace(self.step_run(task_vars, args["output_dir"]),
                                   inventory=args["inventory"] or view.inventory_file)
-        with self.translated(run):
+        with self.translated(run, result):
             result.update(rdma_step.readiness(view, run))
         self._display.display(result["msg"])  # where each Mac stands: for a person, at every verbosity
         return result

@@ -53,14 +53,16 @@ class ClusterAction(ActionBase):
                    inventory=fixes.inventory_named(task_vars), cli=fixes.uses_cli(task_vars))
 
     @contextmanager
-    def translated(self, run: Run):
-        """Runs the step's block: its warnings shown, its StepFailed as Ansible's failure (bad input marked)."""
+    def translated(self, run: Run, result: dict):
+        """Runs the step's block: its warnings shown, its StepFailed as Ansible's failure (bad input marked), a
+        failure's result over the action's own (RESULT: its cluster_step mark)."""
         try:
             yield
         except StepFailed as exc:
+            failed = None if exc.result is None else {**result, **exc.result}
             if exc.bad_input:
-                raise refusal(exc.lines, result=exc.result) from None
-            raise AnsibleActionFail("\n".join(exc.lines), result=exc.result) from None
+                raise refusal(exc.lines, result=failed) from None
+            raise AnsibleActionFail("\n".join(exc.lines), result=failed) from None
         finally:
             for warning in run.shown:
                 self._display.warning(warning)
