@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ansible.errors import AnsibleError
@@ -30,7 +31,8 @@ def one_value(key: str, values: Mapping[str, Any], why: str = "it is one for the
 
 @dataclass(frozen=True)
 class Host:
-    """One host of the cluster: its variables (Ansible's hostvars, templated when read) and facts."""
+    """One host of the cluster: its variables (Ansible's hostvars, templated when read) and facts, each fact
+    read once."""
 
     name: str
     variables: Mapping[str, Any]
@@ -50,21 +52,21 @@ class Host:
                 continue
         return known
 
-    @property
+    @cached_property
     def macos(self) -> dict:
         """Its mlx_fleet_macos facts ({} when not read)."""
         return self.variables.get(MACOS) or {}
 
-    @property
+    @cached_property
     def thunderbolt(self) -> dict:
         return self.variables[THUNDERBOLT]
 
-    @property
+    @cached_property
     def model(self) -> str | None:
         """Its declared mlx_fleet_model, None when the inventory gives none."""
         return self.variables.get("mlx_fleet_model") or None
 
-    @property
+    @cached_property
     def location(self) -> str | None:
         location = self.variables.get("mlx_fleet_location")
         return str(location) if location else None
