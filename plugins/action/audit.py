@@ -16,7 +16,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, fixes, rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import SettingDiffers, one_value
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
@@ -59,16 +60,19 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        names, hostvars = self.cluster(task_vars, args["group"])
-        read = [n for n in names if "mlx_fleet_node" in hostvars[n] and "mlx_fleet_declared" in hostvars[n]]
-        if not read:
+        view = self.view(task_vars, args["group"])
+        names, read = view.names, view.having(("mlx_fleet_node", "mlx_fleet_declared"))
+        if not read.hosts:
             raise AnsibleActionFail(f"no Mac of {args['group']} could be read: see the errors above")
-        observed = {n: {fact: hostvars[n][fact] for fact in FACTS} for n in read}
-        declared = {n: hostvars[n]["mlx_fleet_declared"] for n in read}
-        first = declared[read[0]]
-        output_dir = Path(args["output_dir"] or first["output_dir"])
-        inventory = args["inventory"] or hostvars[read[0]].get("inventory_file") or "INVENTORY"
-        controller = controller_state(output_dir, first["lock_file"])
+        observed = {h.name: {fact: h.variables[fact] for fact in FACTS} for h in read.hosts}
+        declared = read.facts("mlx_fleet_declared")
+        try:  # where the controller keeps its files: one place for the whole cluster
+            kept = {key: one_value(key, {n: d[key] for n, d in declared.items()}) for key in ("output_dir", "lock_file")}
+        except SettingDiffers as exc:
+            raise refusal([str(exc)]) from None
+        output_dir = Path(args["output_dir"] or kept["output_dir"])
+        inventory = args["inventory"] or read.inventory_file
+        controller = controller_state(output_dir, kept["lock_file"])
         audit = run_audit(names, observed, declared, controller, inventory=inventory,
                           cli=fixes.uses_cli(task_vars))
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

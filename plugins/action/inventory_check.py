@@ -10,6 +10,7 @@ from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import SettingDiffers
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, inventory_problems, labelled
 
@@ -19,30 +20,19 @@ HOST_VARS = ("ansible_host", "mlx_fleet_model", "mlx_fleet_location", "macos_nod
              "macos_node_wired_limit_label", "macos_node_wired_limit_fraction", "macos_node_wired_limit_mb")
 
 
-def _known(variables, names: tuple[str, ...]) -> dict:
-    """The variables among names that are set and can be resolved on the controller now
-    (one built from a Mac's facts cannot, and is judged where it is used)."""
-    known = {}
-    for name in names:
-        try:
-            if name in variables:
-                known[name] = variables[name]
-        except AnsibleError:
-            continue
-    return known
-
-
 class ActionModule(ClusterAction):
     ARGS = {"group": {"type": "str", "default": defaults.CLUSTER_GROUP}}
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         group = self.arguments()["group"]
-        names, hostvars = self.cluster(task_vars, group)
-        hosts = {name: _known(hostvars[name], HOST_VARS) for name in names}
-        # Cluster-wide settings are group variables: every host sees the same value.
-        group_vars = _known(hostvars[names[0]], CLUSTER_VARS) if names else {}
-        outside = tuple(h for h in task_vars["groups"].get("all", []) if h not in names)
+        view = self.view(task_vars, group)
+        hosts = {h.name: h.known(HOST_VARS) for h in view.hosts}
+        try:  # cluster-wide settings are group variables: every host sees the same value
+            group_vars = view.known_settings(CLUSTER_VARS)
+        except SettingDiffers as exc:
+            raise refusal([str(exc)]) from None
+        outside = tuple(h for h in task_vars["groups"].get("all", []) if h not in hosts)
         problems = inventory_problems(hosts, group_vars, controller_networks(), outside=outside, group=group)
         if problems:
             try:

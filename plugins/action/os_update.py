@@ -10,7 +10,6 @@ event, log or record. Only macos_update receives it, as a no_log option."""
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import time
@@ -20,25 +19,23 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update, secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update, os_update_step, secret_socket
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.step import StepFailed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.waits import DAY, HOUR, bounded_seconds
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
 NODE_STATE = "mlx_fleet.cluster.node_state"
 PASSWORD_VAR = "mlx_fleet_os_update_password"
 
 
-def _seconds(args: dict, key: str, default: float) -> float:
-    """A wait's bound from the task, refused before any install when it is no number of seconds (`nan`, `inf`
-    and negatives would skip the wait or never end it)."""
+def _seconds(args: dict, key: str, default: float, most: float) -> float:
+    """A wait's bound from the task (plugin_utils.waits), refused before any install."""
     try:
-        value = float(args.get(key) or default)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise AnsibleActionFail(f"{key}: {args.get(key)!r} is not a positive, finite number of seconds")
-    return value
+        return bounded_seconds(args.get(key) or default, most)
+    except ValueError as exc:
+        raise AnsibleActionFail(f"{key}: {exc}") from None
 
 
 class ActionModule(ActionBase):
@@ -123,79 +120,26 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        name = task_vars["inventory_hostname"]
-        plan = args["plan"]
         self._env = args.get("env_path") or "/opt/mlx-fleet/venv"
-        target = plan["target"]
         output_dir = Path(args["output_dir"])
-        record_path = output_dir / os_update.RECORD_FILE
-        try:
-            record = os_update.read_record(record_path) or os_update.new_record(plan, None)
-        except os_update.BadRecord as exc:
-            raise AnsibleActionFail(str(exc)) from None
-        timeout = _seconds(args, "timeout", os_update.DEFAULT_TIMEOUT)
-        poll = _seconds(args, "poll", 10)
+        timeout = _seconds(args, "timeout", os_update.DEFAULT_TIMEOUT, DAY)
+        poll = _seconds(args, "poll", 10, HOUR)
         inventory = args.get("inventory") or "INVENTORY"
-        record["inventory"] = inventory  # for the hold line beside the hostfiles
-        result.update(changed=False, host=name)
-
-        def stop(problem):
-            os_update.mark(record, name, os_update.FAILED, reason=problem["reason"])
-            os_update.write_record(record_path, record)
-            lines = [f"{name}: {problem['reason']}"]
-            if problem["visit"]:
-                sheet = os_update.write_visit_sheet(output_dir, name, os_update.visit_sheet_text(
-                    name, problem, location=task_vars.get("mlx_fleet_location"), target=target,
-                    inventory=inventory))
-                lines.append(f"visit sheet: {sheet}")
-                result["visit_sheet"] = str(sheet)
-            result.update(failed=True, msg="\n".join(lines), problem=problem)
-            return result
-
-        before = self._read(task_vars, checks=True)
-        previous = record["macs"].get(name, {})
-        if "before" in previous:  # resumed: what the Mac had before its update started
-            kept = ("rdma_enabled", "addresses", "mlx_imports", "audit_drift")
-            before = dict(before, **{k: previous["before"][k] for k in kept if k in previous["before"]})
-        kept = {k: before.get(k) for k in ("version", "build", "rdma_enabled", "addresses", "mlx_imports")}
-        if before["build"] != target["build"]:
-            # What the audit already found before the update is not the update's doing (kept for a resume).
-            if "audit_drift" not in before:
-                before["audit_drift"] = [f["fact"] for f in self._audit(task_vars, output_dir, inventory)]
-            kept["audit_drift"] = before["audit_drift"]
-            try:
-                password = secret_socket.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR)
-            except secret_socket.SecretUnavailable as exc:
-                raise AnsibleActionFail(f"{name}: {exc}") from None
-            if not password:
-                raise AnsibleActionFail("no volume owner password: mlx-fleet os-update asks it (or --password-file)")
-            if not os_update.installing(previous):
-                os_update.mark(record, name, os_update.STARTED, before=previous.get("before", kept))
-                os_update.write_record(record_path, record)
-                res = self._execute_module(module_name="mlx_fleet.cluster.macos_update", module_args={
-                    "label": plan["labels"][name], "build": target["build"], "user": args["user"],
-                    "password": password, "confirm_timeout": int(args.get("confirm_timeout") or 120)},
-                    task_vars=task_vars)
-                if res.get("failed"):
-                    return stop(os_update.install_problem(res.get("msg", "softwareupdate --install failed"),
-                                                          res.get("error") or ""))
-                result["changed"] = True
-                os_update.mark(record, name, os_update.STARTED, installed=True)  # from here its build may change
-                os_update.write_record(record_path, record)
-            # else an interrupted run started its install, which goes on by itself: wait for its restart
-            outcome = self._wait(task_vars, target["build"], before["build"], timeout, poll, password)
-            if outcome != "back":
-                return stop(os_update.wait_problem(outcome, timeout=timeout, build=before["build"]))
-        after = self._read(task_vars, checks=True)
-        problems = os_update.check_after(name, before, after, target["build"], before.get("rdma_enabled"),
-                                         converge=fixes.run_command("site", inventory, cli=fixes.uses_cli(task_vars)))
-        if not problems:
-            problems = os_update.audit_problems(self._audit(task_vars, output_dir, inventory),
-                                                before.get("audit_drift") or [])
-        if problems:
-            return stop(problems[0])
-        os_update.mark(record, name, os_update.DONE, before=previous.get("before", kept),
-                       after={k: after.get(k) for k in ("version", "build", "rdma_enabled")})
-        os_update.write_record(record_path, record)
-        result["msg"] = f"{name}: on macOS {after['version']} ({after['build']}), checked"
+        plan = args["plan"]
+        name = task_vars["inventory_hostname"]
+        mac = os_update_step.OnMac(
+            read=lambda checks: self._read(task_vars, checks=checks),
+            audit=lambda: self._audit(task_vars, output_dir, inventory),
+            install=lambda password: self._execute_module(module_name="mlx_fleet.cluster.macos_update", module_args={
+                "label": plan["labels"][name], "build": plan["target"]["build"], "user": args["user"],
+                "password": password, "confirm_timeout": int(args.get("confirm_timeout") or 120)},
+                task_vars=task_vars),
+            wait=lambda build, old_build, password: self._wait(task_vars, build, old_build, timeout, poll, password),
+            password=lambda: secret_socket.fetch_secret(os.environ) or task_vars.get(PASSWORD_VAR))
+        try:
+            result.update(os_update_step.update(name, plan, mac, output_dir=output_dir, timeout=timeout,
+                                                inventory=inventory, location=task_vars.get("mlx_fleet_location"),
+                                                cli=fixes.uses_cli(task_vars)))
+        except StepFailed as exc:
+            raise AnsibleActionFail("\n".join(exc.lines)) from None
         return result

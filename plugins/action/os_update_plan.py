@@ -27,8 +27,8 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        names, hostvars = self.cluster(task_vars, args["group"], (FACT,))
-        macs = {n: hostvars[n][FACT] for n in names}
+        view = self.require(self.view(task_vars, args["group"]), (FACT,))
+        names, macs = view.names, view.facts(FACT)
         path = Path(args["output_dir"]) / os_update.RECORD_FILE
         try:
             previous = os_update.read_record(path)

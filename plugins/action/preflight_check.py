@@ -10,6 +10,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import MACOS, THUNDERBOLT, ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import mismatch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import (
     cluster_pool, network_problems, node_problems, same_macs)
@@ -35,9 +36,8 @@ class ActionModule(ClusterAction):
                                or task_vars.get("ansible_become_pass"))
         host_vars = {k: task_vars[k] for k in HOST_VARS if k in task_vars}
         # Every Mac of the play has been read by now (macos_facts ran on all of them first).
-        hostvars = task_vars["hostvars"]
-        read = {h: hostvars[h]["mlx_fleet_macos"] for h in task_vars["ansible_play_hosts_all"]
-                if "mlx_fleet_macos" in hostvars[h]}
+        read_view = ClusterView.play(task_vars).having((MACOS,))
+        read = read_view.macos()
         output_dir = args["output_dir"] and Path(args["output_dir"])
         bad_input = [line for hosts, line in same_macs(read).items() if host in hosts]
         # A declared model that is not this Mac is an inventory mistake: bad input, like the same Mac twice.
@@ -49,7 +49,7 @@ class ActionModule(ClusterAction):
         found = node_problems(host, facts, host_vars, become_password=become_password, pool=pool)
         problems = [p.line for p in found]
         if args["bridge"] is not None and pool is not None:
-            thunderbolt = {h: hostvars[h]["mlx_fleet_thunderbolt"] for h in read if "mlx_fleet_thunderbolt" in hostvars[h]}
+            thunderbolt = read_view.having((THUNDERBOLT,)).thunderbolt()
             if host in thunderbolt:
                 bad_input += network_problems(host, facts, thunderbolt, args["bridge"], pool, output_dir)
         problems += bad_input

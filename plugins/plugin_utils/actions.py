@@ -3,12 +3,18 @@ spec, and the cluster's hosts with the facts earlier tasks gathered on them."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from pathlib import Path
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 # The keys of the results the summary reads, defined beside it (the CLI reads them without ansible's plugins).
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (  # noqa: F401
     CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import ClusterView, SettingDiffers
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.step import Run, StepFailed
 
 
 def refusal(lines: list[str], *, bad_input: list[str] | None = None, result: dict | None = None) -> AnsibleActionFail:
@@ -40,13 +46,41 @@ class ClusterAction(ActionBase):
         dummy, args = self.validate_argument_spec(argument_spec=self.ARGS)
         return args
 
+    def step_run(self, task_vars: dict, output_dir: str) -> Run:
+        """How this task runs its controller step: check mode, the run lock's holder, the fixes' form."""
+        return Run(Path(output_dir), write=not self._task.check_mode,
+                   holder=f"ansible-playbook task '{self._task.get_name()}'",
+                   inventory=fixes.inventory_named(task_vars), cli=fixes.uses_cli(task_vars))
+
+    @contextmanager
+    def translated(self, run: Run, result: dict):
+        """Runs the step's block: its warnings shown, its StepFailed as Ansible's failure (bad input marked), a
+        failure's result over the action's own (RESULT: its cluster_step mark)."""
+        try:
+            yield
+        except StepFailed as exc:
+            failed = None if exc.result is None else {**result, **exc.result}
+            if exc.bad_input:
+                raise refusal(exc.lines, result=failed) from None
+            raise AnsibleActionFail("\n".join(exc.lines), result=failed) from None
+        finally:
+            for warning in run.shown:
+                self._display.warning(warning)
+
     @staticmethod
-    def cluster(task_vars: dict, group: str, facts: tuple[str, ...] = ()) -> tuple[list[str], dict]:
-        """(host names in inventory order, hostvars); fails naming hosts that lack a needed fact."""
-        hostvars = task_vars["hostvars"]
-        names = list(task_vars["groups"].get(group, []))
-        missing = [n for n in names if not set(facts) <= set(hostvars[n])]
-        if missing and ClusterAction.dropped(task_vars, group, facts) == missing:
+    def view(task_vars: dict, group: str, settings: dict | tuple[str, ...] = ()) -> ClusterView:
+        """The cluster's typed view with the cluster-wide SETTINGS the step reads; refuses one that differs
+        between hosts (bad input)."""
+        try:
+            return ClusterView.of(task_vars, group, settings)
+        except SettingDiffers as exc:
+            raise refusal([str(exc)]) from None
+
+    @staticmethod
+    def require(view: ClusterView, facts: tuple[str, ...]) -> ClusterView:
+        """The view, when every host has FACTS; else fails naming those that lack them."""
+        missing = view.missing(facts)
+        if missing and view.dropped(facts) == missing:
             raise AnsibleActionFail(f"{', '.join(missing)} failed or did not answer earlier in this run, and this step "
                                     "needs every Mac: it changed nothing; fix that and run again")
         if missing:
@@ -54,12 +88,4 @@ class ClusterAction(ActionBase):
                 f"no {' or '.join(facts)} facts for {', '.join(missing)}: run "
                 f"{' and '.join('mlx_fleet.cluster.' + f.removeprefix('mlx_fleet_') + '_facts' for f in facts)} "
                 "on every Mac first (unreachable or failed hosts cannot be judged)")
-        return names, hostvars
-
-    @staticmethod
-    def dropped(task_vars: dict, group: str, facts: tuple[str, ...]) -> list[str]:
-        """The cluster's hosts that lack the facts because they failed or did not answer earlier in this
-        run (Ansible has named them, and they are gone from the play)."""
-        hostvars, active = task_vars["hostvars"], task_vars.get("ansible_play_hosts")
-        return [n for n in task_vars["groups"].get(group, [])
-                if active is not None and n not in active and not set(facts) <= set(hostvars[n])]
+        return view

@@ -4,6 +4,7 @@ role defaults, and the lock file they name."""
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import SettingDiffers, one_value
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import (
     DECLARATION_KEYS, EnvLockError, normalize_declaration)
 
@@ -22,16 +23,10 @@ def inventory_environment(inventory: str, group: str = CLUSTER_GROUP) -> tuple[d
         if not hosts:
             raise EnvLockError(f"the inventory {inventory} has no hosts in group {group}")
         per_host = {h: view.values(h, group=group) for h in hosts}
-        first = hosts[0]
-        raw = {}
-        for key in (*(f"mlx_env_{k}" for k in DECLARATION_KEYS), "mlx_env_lock_file"):
-            values = {h: get(key) for h, get in per_host.items()}
-            odd = [h for h, v in values.items() if v != values[first]]
-            if odd:
-                raise EnvLockError(f"{key} differs between {first} and {odd[0]}: the environment is one for the whole "
-                                   "cluster")
-            raw[key] = values[first]
-    except InventoryViewError as exc:
+        raw = {key: one_value(key, {h: get(key) for h, get in per_host.items()},
+                              why="the environment is one for the whole cluster")
+               for key in (*(f"mlx_env_{k}" for k in DECLARATION_KEYS), "mlx_env_lock_file")}
+    except (InventoryViewError, SettingDiffers) as exc:
         raise EnvLockError(str(exc)) from None
     return raw, str(raw.pop("mlx_env_lock_file"))
 

@@ -18,20 +18,32 @@ def task_vars(active: list[str]) -> dict:
 
 def test_a_mac_that_dropped_out_of_the_run_is_named_as_such():
     gone = task_vars(["mini-1", "mini-2"])
-    assert ClusterAction.dropped(gone, "mlx_cluster", (FACT,)) == ["mini-3"]
+    view = ClusterAction.view(gone, "mlx_cluster")
+    assert view.dropped((FACT,)) == ["mini-3"]
     with pytest.raises(AnsibleActionFail) as failed:
-        ClusterAction.cluster(gone, "mlx_cluster", (FACT,))
+        ClusterAction.require(view, (FACT,))
     assert failed.value.message == ("mini-3 failed or did not answer earlier in this run, and this step needs every "
                                     "Mac: it changed nothing; fix that and run again")
 
 
 def test_a_mac_in_the_play_but_never_read_needs_its_facts_read_first():
     unread = task_vars(["mini-1", "mini-2", "mini-3"])
-    assert ClusterAction.dropped(unread, "mlx_cluster", (FACT,)) == []
+    view = ClusterAction.view(unread, "mlx_cluster")
+    assert view.dropped((FACT,)) == []
     with pytest.raises(AnsibleActionFail, match="^no mlx_fleet_thunderbolt facts for mini-3: run "
                                                 "mlx_fleet.cluster.thunderbolt_facts on every Mac first"):
-        ClusterAction.cluster(unread, "mlx_cluster", (FACT,))
-    assert ClusterAction.cluster(task_vars(["mini-1"]), "mlx_cluster")[0] == ["mini-1", "mini-2", "mini-3"]
+        ClusterAction.require(view, (FACT,))
+    assert ClusterAction.require(ClusterAction.view(task_vars(["mini-1"]), "mlx_cluster"), ()).names == [
+        "mini-1", "mini-2", "mini-3"]
+
+
+def test_a_cluster_wide_setting_that_differs_between_hosts_is_refused_as_bad_input():
+    differing = task_vars(["mini-1", "mini-2", "mini-3"])
+    differing["hostvars"]["mini-2"]["mlx_fleet_backend"] = "ring"
+    with pytest.raises(AnsibleActionFail) as refused:
+        ClusterAction.view(differing, "mlx_cluster", {"mlx_fleet_backend": "auto"})
+    assert refused.value.result_contribution[INPUT_ERRORS] == [refused.value.message]
+    assert ClusterAction.view(differing, "mlx_cluster", {"mlx_fleet_envs": []}).setting("mlx_fleet_envs") == []
 
 
 def test_a_refusal_marks_its_bad_input_lines():
