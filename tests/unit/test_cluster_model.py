@@ -96,7 +96,7 @@ def test_the_publication_carries_the_judged_fabric_to_the_step_that_writes_it(tm
 
 def test_the_model_keeps_its_findings_typed_and_reads_them_back_equal():
     cluster = Cluster.of("mini-m4-pro", 4, "ring")
-    plan = [f"{link.a.host}:{link.a.port} -- {link.b.host}:{link.b.port}" for link in cluster.fabric().links]
+    plan = [str(link.cable) for link in cluster.fabric().links]
     model = cluster.unplug("mini-2:2").unplug("mini-3:1").fabric(cables=plan).model
     assert [(f.kind, f.cable, f.ports) for f in model.findings if f.kind == "missing"] == [
         ("missing", "mini-2:2 -- mini-3:1", (("mini-2", 2), ("mini-3", 1)))]
