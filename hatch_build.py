@@ -7,7 +7,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 COLLECTION = "ansible_collections/mlx_fleet/cluster"
 # The collection's content; local state (.sim, .mlx-fleet, build/, caches) lives elsewhere and never ships.
-CONTENT = ("galaxy.yml", "README.md", "meta", "playbooks", "plugins", "roles", "docs/recovery", "docs/audit", "docs/watch")
+CONTENT = ("galaxy.yml", "README.md", "meta", "playbooks", "plugins", "roles")
 
 
 class CollectionHook(BuildHookInterface):

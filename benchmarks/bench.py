@@ -66,7 +66,7 @@ from pathlib import Path
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, node_facts
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet.capture import remote_command
 from mlx_fleet.sim.layout import generated_cables
 from mlx_fleet.verify import nodes as ssh_nodes, plan

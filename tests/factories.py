@@ -8,11 +8,12 @@ import json
 import uuid
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, cable_ends, cable_speeds
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import node_problems
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import audit_report
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import build_fabric, cable_ends, cable_speeds
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.preflight import node_problems
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS, link_speed
 from mlx_fleet.sim.layout import generated_cables
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
 """Compare every Mac with the declared state and with the others; write audit.json and audit.html
-(logic: plugin_utils.audit, plugin_utils.audit_report, plugin_utils.run_record)."""
+(logic: plugin_utils.checks.audit, plugin_utils.render.audit_report, plugin_utils.checks.run_record)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,18 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, fixes, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import audit_report
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import SettingDiffers, one_value
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import HOSTFILES, run_audit
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import load_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import SettingDiffers, one_value
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import HOSTFILES, run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_file import load_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.run_record import record_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import sha256_file
 
 ARGS = {

@@ -1,17 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Resolve the declared MLX environment into its lock on the controller (logic: plugin_utils.env_lock_resolve);
+"""Resolve the declared MLX environment into its lock on the controller (logic: plugin_utils.env.lock_resolve);
 the collection's way to what `mlx-fleet lock` does."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError, normalize_declaration
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import find_uv, summary_line, update_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import PYPI_SIMPLE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError, normalize_declaration
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_resolve import find_uv, summary_line, update_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.package_index import PYPI_SIMPLE
 
 
 class ActionModule(ClusterAction):

@@ -2,13 +2,13 @@
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
 """Join every Mac's Thunderbolt facts into the fabric: judged once per converge; the result carries what
-mlx_fleet.cluster.fabric_publish writes once the network step came through (logic: plugin_utils.fabric_step)."""
+mlx_fleet.cluster.fabric_publish writes once the network step came through (logic: plugin_utils.steps.fabric)."""
 
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_step
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import fabric as fabric_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
 
 ARGS = {
     "group": {"type": "str", "default": defaults.CLUSTER_GROUP},

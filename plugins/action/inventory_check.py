@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Controller-side inventory validation; the checks themselves live in plugin_utils.inventory."""
+"""Controller-side inventory validation; the checks themselves live in plugin_utils.checks.inventory_checks."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from ansible.errors import AnsibleError
 from ansible.utils.vars import load_extra_vars
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import SettingDiffers
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import controller_networks
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import VERSION_VARS, inventory_problems, labelled
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import SettingDiffers
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.controller_networks import controller_networks
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.inventory_checks import VERSION_VARS, inventory_problems, labelled
 
 CLUSTER_VARS = ("mlx_fleet_backend", "mlx_fleet_cables", "mlx_fleet_ip_pool", "mlx_fleet_management_network",
                 "mlx_fleet_envs") + VERSION_VARS

@@ -1,16 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Controller side of mlx_env: check the lock, plan every node, download once; see plugin_utils.envplan."""
+"""Controller side of mlx_env: check the lock, plan every node, download once; see plugin_utils.env.artifacts."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import plan_run
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.artifacts import plan_run
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
 
 ARGS = {
     "lock_file": {"type": "path", "required": True},

@@ -2,14 +2,14 @@
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
 """Read a whole Mac with the node_state module, where the inventory and the roles' defaults say to look,
-and set beside its facts what the inventory declares for that Mac (plugin_utils.declared)."""
+and set beside its facts what the inventory declares for that Mac (plugin_utils.declare.host)."""
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import ROLES
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import declared_state, node_paths
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import ROLES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.host import declared_state, node_paths
 
 
 class ActionModule(ActionBase):

@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""A new Mac joining the cluster: checked, the cables to add, the visit sheet (logic: plugin_utils.onboard_step)."""
+"""A new Mac joining the cluster: checked, the cables to add, the visit sheet (logic: plugin_utils.steps.onboard)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import onboard_step
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import onboard as onboard_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
 
 ARGS = {
     "group": {"type": "str", "default": defaults.CLUSTER_GROUP},

@@ -2,9 +2,9 @@
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
 """Update one Mac: start the install (macos_update, the password on its stdin), wait (bounded) for the Mac
-to go down and come back, then check it (os_update_facts); record each step (logic: plugin_utils.os_update).
+to go down and come back, then check it (os_update_facts); record each step (logic: plugin_utils.checks.os_update).
 
-The volume owner's password comes from mlx-fleet os-update over a private socket (plugin_utils.secret_socket.
+The volume owner's password comes from mlx-fleet os-update over a private socket (plugin_utils.base.secret_socket.
 serve_secret), else from the variable mlx_fleet_os_update_password; never a task argument, so it is in no
 event, log or record. Only macos_update receives it, as a no_log option."""
 
@@ -19,11 +19,14 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mlx_fleet.cluster.plugins.action.audit import FACTS as AUDIT_FACTS, controller_state
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, os_update, os_update_step, secret_socket
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.step import StepFailed
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.waits import DAY, HOUR, bounded_seconds
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import os_update as os_update_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ssh_target import SshTarget
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import StepFailed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.waits import DAY, HOUR, bounded_seconds
 
 FACTS = "mlx_fleet.cluster.os_update_facts"
 NODE_STATE = "mlx_fleet.cluster.node_state"
@@ -31,7 +34,7 @@ PASSWORD_VAR = "mlx_fleet_os_update_password"
 
 
 def _seconds(args: dict, key: str, default: float, most: float) -> float:
-    """A wait's bound from the task (plugin_utils.waits), refused before any install."""
+    """A wait's bound from the task (plugin_utils.base.waits), refused before any install."""
     try:
         return bounded_seconds(args.get(key) or default, most)
     except ValueError as exc:
@@ -53,7 +56,7 @@ class ActionModule(ActionBase):
         return res["ansible_facts"]["mlx_fleet_os_update"]
 
     def _audit(self, task_vars, output_dir, inventory):
-        """This Mac's audit (plugin_utils.audit on its own node_state read, as mlx-fleet audit reads it): the
+        """This Mac's audit (plugin_utils.checks.audit on its own node_state read, as mlx-fleet audit reads it): the
         findings about this Mac alone, [{topic, fact, expected, found, fix}]."""
         task = self._task.copy()
         task.args = {}

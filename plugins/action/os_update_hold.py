@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Whether an unfinished macOS update holds the cluster, from its record (logic: plugin_utils.os_update);
+"""Whether an unfinished macOS update holds the cluster, from its record (logic: plugin_utils.checks.os_update);
 keeps OUTPUT_DIR/hostfile.held as the record says. Controller only; the tasks after it mark the Macs."""
 
 from __future__ import annotations
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
 
 
 class ActionModule(ClusterAction):

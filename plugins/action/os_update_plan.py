@@ -2,15 +2,15 @@
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
 """Plan a macOS update of the cluster from every Mac's os_update_facts: the target, the order, the record
-to resume from (logic: plugin_utils.os_update). Refuses, changing nothing, while an MLX job runs."""
+to resume from (logic: plugin_utils.checks.os_update). Refuses, changing nothing, while an MLX job runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import CLUSTER_STEP, ClusterAction, refusal
 
 FACT = "mlx_fleet_os_update"
 

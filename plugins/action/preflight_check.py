@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""Judge a Mac's mlx_fleet_macos facts on the controller; the rules live in plugin_utils.preflight."""
+"""Judge a Mac's mlx_fleet_macos facts on the controller; the rules live in plugin_utils.checks.preflight."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction, refusal
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import MACOS, THUNDERBOLT, ClusterView
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import mismatch
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import (
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import MACOS, THUNDERBOLT, ClusterView
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import mismatch
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.preflight import (
     cluster_pool, network_problems, node_problems, same_macs)
 
 HOST_VARS = ("mlx_fleet_model", "mlx_fleet_min_macos", "mlx_fleet_ip_pool", "mlx_fleet_management_network",

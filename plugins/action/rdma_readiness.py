@@ -1,15 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""RDMA readiness of every Mac, the Recovery checklist and the ledger (logic: plugin_utils.rdma_step)."""
+"""RDMA readiness of every Mac, the Recovery checklist and the ledger (logic: plugin_utils.steps.rdma)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma_step
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import rdma as rdma_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
 
 ARGS = {
     "group": {"type": "str", "default": defaults.CLUSTER_GROUP},

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: mlx-fleet contributors
 # Apache License 2.0
-"""The end-of-run summary of `mlx-fleet`, for plain ansible-playbook and AWX (logic: plugin_utils.summary)."""
+"""The end-of-run summary of `mlx-fleet`, for plain ansible-playbook and AWX (logic: plugin_utils.render.summary)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ requirements:
 from ansible import context
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import RunOutcome
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import RunOutcome
 
 
 class CallbackModule(CallbackBase):

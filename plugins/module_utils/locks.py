@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """An exclusive flock taken within a deadline, on a file opened without following a symlink.
 
-The one lock helper of both sides: the controller's run lock (plugin_utils.runlock) and a Mac's install
+The one lock helper of both sides: the controller's run lock (plugin_utils.storage.runlock) and a Mac's install
 lock (modules/mlx_env). The kernel drops the lock when its holder exits, so a killed holder never leaves
 it taken. Stdlib only, Python 3.9 compatible: it runs on the Mac.
 """

@@ -111,7 +111,7 @@ def rdma_state(module, results):
         unread += [odd] if odd else []
     if unread:  # either tool not understood: the state is unknown, and MLX's own test decides
         status, enabled = "unknown", bool([d for d in devices if d.startswith("rdma_")])
-    # Said by the RDMA judgment on the controller (plugin_utils.rdma.unread_warnings), which knows the Mac's name.
+    # Said by the RDMA judgment on the controller (plugin_utils.rdma.readiness.unread_warnings), which knows the Mac's name.
     states = {}
     if devices:
         states = rdma_states(parse_or_fail(module, parsers.parse_ibv_devinfo, output_of(module, results, "ibv_devinfo")))

@@ -24,7 +24,7 @@ description:
     facts table) into O(output_dir), atomically. Changes nothing on any Mac.
   - A Mac that was not read (unreachable, or its read failed) is listed in C(not_audited); the others are
     still compared.
-  - Runs on the controller only (an action plugin, C(plugin_utils.audit)); run it once per play.
+  - Runs on the controller only (an action plugin, C(plugin_utils.checks.audit)); run it once per play.
 version_added: "0.2.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:

@@ -16,7 +16,7 @@ description:
     against O(index) into the JSON lock the M(mlx_fleet.cluster.mlx_env_plan) step installs from offline (every
     pinned package with its wheels for the declared platforms and their sha256, uv's wheels, and the uv-managed Python
     builds with the sha256 from the locked uv release).
-  - The same resolution as C(mlx-fleet lock -i INVENTORY) (C(plugin_utils.env_lock_resolve)), for an install with
+  - The same resolution as C(mlx-fleet lock -i INVENTORY) (C(plugin_utils.env.lock_resolve)), for an install with
     the collection alone (the C(mlx_fleet.cluster.lock) playbook).
   - Writes O(lock_file) only when its text differs (C(changed)); in check mode it resolves and writes nothing.
   - Needs C(uv) on the controller (O(uv), else beside the controller's Python, else on C(PATH)). Runs on the

@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 module: mlx_env_plan
 short_description: Plan every node's MLX environment and download each artifact once
 description:
-  - Runs on the controller only (an action plugin, C(plugin_utils.envplan)); run it once per play.
+  - Runs on the controller only (an action plugin, C(plugin_utils.env.artifacts)); run it once per play.
   - Loads the lock file, stops when the declaration no longer matches it ("run mlx-fleet lock"),
     turns each node's platform report (the result of M(mlx_fleet.cluster.mlx_env_facts) registered
     as O(states)) into wheel tags and marker values, picks each locked package's wheel for it,

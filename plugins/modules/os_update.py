@@ -18,7 +18,7 @@ description:
     at most O(timeout) seconds, looking every O(poll) seconds, for the Mac to restart by itself and come back on the
     target build. It never forces a restart.
   - Then checks the build, RDMA (still enabled if it was), the Thunderbolt ports' addresses (still there) and the
-    MLX environment (still imports C(mlx.core)); then the Mac's audit (C(plugin_utils.audit) on this Mac's
+    MLX environment (still imports C(mlx.core)); then the Mac's audit (C(plugin_utils.checks.audit) on this Mac's
     M(mlx_fleet.cluster.node_state) read, as C(mlx-fleet audit) reads it); a finding about this Mac that its
     audit before the update did not have stops the run like the other checks.
   - On the first problem it fails with one line saying why; where a person is needed (FileVault at the login

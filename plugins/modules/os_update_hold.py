@@ -19,7 +19,7 @@ description:
     hostfiles, which stay as they are (C(mlx.launch) reads only C(hostfile.json)). Nothing is written in check mode.
   - Returns the hold line for the tasks that put the same C(hostfile.held) on every Mac (the mlx_fabric role's
     C(held) entry point), and as a warning for the run's summary.
-  - Runs on the controller only (C(plugin_utils.os_update)); run it once per play.
+  - Runs on the controller only (C(plugin_utils.checks.os_update)); run it once per play.
 version_added: "0.3.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:

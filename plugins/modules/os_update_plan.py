@@ -19,7 +19,7 @@ description:
   - Refuses, naming the Mac, while an MLX job runs on any Mac, or when a Mac is not offered the target.
   - Resumes from the record C(os-update.json) in O(output_dir) - a Mac done for this target is left alone - and
     writes the plan into it (unless O(check)).
-  - Sets the fact C(mlx_fleet_os_update_plan); runs on the controller only (C(plugin_utils.os_update)); run it
+  - Sets the fact C(mlx_fleet_os_update_plan); runs on the controller only (C(plugin_utils.checks.os_update)); run it
     once per play.
 version_added: "0.3.0"
 author: mlx-fleet contributors (!UNKNOWN)

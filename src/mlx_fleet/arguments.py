@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.waits import DAY, HOUR, bounded_seconds
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.waits import DAY, HOUR, bounded_seconds
 
 
 def _bounded(text: str, most: float) -> float:

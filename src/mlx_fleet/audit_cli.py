@@ -1,5 +1,5 @@
 """`mlx-fleet audit` and `mlx-fleet record`: both run mlx_fleet.cluster.audit (read-only) and report on it
-(logic: plugin_utils.audit, plugin_utils.audit_report, plugin_utils.run_record; the record: mlx_fleet.record)."""
+(logic: plugin_utils.checks.audit, plugin_utils.render.audit_report, plugin_utils.checks.run_record; the record: mlx_fleet.record)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json, atomic_write_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit_report import summary_lines
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import natural
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.audit_report import summary_lines
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet import record as records
 from mlx_fleet import runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK, UserError

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from mlx_fleet import __version__
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, atomic_write_json, private_folder
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder, atomic_write_json, private_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ssh_target import SshTarget
 
 MANIFEST = "manifest.json"
 FORMAT = "mlx-fleet-capture/1"

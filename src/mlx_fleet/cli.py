@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
 
 # The errors of bad input the commands' modules raise besides UserError, by module: a module the run never
 # imported raised none, so a command does not import the others' modules (the lock's loads ansible) to tell.
-BAD_INPUT = (("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan", "CablePlanError"),
-             ("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration", "EnvLockError"),
+BAD_INPUT = (("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan", "CablePlanError"),
+             ("ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment", "EnvLockError"),
              ("mlx_fleet.capture", "CaptureError"),
              ("mlx_fleet.sim.host", "SimError"))
 

@@ -1,13 +1,13 @@
-"""`mlx-fleet lock`: resolve the declared environment into its lock (logic: plugin_utils.env_lock_resolve)."""
+"""`mlx-fleet lock`: resolve the declared environment into its lock (logic: plugin_utils.env.lock_resolve)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_inventory import declaration_from, inventory_environment
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import find_uv, summary_line, update_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import PYPI_SIMPLE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
+from mlx_fleet.env_inventory import declaration_from, inventory_environment
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_resolve import find_uv, summary_line, update_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.package_index import PYPI_SIMPLE
 from mlx_fleet.errors import UserError
 
 

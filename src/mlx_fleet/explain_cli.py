@@ -1,5 +1,5 @@
 """`mlx-fleet explain [LOG|-] [-i INVENTORY]`: what an MLX failure means, the evidence to collect and the fix
-(the knowledge base: plugin_utils.explain; with -i, the watch's probe reads the Macs and narrows the cause)."""
+(the knowledge base: mlx_fleet.explain; with -i, the watch's probe reads the Macs and narrows the cause)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain, watch
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from mlx_fleet import explain
+from mlx_fleet import watch
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet import arguments
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 

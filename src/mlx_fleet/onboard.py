@@ -26,9 +26,10 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP as GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, ssh_target
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable, terminal_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import ssh_target
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import printable, terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet import inventory_edit, onboard_ssh, runner
 from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, Busy, UserError
@@ -55,8 +56,8 @@ def print_plan(plan: dict) -> None:
 def edit_inventory(inventories: list[str], edit, output_dir: Path) -> list:
     """inventory_edit.apply under the cluster's run lock, so two onboardings never interleave their
     read and write of the inventory (the second waits, then refuses: Busy, exit 3)."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder
 
     try:
         with runlock.run_lock(output_dir, "mlx-fleet onboard editing the inventory"):
@@ -110,7 +111,7 @@ def add_onboard_parser(sub, command) -> None:
 
 def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | None]:
     """(the variables the new Mac gets from the group, its own entry if it has one)."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
         InventoryView, InventoryViewError)
 
     try:
@@ -128,7 +129,7 @@ def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | Non
 
 
 def inventory_ssh_args(name: str, view: dict) -> list[str]:
-    """ssh's arguments for the new Mac as the inventory reaches its Macs (plugin_utils.ssh_target: port, key,
+    """ssh's arguments for the new Mac as the inventory reaches its Macs (plugin_utils.base.ssh_target: port, key,
     host-key checking, its ssh arguments), the user left out (onboarding gives it with -l)."""
     try:
         return list(replace(ssh_target.SshTarget.from_inventory(name, view.get), user=None).options)

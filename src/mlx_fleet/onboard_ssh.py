@@ -5,7 +5,7 @@ line or typed yes to), and only then recorded in the known_hosts file the invent
 Access: one SSH session with the admin password installs the controller's public key in the admin's
 authorized_keys and, when asked, a sudoers drop-in checked with ``visudo -cf``; from then on only the
 key is used. The password travels through a private socket to an askpass helper (OpenSSH's
-SSH_ASKPASS; plugin_utils.secret_socket.askpass: once, to the Mac's own prompt), and to ``sudo -S`` on the
+SSH_ASKPASS; plugin_utils.base.secret_socket.askpass: once, to the Mac's own prompt), and to ``sudo -S`` on the
 session's standard input: never in an argument, a file or a log.
 
 Which files: ``ssh -G`` with the inventory's SSH arguments (``ansible_ssh_common_args``,
@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import secret_socket
 from mlx_fleet.errors import UserError
 
 KEY_TYPE = "ssh-ed25519"

@@ -1,13 +1,14 @@
 """`mlx-fleet os-update`: macOS updates across the cluster, one Mac at a time (playbook mlx_fleet.cluster.os_update;
-logic: plugin_utils.os_update; docs/os-update.md)."""
+logic: plugin_utils.checks.os_update; docs/os-update.md)."""
 
 from __future__ import annotations
 
 import sys
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update, secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import secret_socket
 from mlx_fleet import arguments, runner
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, Interrupted, UserError
 
 PLAN_ACTION = "mlx_fleet.cluster.os_update_plan"
@@ -46,7 +47,7 @@ def _interrupted(report) -> bool:
 def _password_consumers(args) -> list[str]:
     """The Macs the password may go to, once each; refused (exit 2, no Mac touched) where the run's pipelining
     is off, since the password, a module argument, would then be written on the Mac in an AnsiballZ file."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
         InventoryView, InventoryViewError)
 
     try:

@@ -1,6 +1,6 @@
 """`mlx-fleet record`: the run record a lab keeps with an experiment (docs/audit.md).
 
-The Macs and the cluster as the audit read them (plugin_utils.run_record), plus the mlx-fleet version,
+The Macs and the cluster as the audit read them (plugin_utils.checks.run_record), plus the mlx-fleet version,
 the inventory's git commit and dirty flag, the time, and with ``-- COMMAND`` the exact launch command
 and the git commit of the current folder's repository. JSON (``mlx-fleet-record/1``) plus a short
 Markdown rendering for a lab notebook; ``--diff A B`` says what changed between two records.
@@ -13,9 +13,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import STATUS_WORDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.readiness import STATUS_WORDS
 from mlx_fleet import __version__
 from mlx_fleet.errors import UserError
 

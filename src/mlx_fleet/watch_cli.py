@@ -1,6 +1,6 @@
 """`mlx-fleet watch -i INVENTORY`: probe every Mac each round (one ssh session each, all at once, as the
 inventory reaches them), say each change once, keep status.json, metrics.prom and status.html current
-(docs/watch.md). The judgement is plugin_utils.watch; the outputs plugin_utils.watch_page."""
+(docs/watch.md). The judgement is mlx_fleet.watch; the outputs mlx_fleet.watch_page."""
 
 from __future__ import annotations
 
@@ -15,11 +15,13 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import fingerprint_path
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes, watch, watch_page
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import last_links
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding, lines
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import LEDGER_FILE, read_ledger
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from mlx_fleet import watch
+from mlx_fleet import watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import last_links
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding, lines
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.readiness import LEDGER_FILE, read_ledger
 from mlx_fleet import watch_service
 from mlx_fleet.arguments import long_seconds, seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, UserError

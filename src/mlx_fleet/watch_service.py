@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text
 from mlx_fleet.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, UserError
 
 LABEL = "io.github.mlx-fleet.watch"  # launchd job label

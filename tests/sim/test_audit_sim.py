@@ -170,8 +170,8 @@ def test_converged_four_macs_no_drift_and_nothing_changes(cluster):
 
 def old_wheels() -> list[str]:
     """mlx and mlx-cpu 0.32.3 and six (not in the lock), in a folder the simulated Macs can read."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import Cache, best_wheel
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import index_files
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.artifacts import Cache, best_wheel
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.package_index import index_files
 
     cache = Cache(OLD_WHEELS)
     tags = ["cp311-cp311-manylinux_2_35_x86_64", "py3-none-manylinux_2_35_x86_64", "py3-none-any"]

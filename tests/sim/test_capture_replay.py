@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from replay_dirs import mbp_capture, reference_hardware_ports, reference_thunderbolt, studio_capture
 from simlib import mlx_fleet
 

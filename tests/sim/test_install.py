@@ -101,10 +101,10 @@ def test_artifacts_carry_no_local_state(wheel, collection_tarball):
         assert leaked == []
     # ... and each carries what it needs to run.
     assert "ansible_collections/mlx_fleet/cluster/playbooks/hostfile.yml" in wheel_names
-    assert "ansible_collections/mlx_fleet/cluster/plugins/plugin_utils/fabric.py" in wheel_names
-    assert "ansible_collections/mlx_fleet/cluster/docs/recovery/checklist.html.j2" in wheel_names
+    assert "ansible_collections/mlx_fleet/cluster/plugins/plugin_utils/judge/fabric.py" in wheel_names
+    assert "ansible_collections/mlx_fleet/cluster/plugins/plugin_utils/render/templates/checklist.html.j2" in wheel_names
     assert "mlx_fleet/cli.py" in wheel_names and "mlx_fleet/ansible.cfg" in wheel_names
-    assert {"plugins/plugin_utils/fabric.py", "playbooks/site.yml", "requirements.txt",
+    assert {"plugins/plugin_utils/judge/fabric.py", "playbooks/site.yml", "requirements.txt",
             "meta/runtime.yml"} <= set(galaxy_names)
     assert not [n for n in galaxy_names if n.startswith(("src/", "tests/", "collections/"))]
 

@@ -28,7 +28,7 @@ import yaml
 
 from simlib import CALLBACKS, ENV_CACHE, MLX_FLEET, Sim
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
 
 pytestmark = pytest.mark.sim
 AT = {"preflight": "Read the Mac and its Thunderbolt ports through their own tools",

@@ -135,8 +135,8 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
     # A different MLX installed by hand on one node, and its stored mlx wheel swapped for
     # other bytes under the same name: the wheel is sent again (judged by hash, not name)
     # and the locked MLX put back; nothing else changes.
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.envplan import Cache, best_wheel
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.package_index import index_files
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.artifacts import Cache, best_wheel
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.package_index import index_files
 
     odd = sim.nodes[1]
     old_dir = Path("/var/tmp/mlx-fleet-old-mlx")
@@ -251,7 +251,7 @@ def _python_build(dest: Path) -> tuple[str, str]:
 
 
 def test_managed_python_from_a_mirror_verified_by_hash(make_sim, tmp_path):
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_file import PYTHON_BUILD_BASE
     from mlx_fleet.sim.access import SIM_ENV_LOCK
 
     sim = make_sim(nodes=1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import run_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.runlock import run_lock
 from simlib import BIN, Sim, digests, logins
 
 pytestmark = pytest.mark.sim

@@ -1,11 +1,11 @@
-"""plugin_utils.actions: what the cluster-wide action plugins share."""
+"""plugin_utils.glue.actions: what the cluster-wide action plugins share."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import INPUT_ERRORS, OTHER_ERRORS, ClusterAction, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import INPUT_ERRORS, OTHER_ERRORS, ClusterAction, refusal
 
 FACT = "mlx_fleet_thunderbolt"
 

@@ -1,4 +1,4 @@
-"""The audit's comparison (plugin_utils.audit), its report and the run record, on a converged 4-Mac ring:
+"""The audit's comparison (plugin_utils.checks.audit), its report and the run record, on a converged 4-Mac ring:
 each drift alone gives exactly its line, all of them together give all of them, a Mac that was not read is
 named and left out, and a cluster that was never converged is all drift and no failure."""
 
@@ -11,10 +11,11 @@ import subprocess
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit_report, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import CLUSTER
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import declared_state
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.run_record import record_facts
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import audit_report
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import CLUSTER
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.host import declared_state
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.run_record import record_facts
 from mlx_fleet import record as records
 from factories import ENV, FABRIC, HOSTFILE, INVENTORY, NODE, SHA, Cluster, audit, converged, lines, node
 

@@ -1,12 +1,12 @@
-"""Cable advice for a Mac joining the cluster (plugin_utils.cable_advice)."""
+"""Cable advice for a Mac joining the cluster (plugin_utils.checks.cable_advice)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import HostPorts, advise
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.cable_advice import HostPorts, advise
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 
 
 def _hosts(models: dict[str, str], cables: list[str], plugged_elsewhere: dict[str, set[int]] | None = None):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import CablePlanError, Port, load_plan_file, parse_cable, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError, Port, load_plan_file, parse_cable, parse_cables
 from mlx_fleet.sim.layout import build_layout, generated_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 
 
 @pytest.mark.parametrize("text", ["a:1 -- b:2", "a:tb1--b:Thunderbolt 2", "  a : 1 --b:2 "])

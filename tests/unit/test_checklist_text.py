@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import printable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import printable
 from factories import minis
 
 FORGED = "Serial number:  C02FORGED01"

@@ -1,4 +1,4 @@
-"""plugin_utils.cluster_model: one typed, versioned record of the cluster, read from the old ledger once."""
+"""plugin_utils.model.cluster: one typed, versioned record of the cluster, read from the old ledger once."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import Publication, write_outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import Publication, write_outputs
 from factories import Cluster
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cluster"

@@ -1,11 +1,11 @@
-"""plugin_utils.cluster_view: the cluster's facts and settings, typed and built once per action."""
+"""plugin_utils.declare.cluster_view: the cluster's facts and settings, typed and built once per action."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleError
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import (
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import (
     MACOS, THUNDERBOLT, ClusterView, SettingDiffers, one_value)
 
 

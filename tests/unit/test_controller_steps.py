@@ -1,4 +1,4 @@
-"""plugin_utils.fabric_step, rdma_step and onboard_step: the controller's steps on the cluster's typed view, as
+"""plugin_utils.steps.fabric, rdma_step and onboard_step: the controller's steps on the cluster's typed view, as
 the action plugins run them (the fabric judged once before the network step; publishing checks the read-back
 against that judgement)."""
 
@@ -9,9 +9,12 @@ import json
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_step, onboard_step, rdma, rdma_step
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_view import ClusterView
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.step import Run, StepFailed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import fabric as fabric_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import onboard as onboard_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import rdma as rdma_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run, StepFailed
 from factories import MESH, Cluster, joining, minis
 
 

@@ -1,7 +1,7 @@
 """The collection's lock playbook (mlx_fleet.cluster.lock), run by plain ansible-playbook: the environment the
 inventory declares reaches uv on the controller, uv's own error is the task's, and no Mac is contacted (the hosts'
 addresses answer nobody). Resolving against a real index needs the network: the CLI's `mlx-fleet lock` and this
-playbook share plugin_utils.env_lock_resolve.update_lock, whose writing is tested in test_mlx_env_lock.py."""
+playbook share plugin_utils.env.lock_resolve.update_lock, whose writing is tested in test_mlx_env_lock.py."""
 
 from __future__ import annotations
 

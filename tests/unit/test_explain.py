@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import explain
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import Finding
+from mlx_fleet import explain
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from mlx_fleet.cli import main
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK
 
@@ -89,7 +89,7 @@ def test_each_rule_example_is_its_own_and_docs_troubleshooting_lists_them_all():
 
 
 def test_the_fixes_take_their_commands_from_the_one_place_in_the_install_s_form():
-    # The knowledge base spells no command of its own: each comes from plugin_utils.fixes.
+    # The knowledge base spells no command of its own: each comes from plugin_utils.base.fixes.
     for cause, text in explain.FIX.items():
         assert not re.search(r"mlx-fleet (converge|checklist|hostfile|audit)|ansible-playbook|site\.yml", text), cause
     assert explain.fix("rdma-off", "lab/hosts.yml") == (

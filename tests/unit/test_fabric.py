@@ -14,12 +14,15 @@ import pytest
 
 from mlx._distributed_utils import config as mlx_config
 from mlx._distributed_utils.common import Host
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fabric_addresses, fabric_picture, files, hostfile
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import build_fabric, write_outputs
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import addresses as fabric_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import picture as fabric_picture
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import files
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import build_fabric, write_outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet.sim.layout import generated_cables
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
@@ -634,7 +637,7 @@ def test_a_hold_is_written_where_its_mark_differs_and_released_where_one_is_left
 
 
 def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
 
     cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro", "mini-3": "mini-m4-pro", "mini-4": "mini-m4"})
     for c in generated_cables({h: MODELS[m] for h, m in cluster.models.items()}, "mesh"):
@@ -648,7 +651,7 @@ def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
 
 
 def test_bridges_the_network_step_turned_off_or_would():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import bridges_turned_off
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import bridges_turned_off
 
     off = {"bridge": {"service": "Thunderbolt Bridge", "enabled": False},
            "commands": [["-setnetworkserviceenabled", "Thunderbolt Bridge", "off"],

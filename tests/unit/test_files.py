@@ -1,4 +1,4 @@
-"""The one atomic write per side (plugin_utils.files.replacing, module_utils.files.write_atomically) and the one
+"""The one atomic write per side (plugin_utils.storage.files.replacing, module_utils.files.write_atomically) and the one
 JSON style (module_utils.files.json_text)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import files as mac_files
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import files
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import files
 
 
 class Module:

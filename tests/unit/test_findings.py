@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import judges
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import KINDS, Finding, cleared, line, lines
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import facts as judges
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import KINDS, Finding, cleared, line, lines
 
 OFF = {"device": "bridge0", "active": False, "members": [], "service_enabled": False}
 

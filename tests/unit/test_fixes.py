@@ -1,4 +1,4 @@
-"""Fix commands come from one place (plugin_utils.fixes) and fit the install: mlx-fleet's commands when the run
+"""Fix commands come from one place (plugin_utils.base.fixes) and fit the install: mlx-fleet's commands when the run
 came from the CLI, the collection's playbooks by FQCN otherwise; never a clone's site.yml."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from factories import minis
 
 REPO = Path(__file__).resolve().parents[2]

@@ -28,17 +28,21 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_fact
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch, thunderbolt_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, rdma, runlock, watch, watch_page
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import HostPorts, advise
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock_resolve import python_builds
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory, inventory_problems
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.outputs import current_files, staged
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
+from mlx_fleet import watch
+from mlx_fleet import watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.cable_advice import HostPorts, advise
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_file import PYTHON_BUILD_BASE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_resolve import python_builds
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.inventory_checks import check_inventory, inventory_problems
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.onboarding import assess
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs import current_files, staged
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.runlock import LockBusy, run_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import refusal
 from mlx_fleet import interrupt, onboard, onboard_ssh, watch_cli
 from mlx_fleet import record as records
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import check_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.inventory_checks import check_inventory
 from factories import GOOD, check_node, minis
 
 RING = (("mini-1:1", "mini-2:1"), ("mini-2:2", "mini-3:1"), ("mini-3:2", "mini-4:1"), ("mini-4:2", "mini-1:2"))

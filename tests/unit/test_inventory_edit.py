@@ -179,7 +179,7 @@ def test_a_symlinked_inventory_stays_a_link_and_the_previous_text_is_kept(tmp_pa
 
 
 def test_an_onboarding_edits_the_inventory_only_under_the_run_lock(tmp_path, monkeypatch):
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
     from mlx_fleet.errors import Busy
     from mlx_fleet.onboard import edit_inventory
 

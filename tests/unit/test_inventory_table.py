@@ -1,4 +1,4 @@
-"""plugin_utils.inventory: every inventory mistake the controller refuses before any Mac is touched,
+"""plugin_utils.checks.inventory_checks: every inventory mistake the controller refuses before any Mac is touched,
 one line each, naming the host or variable and the fix."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from ipaddress import IPv4Interface
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.controller import (parse_ifconfig_networks,
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.controller_networks import (parse_ifconfig_networks,
                                                                                   parse_ip_addr_json)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory import (
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.inventory_checks import (
     check_inventory, choose_pool, inventory_problems, labelled)
 from conftest import FIXTURE_DIR, load
 

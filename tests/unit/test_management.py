@@ -1,14 +1,14 @@
-"""plugin_utils.management: the fabric's network plan never cuts the connection a Mac is managed over."""
+"""plugin_utils.fabric.management: the fabric's network plan never cuts the connection a Mac is managed over."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import LEGACY_FILE as ADDRESSES_FILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import read_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.management import lockout_problems
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.preflight import network_problems
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import LEGACY_FILE as ADDRESSES_FILE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.management import lockout_problems
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.preflight import network_problems
 from factories import Cluster, planned
 
 FIX = "manage the Mac over Ethernet or Wi-Fi (its ansible_host)"

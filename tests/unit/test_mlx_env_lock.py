@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (
-    env_declaration, env_inventory, env_lock, env_lock_resolve, fixes, package_index)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare import environment as env_declaration
+from mlx_fleet import env_inventory
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import lock_file as env_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import lock_resolve as env_lock_resolve
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import package_index
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
 from mlx_fleet.sim.access import SIM_ENV_LOCK, environment_vars
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,8 +112,10 @@ def test_without_packaging_the_plugins_import_and_a_plan_stops_with_one_line():
     script = (
         "import sys; sys.modules['packaging'] = None\n"
         "from ansible_collections.mlx_fleet.cluster.plugins.action import audit, mlx_env_plan, node_state\n"
-        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import (\n"
-        "    env_declaration, env_inventory, env_lock, env_lock_resolve, envplan, package_index)\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare import environment as env_declaration\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import artifacts as envplan\n"
+        "from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import lock_file, lock_resolve, package_index\n"
+        "from mlx_fleet import env_inventory\n"
         "try:\n"
         "    envplan.check_declaration({'declaration': {}}, {})\n"
         "except env_declaration.EnvLockError as exc:\n"

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import pytest
 from packaging import tags as ptags
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import envplan
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_declaration import EnvLockError
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env_lock import PYTHON_BUILD_BASE
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import artifacts as envplan
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_file import PYTHON_BUILD_BASE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE, fingerprint
 
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -1,4 +1,4 @@
-"""plugin_utils.models: the catalogue (every Apple Silicon Mac with Thunderbolt), its look-ups, what a Mac's own
+"""plugin_utils.base.mac_models: the catalogue (every Apple Silicon Mac with Thunderbolt), its look-ups, what a Mac's own
 facts tell when the catalogue cannot place it, and a declared key checked against the Mac; and rdma's
 judgment when rdma_ctl or ibv_devices print a wording no real Mac has shown."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_parsers import parse_thunderbolt_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import models, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import mac_models as models
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from module_runner import fixture
 
 M5_MAX_TB = parse_thunderbolt_json(fixture("system_profiler-SPThunderboltDataType-json__jasonpaulso-omlx-plus__1.txt"))
@@ -156,7 +157,7 @@ def test_docs_models_lists_the_catalogue():
 
 
 def test_the_checklist_page_of_a_mac_with_an_unknown_rdma_wording_says_what_was_read():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
 
     tb = dict(tb_facts(120, status="unknown", enabled=False, devices=()),
               rdma_unread=[{"command": "rdma_ctl status", "output": "Status: Disabled"}])

@@ -25,8 +25,15 @@ from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import cluster_model, env_declaration, env_lock, fabric_addresses, hostfile, rdma, run_record, runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare import environment as env_declaration
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import lock_file as env_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import addresses as fabric_addresses
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import run_record
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import record as records
 from mlx_fleet.errors import UserError

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
 from mlx_fleet import capture as cap
 from mlx_fleet.cli import build_parser, main
 from mlx_fleet.errors import EXIT_BAD_INPUT
@@ -112,7 +112,7 @@ def test_lock_from_an_html_only_index_is_one_line(tmp_path, capsys, monkeypatch)
     import http.server
     import threading
 
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import package_index
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env import package_index
 
     class Html(http.server.BaseHTTPRequestHandler):  # answers HTML (PEP 503) whatever the Accept header asks
         def log_message(self, *args):

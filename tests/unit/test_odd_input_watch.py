@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import watch, watch_page
+from mlx_fleet import watch
+from mlx_fleet import watch_page
 from conftest import examples
 from mlx_fleet import onboard, watch_cli
 from mlx_fleet.cli import build_parser, main

@@ -1,10 +1,10 @@
-"""A new Mac judged against the cluster (plugin_utils.onboarding), on facts as the modules return them."""
+"""A new Mac judged against the cluster (plugin_utils.checks.onboarding), on facts as the modules return them."""
 
 from __future__ import annotations
 
 from factories import MESH, Cluster, joining, onboarding_macos
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.onboarding import assess
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.onboarding import assess
 
 def test_a_fourth_studio_gets_a_mesh_its_model_and_the_recovery_step():
     cluster, macos = joining()

@@ -1,10 +1,10 @@
-"""plugin_utils.os_update: the target, the order, resuming from the record, the checks after a Mac came back."""
+"""plugin_utils.checks.os_update: the target, the order, resuming from the record, the checks after a Mac came back."""
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import secret_socket
 
 NAMES = ["m1", "m2", "m3", "m4"]
 OFFER = {"label": "macOS Tahoe 26.5.2-25F84", "title": "macOS Tahoe 26.5.2", "version": "26.5.2", "build": "25F84",

@@ -10,7 +10,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.mlx_fleet.cluster.plugins.action import os_update as action
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
 
 OLD = {"version": "26.2", "build": "25C56", "rdma_enabled": True, "addresses": {}, "mlx_imports": True}
 NEW = dict(OLD, version="26.5.2", build="25F84")

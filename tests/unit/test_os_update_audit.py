@@ -1,8 +1,8 @@
-"""After each Mac's update, its audit: plugin_utils.audit on that one Mac's node_state read (as the os_update action
+"""After each Mac's update, its audit: plugin_utils.checks.audit on that one Mac's node_state read (as the os_update action
 runs it), and only what the update brought stops the run."""
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.audit import run_audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import run_audit
 
 from factories import INVENTORY, converged, node
 

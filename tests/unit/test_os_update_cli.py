@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet import arguments, cli, os_update_cli, runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, Interrupted
 

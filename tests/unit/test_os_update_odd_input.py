@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
 from test_odd_input import JSON_VALUES, ODD_TEXT, SETTINGS, deep_json, mutated_json
 
 CURRENT = {"m1": {"version": "26.2", "build": "25C56"}, "m2": {"version": "26.2", "build": "25C56"}}

@@ -1,4 +1,4 @@
-"""plugin_utils.os_update_step: one Mac's update on the controller, its Mac stood in for (OnMac)."""
+"""plugin_utils.steps.os_update: one Mac's update on the controller, its Mac stood in for (OnMac)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update as ou
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.os_update_step import OnMac, update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.step import StepFailed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.os_update import OnMac, update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import StepFailed
 
 OLD = {"version": "26.2", "build": "25C56", "rdma_enabled": True, "addresses": {"en2": ["10.9.0.1/30"]},
        "mlx_imports": True}

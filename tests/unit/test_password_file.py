@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import secret_socket
 from mlx_fleet import cli, onboard, runner
 from mlx_fleet.errors import EXIT_BAD_INPUT, UserError
 

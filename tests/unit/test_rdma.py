@@ -1,4 +1,4 @@
-"""plugin_utils.rdma and plugin_utils.checklist: readiness classes with their exact lines, the summary from
+"""plugin_utils.rdma.readiness and plugin_utils.render.checklist: readiness classes with their exact lines, the summary from
 the fabric's own backend choice, the ledger, and the rendered checklist (text line by line, HTML escaped)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import checklist, rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
 from factories import REPO, ReadinessCluster, expected_text, minis
 
 # --- classes ---------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 
 from mlx_fleet import capture as cap
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port, parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port, parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet.sim import replay
 from mlx_fleet.sim.layout import build_layout
 from mlx_fleet.sim.models import make_profile

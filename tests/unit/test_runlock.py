@@ -1,4 +1,4 @@
-"""plugin_utils.runlock, module_utils.locks and plugin_utils.outputs: one run at a time per output folder (the lock
+"""plugin_utils.storage.runlock, module_utils.locks and plugin_utils.storage.outputs: one run at a time per output folder (the lock
 helper with a deadline it shares with a Mac's install lock), and outputs published a whole set at a time."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import time
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.locks import LockTimeout, lock_within, open_lock_file
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import outputs, runlock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, atomic_write_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.runlock import LockBusy, run_lock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import outputs
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder, atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.runlock import LockBusy, run_lock
 
 
 class FakeClock:

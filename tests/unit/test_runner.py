@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import CLUSTER_STEP, refusal
 from mlx_fleet import cli, runner
 from mlx_fleet.runner import events as runner_events, progress as runner_progress, run as runner_run
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import summary
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import summary
 from mlx_fleet.errors import UserError
 
 

@@ -1,4 +1,4 @@
-"""The password's socket (plugin_utils.secret_socket): bounded answers, this account's processes only, and for
+"""The password's socket (plugin_utils.base.secret_socket): bounded answers, this account's processes only, and for
 ssh's askpass only the Mac's own password prompt, once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import secret_socket
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import secret_socket
 
 SECRET = "owner-pw-Zq8"
 OTHER_UID = 502  # the sim's student account's uid; any uid not ours will do

@@ -1,4 +1,4 @@
-"""plugin_utils.ssh_target: the one ssh argv built from the inventory, for every ssh outside Ansible."""
+"""plugin_utils.base.ssh_target: the one ssh argv built from the inventory, for every ssh outside Ansible."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ssh_target import SshTarget
 from mlx_fleet import onboard, onboard_ssh
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import nodes

@@ -1,15 +1,15 @@
 """The summary callback (plain ansible-playbook, AWX) and the CLI compose the same lines from the same task
-results: plugin_utils.summary is their one home."""
+results: plugin_utils.render.summary is their one home."""
 
 from __future__ import annotations
 
 import importlib
 from types import SimpleNamespace
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import CLUSTER_STEP, INPUT_ERRORS, OTHER_ERRORS
 from mlx_fleet import runner
 from mlx_fleet.runner import events as runner_events
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import summary
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import summary
 
 callback = importlib.import_module("ansible_collections.mlx_fleet.cluster.plugins.callback.summary")
 

@@ -1,12 +1,12 @@
 """The end-of-run summary's wording, the renderer's own tests: the lines a person reads after a run
-(plugin_utils.summary, mlx_fleet.runner.progress.print_summary), from ansible-runner's events."""
+(plugin_utils.render.summary, mlx_fleet.runner.progress.print_summary), from ansible-runner's events."""
 
 from __future__ import annotations
 
 import io
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import summary
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.actions import CLUSTER_STEP
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import summary
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import CLUSTER_STEP
 from mlx_fleet import runner
 from test_runner import CLUSTER_STEP_WHY, _event, _report, cluster_step_and_mac_failed
 
@@ -45,7 +45,7 @@ def test_a_value_a_mac_reported_reaches_the_terminal_escaped():
 
 
 def test_terminal_text_keeps_a_message_s_own_lines_indented():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 
     assert terminal_text(["failed: fabric", "serial X\nresult: ok\x1b[2J"]).splitlines() == [
         "failed: fabric", "serial X", "  result: ok\\x1b[2J"]

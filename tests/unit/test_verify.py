@@ -20,13 +20,14 @@ import pytest
 from conftest import FIXTURE_DIR, load
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify import compare, jobs, nodes, report
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import parse_cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import coerce
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.explain import explain
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_plan import changes_since
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import line
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import coerce
+from mlx_fleet.explain import explain
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import changes_since
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import line
 from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness, rewired
 from mlx_fleet.sim.doubles.macsim.system_profiler import thunderbolt_items
 from mlx_fleet.verify.jobs import Job, Rank

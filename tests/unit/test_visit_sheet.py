@@ -1,13 +1,13 @@
-"""The onboarding visit sheet (plugin_utils.visit_sheet): cables with both ends, Recovery when needed."""
+"""The onboarding visit sheet (plugin_utils.render.visit_sheet): cables with both ends, Recovery when needed."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import visit_sheet
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cable_advice import Advice
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import visit_sheet
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.cable_advice import Advice
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 
 MACOS = {"model_name": "Mac Studio", "chip": "Apple M3 Ultra", "model_identifier": "Mac15,14",
          "serial_number": "D6WY33LLJM", "product_version": "26.2", "build_version": "25C56",

@@ -1,8 +1,8 @@
-"""plugin_utils.waits: one judge of a wait's bound, for the CLI's options and the action plugins' arguments."""
+"""plugin_utils.base.waits: one judge of a wait's bound, for the CLI's options and the action plugins' arguments."""
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.waits import DAY, HOUR, bounded_seconds
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.waits import DAY, HOUR, bounded_seconds
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-5", "0", 0, None, "soon", HOUR + 1])

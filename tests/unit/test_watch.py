@@ -1,4 +1,4 @@
-"""The watch's judgement (plugin_utils.watch) and outputs (plugin_utils.watch_page) without Macs: one Mac's
+"""The watch's judgement (mlx_fleet.watch) and outputs (mlx_fleet.watch_page) without Macs: one Mac's
 record from real outputs, findings and the events that say each change once, the metrics as Prometheus
 reads them, and the probe's bounded read under /bin/sh."""
 
@@ -10,8 +10,11 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, cluster_model, watch, watch_page
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import audit
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
+from mlx_fleet import watch
+from mlx_fleet import watch_page
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port
 from conftest import FIXTURE_DIR, load
 from mlx_fleet import watch_cli
 from mlx_fleet.verify import nodes

@@ -1,10 +1,10 @@
-"""plugin_utils.writeguard: the hostfiles are rewritten only when every Mac came through the run and the
+"""plugin_utils.fabric.write_guard: the hostfiles are rewritten only when every Mac came through the run and the
 cables are still the ones the network step configured."""
 
 from __future__ import annotations
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_addresses import to_configure
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.writeguard import refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.addresses import to_configure
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import refusal
 from factories import HOSTS, Cluster, plan, planned
 
 def configured(cluster: Cluster, network: dict | None = None) -> dict:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import (
     ARGUMENT_CHECK,
     CLUSTER_STEP,
     RunOutcome,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class RunReport(RunOutcome):
-    """What a run did, from its events (plugin_utils.summary.RunOutcome), and what the CLI adds to it."""
+    """What a run did, from its events (plugin_utils.render.summary.RunOutcome), and what the CLI adds to it."""
 
     playbook: str = ""
     in_flight: set[str] = field(default_factory=set)  # Macs with a task started and not yet done

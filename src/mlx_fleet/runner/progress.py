@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.summary import (
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import (
     CONTROLLER,
     _fabric_lines,
     _rdma_lines,
@@ -89,7 +89,7 @@ class Progress:
 
 
 def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None = None) -> int:
-    """The lines a person acts on: what failed and where, what changed (plugin_utils.summary), where the
+    """The lines a person acts on: what failed and where, what changed (plugin_utils.render.summary), where the
     outputs are, the exit status."""
     out = report.lines(extra)
     out.append(f"full output: {report.artifacts}/stdout ({report.seconds:.0f} s)")

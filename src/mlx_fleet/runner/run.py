@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fixes import CLI_VAR
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.fixes import CLI_VAR
 
 from mlx_fleet import interrupt
 from mlx_fleet.errors import Busy, Interrupted, UserError
@@ -40,8 +40,8 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
                  extravars: dict | None = None, output_dir: Path | None = None,
                  progress: bool = True) -> RunReport:
     """Run mlx_fleet.cluster.<playbook> against the inventories and report what happened."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import runlock
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder
 
     options = options or PlaybookOptions()
     for inventory in inventories:
@@ -63,7 +63,7 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
 def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extravars: dict | None, output_dir: Path,
          progress: bool, run_env: dict) -> RunReport:
     import ansible_runner
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import private_folder
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import private_folder
 
     artifacts = private_folder(output_dir / "runs", follow=False)
     # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
@@ -110,7 +110,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
                     artifact_dir=str(artifacts),
                     playbook=report.playbook,
                     inventory=inventory,
-                    # The fixes the playbooks print name mlx-fleet's commands (plugin_utils.fixes).
+                    # The fixes the playbooks print name mlx-fleet's commands (plugin_utils.base.fixes).
                     extravars={CLI_VAR: True, **(extravars or {})},
                     limit=options.limit,
                     verbosity=options.verbosity or None,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet.sim import host
 from mlx_fleet.sim.host import DROP_IN_DIR, SimError, run
 from mlx_fleet.sim.state import LIBEXEC, ClusterState

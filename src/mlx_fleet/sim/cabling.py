@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cable, parse_cables, parse_port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import MODELS, link_speed
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, CablePlanError, Port, parse_cable, parse_cables, parse_port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS, link_speed
 from mlx_fleet.sim.host import SimError, run
 from mlx_fleet.sim.plumbing import Plumbing
 

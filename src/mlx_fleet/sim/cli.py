@@ -23,7 +23,7 @@ def add_sim_parser(sub, help_text: str) -> None:
 
     up = with_dir(ssub.add_parser("up", help="build the cluster and write DIR/inventory.yml and DIR/ssh_config"))
     up.add_argument("--nodes", type=int, help="number of Macs (not needed with a plan file)")
-    up.add_argument("--model", help="a key of the model catalogue (plugin_utils/models.py): mini-m4-pro (default), "
+    up.add_argument("--model", help="a key of the model catalogue (plugin_utils/base/mac_models.py): mini-m4-pro (default), "
                                          "studio-m4-max, studio-m2-ultra, macbook-pro-m5-max, ...")
     up.add_argument("--topology", default="mesh", help="mesh (default), ring, line, a cable-plan FILE, or your inventory (file or folder)")
     up.add_argument("--rdma", default="plan", help="all, none, or NODE,NODE... with RDMA enabled (default: all, or the plan file's)")
@@ -36,7 +36,7 @@ def add_sim_parser(sub, help_text: str) -> None:
     add = with_dir(ssub.add_parser("add", help="power on a new Mac as it leaves Setup Assistant: password login only, "
                                                 "not cabled, not in the inventory"))
     add.add_argument("name")
-    add.add_argument("--model", help="a key of the model catalogue (plugin_utils/models.py): mini-m4-pro (default), "
+    add.add_argument("--model", help="a key of the model catalogue (plugin_utils/base/mac_models.py): mini-m4-pro (default), "
                                          "studio-m4-max, studio-m2-ultra, macbook-pro-m5-max, ...")
     add.add_argument("--macos-version", help="e.g. 26.2 (default: the sim's)")
     add.add_argument("--macos-build", help="e.g. 25C56 (default: the sim's)")
@@ -118,7 +118,7 @@ def run_sim(args) -> int:
         _print_status(status)
         print(f"\ninventory: {cluster.dir / 'inventory.yml'}   try: ssh {status['nodes'][0]['name']} sw_vers")
     elif cmd == "add":
-        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import DEFAULT_MODEL
+        from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import DEFAULT_MODEL
         from mlx_fleet.sim.layout import catalogue_model
 
         _warn(host.name_warnings([args.name]))

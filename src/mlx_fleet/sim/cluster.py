@@ -22,8 +22,8 @@ import os
 import secrets
 import signal
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import Model
 from mlx_fleet.sim import host, replay
 from mlx_fleet.sim.access import Access
 from mlx_fleet.sim.accounts import Accounts, factory_names

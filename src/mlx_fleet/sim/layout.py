@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, load_plan_file, parse_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import DEFAULT_MODEL, MODELS, Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, CablePlanError, Port, load_plan_file, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import DEFAULT_MODEL, MODELS, Model
 
 if TYPE_CHECKING:
     from mlx_fleet.sim.replay import Replay
@@ -65,7 +65,7 @@ def catalogue_model(key: str) -> Model:
     if key not in MODELS:
         close = difflib.get_close_matches(key, MODELS, n=3, cutoff=0.6)
         raise CablePlanError(f"unknown model {key!r}; " + (f"did you mean {', '.join(close)}? " if close else "")
-                             + "the keys are those of plugin_utils/models.py (mini-m4-pro, studio-m4-max, ...)")
+                             + "the keys are those of plugin_utils/base/mac_models.py (mini-m4-pro, studio-m4-max, ...)")
     return MODELS[key]
 
 

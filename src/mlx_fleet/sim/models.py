@@ -1,4 +1,4 @@
-"""Deterministic node profiles for macsim's simulated Macs (models: plugin_utils.models).
+"""Deterministic node profiles for macsim's simulated Macs (models: plugin_utils.base.mac_models).
 
 A profile is the simulated machine's "hardware and NVRAM" (node.json, see
 docs/macsim.md). Everything random in it (serial number, UUIDs, MAC addresses)
@@ -12,7 +12,7 @@ import random
 import string
 import uuid
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import Model
 
 DEFAULT_OS = ("26.2", "25C56")
 

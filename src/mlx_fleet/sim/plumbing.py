@@ -12,7 +12,7 @@ import os
 import signal
 
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port
 from mlx_fleet.sim.host import run
 from mlx_fleet.sim.state import ClusterState
 

@@ -21,9 +21,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cableplan import Cable, CablePlanError, Port, parse_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import Model, generation_from_facts, identify
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, CablePlanError, Port, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import Model, generation_from_facts, identify
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from mlx_fleet.sim.host import SimError
 

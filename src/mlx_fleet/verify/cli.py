@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import OUTPUT_DIR_NAME
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import os_update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import UnsafeFolder, private_folder
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder, private_folder
 from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import report

@@ -8,7 +8,7 @@ Macs' macOS tools say now (``networksetup -listallhardwareports`` for the port's
 -listnetworkserviceorder`` for the bridge's service, ``rdma_ctl status``, ``ibv_devices`` and
 ``ibv_devinfo`` for RDMA), made into facts as the modules make them (module_utils.node_facts) and
 judged by the product's own checks: a port's address and the bridge by the audit's
-(plugin_utils.audit), RDMA by the RDMA step's (plugin_utils.rdma). Pure: nothing here talks to a Mac.
+(plugin_utils.checks.audit), RDMA by the RDMA step's (plugin_utils.rdma.readiness). Pure: nothing here talks to a Mac.
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import audit, explain, fixes, judges, rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_discovery import discover
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.findings import line
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declared import role_files
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import audit
+from mlx_fleet import explain
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import facts as judges
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import line
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.host import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import End, Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import End, Link
 from mlx_fleet.verify.plan import Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "moved", "no-ipv4", "bridge", "cable", "rdma", "unknown")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text, load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text, load_json
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.check_program import ERR, OUT, read_tagged
 

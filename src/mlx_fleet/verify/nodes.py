@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers, node_facts
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ssh_target import SshTarget
 from mlx_fleet.capture import remote_command
 from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 

@@ -4,7 +4,7 @@ The inventory gives the folder the hostfiles are in (``mlx_fabric_output_dir``, 
 ``mlx_fleet_output_dir``, else the output folder beside the inventory) and the interpreter every Mac runs
 (``mlx_env_path``);
 ``hostfile.json`` gives the ranks and the backend, ``hostfile-ring.json`` the TCP fallback and
-the cluster model (``cluster.json``, plugin_utils.cluster_model) every cable with both ends' ports and addresses.
+the cluster model (``cluster.json``, plugin_utils.model.cluster) every cable with both ends' ports and addresses.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.cluster_model import (
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import (
     MODEL_FILE, ClusterModel, read_model)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils import hostfile as hostfiles
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric_backend import RDMA_BACKENDS, pair_links
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import End, Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import hostfile as hostfiles
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend import RDMA_BACKENDS, pair_links
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import End, Link
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import load_json
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ssh_target import SshTarget
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ssh_target import SshTarget
 
 DEFAULT_SIZES = "1KiB:256MiB"
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -86,11 +86,11 @@ class InventoryHost:
 
 
 def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
-    """One read of the inventory (plugin_utils.inventory_view): the output folder (mlx_fabric_output_dir:
+    """One read of the inventory (plugin_utils.declare.inventory_view): the output folder (mlx_fabric_output_dir:
     mlx_fleet_output_dir, else the default beside the inventory), mlx_env_path and mlx_fabric_bridge as a play
     running the roles sees them for the cluster's first host, and every host of the group with its ssh settings
     and the variables NAMES."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.inventory_view import (
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
         InventoryView, InventoryViewError)
 
     try:

@@ -19,13 +19,13 @@ import jinja2
 
 from mlx_fleet import __version__
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.files import atomic_write_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from mlx_fleet.verify import compare
 from mlx_fleet.verify.diagnose import CAUSES, failure_lines
 from mlx_fleet.verify.jobs import Job
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import TEMPLATES as RECOVERY_TEMPLATES
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.content import terminal_text
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import TEMPLATES as RECOVERY_TEMPLATES
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet.verify.plan import format_size
 from mlx_fleet.verify.run import FAILED, PASSED, UNREACHABLE, Outcome
 

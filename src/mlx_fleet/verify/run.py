@@ -12,7 +12,7 @@ from pathlib import Path
 from mlx_fleet.verify import compare, jobs, nodes
 from mlx_fleet.verify.check_program import __file__ as CHECK_PROGRAM
 from mlx_fleet.verify.diagnose import Finding, cable_findings, diagnose, node_findings, rewired
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.ports import Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Link
 from mlx_fleet.verify.plan import Cluster, link_hostfile, single_host_hostfile
 
 PASSED, FAILED, UNREACHABLE = "passed", "failed", "unreachable"
