@@ -17,7 +17,8 @@ description:
   - Refuses a serial number the inventory already has under another name. Takes the model from
     C(mlx_fleet_model), or derives it from the Mac's model identifier. Warns when the Mac runs another macOS
     build than the cluster.
-  - The logic lives in C(plugin_utils.checks.onboarding); advises the cables to add (see docs/onboarding.md) from the ports every Mac has free, the cables found and
+  - The logic lives in C(plugin_utils.checks.onboarding); advises the cables to add (see docs/onboarding.md)
+    from the ports every Mac has free, the cables found and
     planned (C(mlx_fleet_cables)) and the backend (C(mlx_fleet_backend)); C(jaccl) wants a full mesh on ports
     that carry RDMA, and when the ports make it impossible the module fails saying why and what the ring
     alternative is. With C(auto), a cluster cabled as a full mesh is advised a full mesh, and the ring

@@ -45,8 +45,6 @@ def _about(variables: tuple[str, ...], lines: list[str]) -> list[Finding]:
     return [inventory_problem(line, variables) for line in lines]
 
 
-
-
 def check_inventory(hosts: dict[str, dict], group_vars: dict, controller_networks=(), *,
                     outside: tuple[str, ...] = (), group: str = defaults.CLUSTER_GROUP) -> list[str]:
     """Problems with the cluster as declared, one line each (inventory_problems)."""

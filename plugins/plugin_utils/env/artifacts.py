@@ -256,6 +256,7 @@ class Cache:
         if dest.exists() and sha256_file(dest) == artifact["sha256"]:
             self.hits.append(artifact["filename"])
             return dest
+
         def check(tmp: Path) -> None:
             got = sha256_file(tmp)
             if got != artifact["sha256"]:

@@ -96,23 +96,23 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[FabricFi
         what = f"{pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}"
         fix = f"swap the cables in {port_name(Port(host, first))} and {second}"
         findings += [FabricFinding("wrong port", str(was), sentence("wrong ports", what, fix), True, link=str(now),
-                             note="swapped", ports=cable_ports(was) + cable_ports(now), found=what,
-                             expected=str(was), fix=fix) for was, now in pair]
+                                   note="swapped", ports=cable_ports(was) + cable_ports(now), found=what,
+                                   expected=str(was), fix=fix) for was, now in pair]
     for cable, wrong in found.moves:
         what, fix = f"{cable} is cabled as {wrong}", _move(cable, wrong)
         findings.append(FabricFinding("wrong port", str(cable), sentence("wrong port", what, fix), True, link=str(wrong),
-                                note="wrong port", ports=cable_ports(cable) + cable_ports(wrong), found=what,
-                                expected=str(cable), fix=fix))
+                                      note="wrong port", ports=cable_ports(cable) + cable_ports(wrong), found=what,
+                                      expected=str(cable), fix=fix))
     for cable in found.missing:
         fix = f"connect {port_name(cable.a)} to {port_name(cable.b)}"
         findings.append(FabricFinding("missing", str(cable), sentence(f"missing cable {cable}", fix), True,
-                                gap=(cable.a.host, cable.b.host), note=f"missing {cable}", ports=cable_ports(cable),
-                                found="missing", expected=str(cable), fix=fix))
+                                      gap=(cable.a.host, cable.b.host), note=f"missing {cable}", ports=cable_ports(cable),
+                                      found="missing", expected=str(cable), fix=fix))
     for cable in found.extra:
         what, fix = "not in the cable plan (mlx_fleet_cables)", "unplug it or add it to the plan"
         findings.append(FabricFinding("extra", str(cable), sentence(f"extra cable {cable}", what, fix), True,
-                                link=str(cable), note="extra", ports=cable_ports(cable), found=what,
-                                expected="no cable", fix=fix))
+                                      link=str(cable), note="extra", ports=cable_ports(cable), found=what,
+                                      expected="no cable", fix=fix))
     for link in links:
         if link.speed_gbps >= FULL_SPEED_GBPS:
             continue
@@ -125,6 +125,6 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[FabricFi
             what = f"{gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}"
             fix = "replace it with a Thunderbolt 5 cable"
         findings.append(FabricFinding("slow", str(link), sentence(f"slow cable {link}", what, fix), not slow_end,
-                                link=str(link), note="slow", ports=cable_ports(link.cable), found=what,
-                                expected=gbps(FULL_SPEED_GBPS) if not slow_end else gbps(link.speed_gbps), fix=fix))
+                                      link=str(link), note="slow", ports=cable_ports(link.cable), found=what,
+                                      expected=gbps(FULL_SPEED_GBPS) if not slow_end else gbps(link.speed_gbps), fix=fix))
     return findings

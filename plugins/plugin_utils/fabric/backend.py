@@ -170,13 +170,13 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
         for i, j in missing:
             what, fix = f"{hosts[i]} and {hosts[j]} are not cabled", picker.connect(hosts[i], hosts[j])
             found.append(FabricFinding("not cabled", "", sentence(prefix, what, fix), True, gap=(hosts[i], hosts[j]),
-                                 note="needed", found=what, expected=f"a cable between {hosts[i]} and {hosts[j]}",
-                                 fix=fix))
+                                       note="needed", found=what, expected=f"a cable between {hosts[i]} and {hosts[j]}",
+                                       fix=fix))
         return found
 
     def rdma_errors(backend: str) -> list[FabricFinding]:
         return [FabricFinding("no rdma", "", sentence(f"{backend} needs RDMA on every host", carriers.refusals[h]), True,
-                        hosts=(h,), found=carriers.refusals[h], expected="RDMA on every host")
+                              hosts=(h,), found=carriers.refusals[h], expected="RDMA on every host")
                 for h in hosts if h in carriers.refusals]
 
     def unable(used: list[Link]) -> list[str]:
@@ -274,15 +274,15 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
                 found.append(FabricFinding("rdma-port", str(link), sentence(end.host, what, fix), False, link=str(link),
-                                     note=f"no RDMA on {port_name(end.port)}", ports=((end.host, end.receptacle),),
-                                     found=what, expected="a port where RDMA comes up", fix=fix))
+                                           note=f"no RDMA on {port_name(end.port)}", ports=((end.host, end.receptacle),),
+                                           found=what, expected="a port where RDMA comes up", fix=fix))
             if link.speed_gbps < FULL_SPEED_GBPS:
                 what = f"{gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link"
                 why = ("JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail "
                        "to run it")
                 found.append(FabricFinding("thunderbolt 4", str(link), sentence(str(link), what, why), False,
-                                     link=str(link), note="Thunderbolt 4 for JACCL", ports=cable_ports(link.cable),
-                                     found=what, expected=gbps(FULL_SPEED_GBPS), fix=why))
+                                           link=str(link), note="Thunderbolt 4 for JACCL", ports=cable_ports(link.cable),
+                                           found=what, expected=gbps(FULL_SPEED_GBPS), fix=why))
     if _has_loop(hosts, links):
         for host in hosts:
             bridge = facts[host].get("bridge") or {}
@@ -292,5 +292,5 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 fix = ("it floods frames around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service "
                        "off (a converge's fabric step does, with mlx_fabric_bridge: disabled)")
                 found.append(FabricFinding("bridge", "", sentence(host, what, fix), False, hosts=(host,), found=what,
-                                     expected="the Thunderbolt Bridge off", fix=fix))
+                                           expected="the Thunderbolt Bridge off", fix=fix))
     return found

@@ -16,8 +16,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models 
 FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
 
 
-
-
 def cable_ports(cable: Cable) -> tuple[tuple[str, int], ...]:
     """A cable's ends as a finding's ports."""
     return tuple((end.host, end.receptacle) for end in cable.key)
@@ -57,8 +55,8 @@ def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[FabricFind
                     what = (f"{hardware_port(port['receptacle'])} is cabled to a {peer.get('name') or 'Mac'} "
                             f"({peer.get('model')}) outside the inventory")
                     found.append(FabricFinding("outside", "", sentence(host, what, "it is not part of the fabric"), False,
-                                         ports=((host, port["receptacle"]),), found=what,
-                                         expected="a Mac of the inventory"))
+                                               ports=((host, port["receptacle"]),), found=what,
+                                               expected="a Mac of the inventory"))
                 else:
                     a, b = sorted([End(Port(host, port["receptacle"]), port["device"]),
                                    End(Port(peer_host, peer_port["receptacle"]), peer_port["device"])],

@@ -103,7 +103,7 @@ def _finding_from(data: dict) -> FabricFinding:
     """A fabric finding as the file keeps it (lists for tuples); fields a newer file adds are left out."""
     known = {name: value for name, value in data.items() if name in FabricFinding.__dataclass_fields__}
     return FabricFinding(**known | {name: tuple(known[name]) for name in ("gap", "hosts") if name in known}
-                   | ({"ports": tuple(tuple(p) for p in known["ports"])} if "ports" in known else {}))
+                         | ({"ports": tuple(tuple(p) for p in known["ports"])} if "ports" in known else {}))
 
 
 def from_dict(data: dict) -> ClusterModel:
