@@ -18,7 +18,7 @@ PLUGIN_UTILS = f"{COLLECTION}.plugin_utils"
 # the domains; checks: preflight, inventory, audit, os-update, onboarding over them; render: the sentences and
 # printed reports; steps: one controller function per step of a play, what an action plugin translates; glue:
 # what the action plugins share with Ansible.
-LAYERS = ("storage", "base", "declare", "model", "fabric", "rdma", "env", "judge", "checks", "render", "steps",
+LAYERS = ("storage", "base", "declare", "model", "fabric", "rdma", "env", "models", "judge", "checks", "render", "steps",
           "glue")
 
 
