@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError, Port, load_plan_file, parse_cable, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError, Port, parse_cable, parse_cables
+from mlx_fleet.sim.plan_file import load_plan_file
 from mlx_fleet.sim.layout import build_layout, generated_cables
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 

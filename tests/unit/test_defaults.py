@@ -12,7 +12,7 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare import inventory_view
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import load_plan_file
+from mlx_fleet.sim.plan_file import load_plan_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend import BACKENDS
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import InventoryView, InventoryViewError
 from mlx_fleet import runner

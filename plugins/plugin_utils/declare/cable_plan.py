@@ -1,8 +1,8 @@
 """The cable plan: which Thunderbolt port of which Mac is cabled to which.
 
 One format serves the inventory (what the user intends) and `mlx-fleet sim up
---topology FILE` (what the simulator builds), so a declared cluster can be
-rehearsed as written. A cable is written ``host:port -- host:port`` where port
+--topology FILE` (what the simulator builds, read by mlx_fleet.sim.plan_file), so a
+declared cluster can be rehearsed as written. A cable is written ``host:port -- host:port`` where port
 is the Thunderbolt receptacle number that macOS names ``Thunderbolt N``
 (``tb3`` and ``Thunderbolt 3`` are accepted too).
 """
@@ -10,12 +10,7 @@ is the Thunderbolt receptacle number that macOS names ``Thunderbolt N``
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
-import yaml
-
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port
 
 
@@ -73,54 +68,3 @@ def parse_cables(entries, port_counts: dict[str, int] | None = None) -> list[Cab
             used[end] = cable
         cables.append(cable)
     return cables
-
-
-@dataclass
-class PlanFile:
-    """A cluster as a plan file declares it: hosts with their attributes, and cables."""
-
-    nodes: dict[str, dict]
-    cables: list[str]
-
-
-def load_plan_file(path: str | Path) -> PlanFile:
-    """A plan file (``nodes:`` and ``cables:``), or the cluster an Ansible YAML inventory declares.
-
-    An inventory (a file, or a folder with hosts.yml), as Ansible reads it (plugin_utils.declare.inventory_view),
-    contributes the hosts of group ``mlx_cluster`` with their ``mlx_fleet_model``, and ``mlx_fleet_cables``.
-    """
-    path = Path(path)
-    inventory = path / "hosts.yml" if path.is_dir() else path
-    data = _read_yaml(inventory)
-    if isinstance(data, dict) and "all" in data:
-        return _plan_from_inventory(path)
-    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict) or not data["nodes"]:
-        raise CablePlanError(f"cable plan {path}: needs a 'nodes:' mapping of host names")
-    nodes = {str(name): dict(attrs or {}) for name, attrs in data["nodes"].items()}
-    cables = data.get("cables") or []
-    if not isinstance(cables, list):
-        raise CablePlanError(f"cable plan {path}: 'cables:' must be a list of 'host:port -- host:port'")
-    return PlanFile(nodes, [str(c) for c in cables])
-
-
-def _read_yaml(path: Path):
-    try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise CablePlanError(f"cannot read cable plan {path}: {exc}") from exc
-
-
-def _plan_from_inventory(source: Path, group: str = CLUSTER_GROUP) -> PlanFile:
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
-        InventoryView, InventoryViewError)
-
-    try:
-        inventory = InventoryView([str(source)])
-        hosts = {name: inventory.variables(name) for name in inventory.hosts(group)}
-    except InventoryViewError as exc:
-        raise CablePlanError(str(exc)) from None
-    if not hosts:
-        raise CablePlanError(f"inventory {source}: no hosts in group {group}")
-    nodes = {name: {"model": str(hv["mlx_fleet_model"])} if hv.get("mlx_fleet_model") else {}
-             for name, hv in hosts.items()}
-    return PlanFile(nodes, [str(c) for c in next(iter(hosts.values())).get("mlx_fleet_cables") or []])

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, CablePlanError, Port, load_plan_file, parse_cables
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, CablePlanError, Port, parse_cables
+from mlx_fleet.sim.plan_file import load_plan_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import DEFAULT_MODEL, MODELS, Model
 
 if TYPE_CHECKING:
