@@ -12,7 +12,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environm
 def inventory_environment(inventory: str, group: str = CLUSTER_GROUP) -> tuple[dict, str]:
     """The mlx_env_* variables the inventory gives GROUP (one environment per cluster), over
     the role defaults, and the lock file they name (mlx_env_lock_file, templated)."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
+    from mlx_fleet.inventory_view import (
         InventoryView,
         InventoryViewError,
     )

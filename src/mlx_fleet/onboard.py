@@ -111,7 +111,7 @@ def add_onboard_parser(sub, command) -> None:
 
 def _inventory_view(inventories: list[str], name: str) -> tuple[dict, dict | None]:
     """(the variables the new Mac gets from the group, its own entry if it has one)."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
+    from mlx_fleet.inventory_view import (
         InventoryView, InventoryViewError)
 
     try:

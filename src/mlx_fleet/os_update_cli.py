@@ -47,7 +47,7 @@ def _interrupted(report) -> bool:
 def _password_consumers(args) -> list[str]:
     """The Macs the password may go to, once each; refused (exit 2, no Mac touched) where the run's pipelining
     is off, since the password, a module argument, would then be written on the Mac in an AnsiballZ file."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
+    from mlx_fleet.inventory_view import (
         InventoryView, InventoryViewError)
 
     try:

@@ -1,4 +1,4 @@
-"""One home for the defaults (module_utils/defaults.py) and one inventory view (plugin_utils/declare/inventory_view.py):
+"""One home for the defaults (module_utils/defaults.py) and one inventory view (src/mlx_fleet/inventory_view.py):
 the roles' defaults files, their argument specs and the modules' specs say what the constants say, and
 every reader outside a play sees the inventory as a play running the roles sees it."""
 
@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare import inventory_view
+from mlx_fleet import inventory_view
 from mlx_fleet.sim.plan_file import load_plan_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend import BACKENDS
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import InventoryView, InventoryViewError
+from mlx_fleet.inventory_view import InventoryView, InventoryViewError
 from mlx_fleet import runner
 from mlx_fleet.verify.plan import settings_from_inventory
 

@@ -52,7 +52,7 @@ def trusted(value):
 def resolver(host_vars: Mapping, template: Template, trust: Callable[[object], object] = trusted) -> Callable:
     """get(name, default=None): the value of NAME a play running the roles sees for the host whose variables
     are HOST_VARS (the inventory's over the roles' defaults, role vars over both), templated. The one
-    "inventory over role defaults" (plugin_utils.declare.inventory_view gives it to readers outside a play)."""
+    "inventory over role defaults" (mlx_fleet.inventory_view gives it to readers outside a play)."""
     layers = {}
     for role in AUDITED_ROLES:
         defaults, role_vars = role_files(role)

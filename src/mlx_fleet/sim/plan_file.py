@@ -13,7 +13,7 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import InventoryView, InventoryViewError
+from mlx_fleet.inventory_view import InventoryView, InventoryViewError
 
 
 @dataclass
@@ -27,7 +27,7 @@ class PlanFile:
 def load_plan_file(path: str | Path) -> PlanFile:
     """A plan file (``nodes:`` and ``cables:``), or the cluster an Ansible YAML inventory declares.
 
-    An inventory (a file, or a folder with hosts.yml), as Ansible reads it (plugin_utils.declare.inventory_view),
+    An inventory (a file, or a folder with hosts.yml), as Ansible reads it (mlx_fleet.inventory_view),
     contributes the hosts of group ``mlx_cluster`` with their ``mlx_fleet_model``, and ``mlx_fleet_cables``.
     """
     path = Path(path)

@@ -86,11 +86,11 @@ class InventoryHost:
 
 
 def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
-    """One read of the inventory (plugin_utils.declare.inventory_view): the output folder (mlx_fabric_output_dir:
+    """One read of the inventory (mlx_fleet.inventory_view): the output folder (mlx_fabric_output_dir:
     mlx_fleet_output_dir, else the default beside the inventory), mlx_env_path and mlx_fabric_bridge as a play
     running the roles sees them for the cluster's first host, and every host of the group with its ssh settings
     and the variables NAMES."""
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.inventory_view import (
+    from mlx_fleet.inventory_view import (
         InventoryView, InventoryViewError)
 
     try:
