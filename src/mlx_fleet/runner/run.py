@@ -66,26 +66,8 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import private_folder
 
     artifacts = private_folder(output_dir / "runs", follow=False)
-    # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
-    bin_dir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
-    envvars = run_env | options.environment | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
-                   "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
-               "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
-    envvars["ANSIBLE_CONFIG"] = ansible_config()
-    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
-        envvars["ANSIBLE_HOST_KEY_CHECKING"] = "True"  # ansible-runner turns it off unless told
-    cmdline = []
-    for value in options.extra_vars:
-        cmdline += ["-e", value]
-    cmdline += ["--check"] * options.check + ["--diff"] * options.diff
-    # Passwords stay in this process: ansible-runner answers ansible-playbook's prompts on its terminal
-    # (suppress_env_files: it writes none of them, nor the extra variables, into its private folder).
-    passwords = {}
-    become = options.become_password or (getpass.getpass("BECOME password: ") if options.ask_become_pass else None)
-    if become:
-        cmdline.append("--ask-become-pass")
-        passwords[r"^BECOME password.*:\s*$"] = become
+    envvars = _playbook_environment(options, run_env)
+    cmdline, passwords = _command_line(options)
     report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check,
                        diff=options.diff)
     watcher = Progress() if progress else None
@@ -144,11 +126,46 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     report.seconds = time.monotonic() - started
     if result.rc not in (0, 2, 4) and not (report.failed or report.cluster_failed or report.unreachable
                                            or report.input_errors):
-        # ansible-playbook itself refused (bad option, syntax, unreadable inventory): its own words.
-        stderr = (report.artifacts / "stdout").read_text(errors="replace") if (report.artifacts / "stdout").exists() else ""
-        errors = [line.strip() for line in stderr.splitlines() if line.strip().startswith(("ERROR", "[ERROR]"))]
-        report.input_errors = errors or [f"ansible-playbook exited {result.rc}; its output: {report.artifacts}/stdout"]
+        report.input_errors = _playbook_refusal(report.artifacts, result.rc)
     return report
+
+
+def _playbook_environment(options: PlaybookOptions, run_env: dict) -> dict:
+    """ansible-playbook's environment: this install's collection and config, host keys checked."""
+    # ansible-runner starts ansible-playbook by name: the one installed beside this Python.
+    bin_dir = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    envvars = run_env | options.environment | {"ANSIBLE_COLLECTIONS_PATH": collections_path() + os.pathsep + os.environ.get(
+                   "ANSIBLE_COLLECTIONS_PATH", os.path.expanduser("~/.ansible/collections")),
+               "PATH": bin_dir + os.pathsep + path if bin_dir not in path.split(os.pathsep) else path}
+    envvars["ANSIBLE_CONFIG"] = ansible_config()
+    if "ANSIBLE_HOST_KEY_CHECKING" not in os.environ:
+        envvars["ANSIBLE_HOST_KEY_CHECKING"] = "True"  # ansible-runner turns it off unless told
+    return envvars
+
+
+def _command_line(options: PlaybookOptions) -> tuple[list[str], dict]:
+    """ansible-playbook's options, and the answers to its password prompts."""
+    cmdline = []
+    for value in options.extra_vars:
+        cmdline += ["-e", value]
+    cmdline += ["--check"] * options.check + ["--diff"] * options.diff
+    # Passwords stay in this process: ansible-runner answers ansible-playbook's prompts on its terminal
+    # (suppress_env_files: it writes none of them, nor the extra variables, into its private folder).
+    passwords = {}
+    become = options.become_password or (getpass.getpass("BECOME password: ") if options.ask_become_pass else None)
+    if become:
+        cmdline.append("--ask-become-pass")
+        passwords[r"^BECOME password.*:\s*$"] = become
+    return cmdline, passwords
+
+
+def _playbook_refusal(artifacts: Path, rc: int) -> list[str]:
+    """ansible-playbook itself refused (bad option, syntax, unreadable inventory): its own words."""
+    stdout = artifacts / "stdout"
+    stderr = stdout.read_text(errors="replace") if stdout.exists() else ""
+    errors = [line.strip() for line in stderr.splitlines() if line.strip().startswith(("ERROR", "[ERROR]"))]
+    return errors or [f"ansible-playbook exited {rc}; its output: {stdout}"]
 
 
 def rotate_runs(artifacts: Path, keep: int = KEPT_RUNS) -> None:
