@@ -75,20 +75,8 @@ def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, mo
     keys = {n: model_key((models or {}).get(n), macos[n]) for n in names}
     serial = macos[new]["serial_number"]
     result = Onboarding(new, keys[new], serial, Advice(backend, ""))
-    same = [n for n in others if macos[n]["serial_number"] == serial]
-    if same:
-        result.errors.append(f"{new}: serial number {serial} is already in the inventory as {same[0]}: it is the "
-                             f"same Mac; onboard it under that name, or take {same[0]} out of the inventory first")
+    if not _judge_identity(result, others, macos, keys):
         return result
-    if keys[new] is None:
-        result.notes.append(f"{new}: mlx-fleet knows no model with identifier {macos[new]['model_identifier']}: "
-                            "its ports come from the Mac itself and none is known to lack RDMA")
-    builds = {(macos[n]["product_version"], macos[n]["build_version"]) for n in others}
-    mine = (macos[new]["product_version"], macos[new]["build_version"])
-    if builds and mine not in builds:
-        theirs = ", ".join(f"{v} ({b})" for v, b in sorted(builds))
-        result.notes.append(f"{new} runs macOS {mine[0]} ({mine[1]}) and the cluster {theirs}: Macs on different "
-                            "builds fail in odd ways; update them to one build")
 
     # The cables: found on the ports (the fabric's discovery) and planned; both count as there.
     found = [link.cable for link in discover(names, thunderbolt)[0]]
@@ -98,13 +86,7 @@ def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, mo
     for cable in planned:
         for end in (cable.a, cable.b):
             taken.setdefault(end.host, set()).add(end.receptacle)
-    hosts = []
-    for n in names:
-        model = MODELS.get(keys[n])
-        hosts.append(cable_advice.HostPorts(
-            n, tuple(sorted(p["receptacle"] for p in thunderbolt[n]["ports"])), frozenset(taken[n]),
-            model.rdma_broken_ports if model else (),
-            f"{model.model_name}, {model.key}" if model else macos[n]["model_identifier"]))
+    hosts = [_host_ports(n, keys[n], macos[n], thunderbolt[n], taken[n]) for n in names]
     wanted = cable_advice.advise(new, hosts, present, target_backend(backend, others, present, thunderbolt))
     advice = wanted
     if not wanted.possible:
@@ -135,10 +117,45 @@ def assess(new: str, macos: dict[str, dict], thunderbolt: dict[str, dict], *, mo
     result.unplug = [_entry(c) for c in advice.unplug]
     result.seen = [_entry(c) for c in add if c.key in live]
 
-    readiness = rdma.classify_node(new, macos[new], thunderbolt[new], model=keys[new])
+    _judge_rdma(result, macos[new], thunderbolt[new], keys[new])
+    return result
+
+
+def _judge_identity(result: Onboarding, others: list[str], macos: dict[str, dict], keys: dict) -> bool:
+    """False (with the error) when the new Mac is already in the inventory under another name; notes on an
+    unknown model and on a macOS build the others do not run."""
+    new, serial = result.host, result.serial_number
+    same = [n for n in others if macos[n]["serial_number"] == serial]
+    if same:
+        result.errors.append(f"{new}: serial number {serial} is already in the inventory as {same[0]}: it is the "
+                             f"same Mac; onboard it under that name, or take {same[0]} out of the inventory first")
+        return False
+    if keys[new] is None:
+        result.notes.append(f"{new}: mlx-fleet knows no model with identifier {macos[new]['model_identifier']}: "
+                            "its ports come from the Mac itself and none is known to lack RDMA")
+    builds = {(macos[n]["product_version"], macos[n]["build_version"]) for n in others}
+    mine = (macos[new]["product_version"], macos[new]["build_version"])
+    if builds and mine not in builds:
+        theirs = ", ".join(f"{v} ({b})" for v, b in sorted(builds))
+        result.notes.append(f"{new} runs macOS {mine[0]} ({mine[1]}) and the cluster {theirs}: Macs on different "
+                            "builds fail in odd ways; update them to one build")
+    return True
+
+
+def _host_ports(name: str, key: str | None, macos: dict, thunderbolt: dict, taken: set) -> cable_advice.HostPorts:
+    """One Mac's ports as the cable advice weighs them: all, taken, and those its model cannot use for RDMA."""
+    model = MODELS.get(key)
+    return cable_advice.HostPorts(
+        name, tuple(sorted(p["receptacle"] for p in thunderbolt["ports"])), frozenset(taken),
+        model.rdma_broken_ports if model else (),
+        f"{model.model_name}, {model.key}" if model else macos["model_identifier"])
+
+
+def _judge_rdma(result: Onboarding, macos: dict, thunderbolt: dict, key: str | None) -> None:
+    """Whether the new Mac needs the Recovery visit for the backend the advice chose, or cannot join it."""
+    readiness = rdma.classify_node(result.host, macos, thunderbolt, model=key)
     result.rdma = readiness.message
-    uses_rdma = advice.backend in RDMA_BACKENDS
+    uses_rdma = result.advice.backend in RDMA_BACKENDS
     result.needs_recovery = uses_rdma and readiness.status == rdma.NEEDS_RECOVERY
     if uses_rdma and readiness.status == rdma.NOT_CAPABLE:
-        result.notes.append(f"{readiness.message}; {advice.backend} cannot include it: use ring")
-    return result
+        result.notes.append(f"{readiness.message}; {result.advice.backend} cannot include it: use ring")

@@ -157,7 +157,31 @@ def derive(recording: Recording) -> Replay:
     memory = hw.get("memory_bytes") or _int(sysctl.get("hw.memsize"))
     memory_gb = memory >> 30 if memory else (known.memory_gb if known else 16)
 
-    # Hardware ports in networksetup order, without the bridge (the sim adds its own bridge0).
+    ports, management = _hardware_ports(tb, hw_ports, ifconfig, known, model_name, notes)
+
+    if known:
+        generation = known.tb_generation
+    else:  # as the product reads an unknown Mac; no ports recorded: Thunderbolt 5
+        generation = generation_from_facts({"ports": tb}) or (4 if tb else 5)
+    model = Model(
+        key=known.key if known else model_id, model_name=model_name, model_id=model_id, chip=chip,
+        cpu_cores=_cpu_cores(ncpu, groups, known), ncpu=ncpu, memory_gb=memory_gb, tb_generation=generation,
+        hardware_ports=ports, management_device=management,
+        rdma_broken_ports=known.rdma_broken_ports if known else (),
+    )
+
+    facts = _profile_facts(recording, notes, model, hw, sysctl, sw, rdma, groups)
+    tb_ports = _thunderbolt_ports(tb, raw_buses)
+    macs = {p["device"]: p["ethernet_address"] for p in hw_ports if p.get("ethernet_address")}
+    for device, iface in ifconfig.items():
+        if iface.get("ether") and device not in macs:
+            macs[device] = iface["ether"]
+    return Replay(recording, model, facts, tb_ports, macs, notes)
+
+
+def _hardware_ports(tb: list, hw_ports: list, ifconfig: dict, known, model_name: str, notes: list[str]) -> tuple:
+    """The hardware ports in networksetup order, without the bridge (the sim adds its own bridge0), and the
+    management device."""
     receptacles = [p["receptacle"] for p in tb]
     if hw_ports:
         ports = tuple((p["hardware_port"], p["device"]) for p in hw_ports
@@ -182,22 +206,16 @@ def derive(recording: Recording) -> Replay:
         ports = (("Ethernet", f"en{free}"),) + ports
         non_tb = [("Ethernet", f"en{free}")]
         notes.append(f"no Ethernet or Wi-Fi port recorded; management port simulated as en{free}")
-    management = _management_device(non_tb, ifconfig)
+    return ports, _management_device(non_tb, ifconfig)
 
-    if known:
-        generation = known.tb_generation
-    else:  # as the product reads an unknown Mac; no ports recorded: Thunderbolt 5
-        generation = generation_from_facts({"ports": tb}) or (4 if tb else 5)
-    model = Model(
-        key=known.key if known else model_id, model_name=model_name, model_id=model_id, chip=chip,
-        cpu_cores=_cpu_cores(ncpu, groups, known), ncpu=ncpu, memory_gb=memory_gb, tb_generation=generation,
-        hardware_ports=ports, management_device=management,
-        rdma_broken_ports=known.rdma_broken_ports if known else (),
-    )
 
-    facts: dict = {"model_name": model_name, "model_id": model_id, "chip": chip, "memory_gb": memory_gb}
+def _profile_facts(recording: Recording, notes: list[str], model: Model, hw: dict, sysctl: dict, sw: dict, rdma,
+                   groups: list) -> dict:
+    """The profile's facts (node.json) the recording gives: identity, macOS, RDMA, updates, sudo."""
+    facts: dict = {"model_name": model.model_name, "model_id": model.model_id, "chip": model.chip,
+                   "memory_gb": model.memory_gb}
     if groups:
-        facts["number_processors"] = "proc " + ":".join(str(n) for n in [ncpu] + groups)
+        facts["number_processors"] = "proc " + ":".join(str(n) for n in [model.ncpu] + groups)
     for key, value in (("serial", hw.get("serial_number")), ("hardware_uuid", hw.get("platform_uuid")),
                        ("provisioning_udid", hw.get("provisioning_udid")), ("boot_rom", hw.get("boot_rom_version"))):
         if value:
@@ -217,7 +235,11 @@ def derive(recording: Recording) -> Replay:
     sudo = _sudo_mode(recording)
     if sudo:
         facts["sudo"] = sudo
+    return facts
 
+
+def _thunderbolt_ports(tb: list, raw_buses: dict) -> dict:
+    """Each recorded Thunderbolt receptacle's bus, switch and direct peers."""
     tb_ports = {}
     for p in tb:
         raw = raw_buses.get(p["domain_uuid"], {})
@@ -230,11 +252,7 @@ def derive(recording: Recording) -> Replay:
             "micro_version": tag.get("micro_version_key"),
             "peers": [peer["domain_uuid"] for peer in p["peers"] if peer["direct"]],
         }
-    macs = {p["device"]: p["ethernet_address"] for p in hw_ports if p.get("ethernet_address")}
-    for device, iface in ifconfig.items():
-        if iface.get("ether") and device not in macs:
-            macs[device] = iface["ether"]
-    return Replay(recording, model, facts, tb_ports, macs, notes)
+    return tb_ports
 
 
 def _int(value) -> int | None:
