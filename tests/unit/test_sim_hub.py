@@ -9,6 +9,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,26 @@ def make_repo(folder: Path, weights: bytes = b"\1" * 4096) -> dict[str, bytes]:
     return files
 
 
-@pytest.fixture
-def hub(tmp_path):
-    """The stand-in over tmp_path/repos, its faults changeable by the test, its request log as a list."""
+@contextmanager
+def running_hub(tmp_path: Path):
+    """The stand-in over tmp_path/repos (acme/tiny in it), its faults changeable by the test, its request log."""
     root = tmp_path / "repos"
     make_repo(root / "acme" / "tiny")
     faults = Faults()
     log = tmp_path / "hub.log"
     api, cdn = serve(str(root), "127.0.0.1", 0, faults, log)
-    yield {"root": root, "faults": faults, "endpoint": endpoint(api), "log": log, "cache": tmp_path / "cache"}
-    for server in (api, cdn):
-        server.shutdown()
-        server.server_close()
+    try:
+        yield {"root": root, "faults": faults, "endpoint": endpoint(api), "log": log, "cache": tmp_path / "cache"}
+    finally:
+        for server in (api, cdn):
+            server.shutdown()
+            server.server_close()
+
+
+@pytest.fixture
+def hub(tmp_path):
+    with running_hub(tmp_path) as running:
+        yield running
 
 
 def client(hub: dict, code: str, offline: bool = False, token: str | None = None) -> subprocess.CompletedProcess:
