@@ -73,6 +73,8 @@ class HubHandler(BaseHTTPRequestHandler):
         try:
             if self.server.role == "cdn":
                 self._cdn(parts, body)
+            elif parts == ["api", "agent-harnesses"]:  # the client's once-a-day look for its user agent
+                self._json({"standardEnvVars": [], "harnesses": {}})
             elif parts[:1] == ["api"] and len(parts) >= 3 and parts[1] in _TYPES:
                 self._api(_TYPES[parts[1]], parts[2:], query)
             elif "resolve" in parts[1:3]:
