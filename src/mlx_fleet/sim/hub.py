@@ -41,7 +41,8 @@ from mlx_fleet.sim.lifecycle import process_alive
 from mlx_fleet.sim.hub_repos import DATASETS, HubFolder, RepoNotFound, RevisionNotFound, Snapshot
 
 STATE = "hub.json"
-LOG = "hub.log"
+LOG = "hub.log"  # one line per request
+OUTPUT = "hub-server.log"  # the process's own output: why it did not start, a handler's traceback
 _TYPES = {"models": "model", "datasets": "dataset"}
 
 
@@ -85,6 +86,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self._error(404 if self._token() else 401, "RepoNotFound", "Repository not found")
         except RevisionNotFound as exc:
             self._error(404, "RevisionNotFound", f"Invalid rev id: {exc.args[0]}")
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away mid-answer
         finally:
             wanted = self.headers.get("Range")
             self.server.log(f"{self.command} {self.path} {self._status}" + (f" {wanted}" if wanted else ""))
@@ -297,7 +300,7 @@ def start(sim_dir: Path, folder: str, address: str, port: int, gated: list[str],
     (sim_dir / STATE).unlink(missing_ok=True)
     spec = {"folder": str(Path(folder).resolve()), "address": address, "port": port, "gated": gated, "cut": cut,
             "lifetime": lifetime, "state": str(sim_dir / STATE), "log": str(sim_dir / LOG)}
-    with open(sim_dir / LOG, "a") as log:
+    with open(sim_dir / OUTPUT, "a") as log:
         proc = subprocess.Popen([sys.executable, "-m", "mlx_fleet.sim.hub", json.dumps(spec)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log, start_new_session=True)
     deadline = time.monotonic() + 15
@@ -310,17 +313,20 @@ def start(sim_dir: Path, folder: str, address: str, port: int, gated: list[str],
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
-    tail = (sim_dir / LOG).read_text(errors="replace").strip().splitlines()[-1:]
+    tail = (sim_dir / OUTPUT).read_text(errors="replace").strip().splitlines()[-1:]
     raise SimError(f"the Hub stand-in did not start at {address}:{port}: {' '.join(tail) or 'no output'}")
 
 
 def status(sim_dir: Path) -> dict | None:
-    """DIR/hub.json while its process lives."""
+    """DIR/hub.json while its process lives (that pid still the stand-in: never another process that reused it)."""
     try:
         running = json.loads((sim_dir / STATE).read_text())
+        alive = isinstance(running, dict) and process_alive(running.get("pid"))
+        if alive and b"mlx_fleet.sim.hub" in Path(f"/proc/{running['pid']}/cmdline").read_bytes():
+            return running
     except (OSError, ValueError):
-        return None
-    return running if isinstance(running, dict) and process_alive(running.get("pid")) else None
+        pass
+    return None
 
 
 def stop(sim_dir: Path) -> dict | None:
