@@ -169,3 +169,29 @@ def test_the_lock_playbook_pins_the_models(hub, tmp_path):
     result = done.recorded["plays"][0]["tasks"][-1]["hosts"]["mini-1"]
     assert (result["changed"], result["models"]["pinned"], result["models"]["files"]) == (True, ["tiny"], 3)
     assert pinned(hub)["tiny"].commit == hub["api"].model_info("acme/tiny").sha
+
+
+@pytest.mark.parametrize("text", [
+    "not json", "[]", '{"format": 2, "models": []}', '{"format": 1}', "[" * 100_000,
+    '{"format": 1, "models": [{"name": "m", "source": "hub", "repo": "a/b", "commit": "0", "files": []}]}',
+    '{"format": 1, "models": [{"name": "m", "source": "path", "files": [{"path": "../x", "size": 1, "sha256": "'
+    + "0" * 64 + '"}]}]}',
+])
+def test_a_models_lock_mlx_fleet_did_not_write_is_one_error(tmp_path, text):
+    path = tmp_path / MODELS_LOCK_NAME
+    path.write_text(text)
+    with pytest.raises(ModelsLockError) as caught:
+        load_models_lock(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_hub_answer_naming_a_file_outside_the_model_is_refused(tmp_path):
+    from types import SimpleNamespace
+
+    sibling = SimpleNamespace(rfilename="../../.ssh/authorized_keys", size=3, blob_id="1" * 40, lfs=None)
+    hub = SimpleNamespace(endpoint="http://hub.test",
+                          repo_info=lambda *a, **k: SimpleNamespace(sha="2" * 40, siblings=[sibling]))
+    with pytest.raises(ModelsLockError) as caught:
+        hub_pin.update_models_lock(TINY, str(tmp_path / ".mlx-env.lock.json"), (), hub=hub)
+    assert "'../../.ssh/authorized_keys'" in str(caught.value) and "model tiny" in str(caught.value)
+    assert not (tmp_path / MODELS_LOCK_NAME).exists()
