@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 module: model_files_facts
 short_description: Read what a Mac holds of the declared models' files, in one call
 description:
-  - For each pinned model in O(models) (its manifest: source C(hub) or C(path), its files with size and hash),
+  - For each pinned model in O(models) (its manifest, source C(hub) or C(path), its files with size and hash),
     reads the files where the cluster keeps them on the Mac and says per file whether it is there and has the
     pinned size; with O(deep), whether its bytes hash to the pinned hash (sha256, or the git blob id of a small
     Hub file). Also the bytes free on the volume that holds (or would hold) each model.

@@ -13,7 +13,7 @@ module: models_status
 short_description: Judge every Mac's declared models against their pinned files
 description:
   - Reads every Mac's C(mlx_fleet_model_files) facts (M(mlx_fleet.cluster.model_files_facts)) and compares them
-    with O(expected) (M(mlx_fleet.cluster.models_manifest)'s result): per Mac and model, present, verified (every
+    with O(expected) (M(mlx_fleet.cluster.models_manifest)'s result), per Mac and model present, verified (every
     byte hashed), the files missing or differing, the bytes still to copy, the free bytes, the revision.
   - A Mac without the facts (failed, unreachable) is listed as not read. Changes nothing.
   - Prints one line per Mac and model and what to run next (also returned as C(msg)) whatever the verbosity.
