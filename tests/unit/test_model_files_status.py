@@ -12,7 +12,10 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_fil
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import HUB, ModelFile, ModelManifest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import parse_models
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import path_manifest, status
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_status
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run, StepFailed
 
 
 @pytest.fixture
@@ -120,3 +123,23 @@ def test_the_last_line_says_what_to_run_next():
     unpinned = dict(complete, not_pinned=["tiny"], complete=False)
     assert models_status.lines(unpinned, "inv", cli=True)[-2:] == ["tiny: not pinned: run mlx-fleet lock -i inv",
                                                                    "pin the Hub models first: mlx-fleet lock -i inv"]
+
+
+def cluster(models) -> ClusterView:
+    return ClusterView.of({"groups": {"mlx_cluster": ["mini-1", "mini-2"]},
+                           "hostvars": {m: {"mlx_fleet_models": models} for m in ("mini-1", "mini-2")}},
+                          "mlx_cluster", models_step.SETTINGS)
+
+
+@pytest.mark.parametrize("models", [[{"name": "x", "path": "/nonexistent/folder"}], [{"name": "x"}], "not a list"])
+def test_a_declaration_or_folder_that_cannot_be_read_is_bad_input(models, tmp_path):
+    with pytest.raises(StepFailed) as failed:
+        models_step.manifests(cluster(models), Run(tmp_path, write=False, holder="test"), None)
+    assert failed.value.bad_input and len(failed.value.lines) == 1
+
+
+def test_the_step_gives_the_macs_their_manifests_and_folders(folder, tmp_path):
+    run = Run(tmp_path / "out", write=True, holder="test")
+    found = models_step.manifests(cluster([{"name": "m", "path": str(folder)}]), run, str(tmp_path / "no-lock"))
+    assert [m["name"] for m in found["manifests"]] == ["m"] and found["not_pinned"] == []
+    assert (found["hf_cache"], found["models_dir"]) == ("/opt/mlx-fleet/huggingface/hub", "/opt/mlx-fleet/models")

@@ -57,7 +57,8 @@ def lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
     if report["lacking"]:
         to_copy = sum(row["bytes_missing"] for row in rows)
         deep = " --deep" if cli else " -e mlx_fleet_models_deep=true"
-        out.append(f"{', '.join(report['lacking'])} lack declared models ({size(to_copy)} to copy): copy the files "
+        verb = "lacks a declared model" if len(report["lacking"]) == 1 else "lack declared models"
+        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy the files "
                    f"named above into their folders (mlx-fleet models sync, the next step of issue 28, will), then "
                    f"check every byte: {fixes.run_command('models_status', inventory, cli=cli)}{deep}")
     elif report["not_pinned"]:
