@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 # The hashing and the layout on a Mac are the module's (module_utils.model_files), so both sides agree.
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import (  # noqa: F401
-    HUB, PATH, REPO_FOLDER_PREFIX, FileDigests, blob_name, digest_file, digests_match, repo_folder)
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import (
+    HUB, PATH, REPO_FOLDER_PREFIX, FileDigests, blob_name, digests_match, repo_folder)
 
 
 class ModelFileError(ValueError):

@@ -12,8 +12,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import digest_file
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import (
-    PATH, ModelFile, ModelFileError, ModelManifest, digest_file)
+    PATH, ModelFile, ModelFileError, ModelManifest)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json, load_json
 
 RECORDS = "models"  # the folder of the records in the output folder
