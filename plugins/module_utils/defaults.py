@@ -23,3 +23,7 @@ OUTPUT_DIR_NAME = ".mlx-fleet"
 HOSTFILE_DIR = "/opt/mlx-fleet"  # mlx_fabric_hostfile_dir: where every Mac gets the hostfiles
 WIRED_LIMIT_LABEL = "org.mlx-fleet.wired-limit"  # macos_node_wired_limit_label: the LaunchDaemon's label
 CLUSTER_GROUP = "mlx_cluster"  # the inventory group of the cluster's Macs
+# mlx_fleet_models_hf_cache and mlx_fleet_models_dir: where every Mac keeps the declared models (Hub entries in a
+# Hugging Face cache, path entries in a folder each); the model_files_facts module reads there.
+MODELS_HF_CACHE = "/opt/mlx-fleet/huggingface/hub"
+MODELS_DIR = "/opt/mlx-fleet/models"

@@ -9,15 +9,12 @@ Mac, a Hub entry lives in a Hugging Face cache laid out as huggingface_hub write
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-HUB = "hub"
-PATH = "path"
-# huggingface_hub's repo folder prefixes (constants.REPO_TYPES_URL_PREFIXES / repo_folder_name).
-_REPO_FOLDER_PREFIX = {"model": "models", "dataset": "datasets", "space": "spaces"}
-_CHUNK = 1 << 20
+# The hashing and the layout on a Mac are the module's (module_utils.model_files), so both sides agree.
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import (
+    HUB, PATH, REPO_FOLDER_PREFIX, FileDigests, blob_name, digests_match, repo_folder)
 
 
 class ModelFileError(ValueError):
@@ -36,14 +33,10 @@ class ModelFile:
     @property
     def blob(self) -> str:
         """The name huggingface_hub gives the file's blob: the LFS sha256, else the git blob id."""
-        return self.sha256 or self.git_sha1 or ""
+        return blob_name(self.to_json())
 
-    def matches(self, digests: "FileDigests") -> bool:
-        if digests.size != self.size:
-            return False
-        if self.sha256:
-            return digests.sha256 == self.sha256
-        return digests.git_sha1 == self.git_sha1
+    def matches(self, digests: FileDigests) -> bool:
+        return digests_match(self.to_json(), digests)
 
     def to_json(self) -> dict:
         data = {"path": self.path, "size": self.size}
@@ -91,7 +84,7 @@ class ModelManifest:
 
     def repo_folder(self) -> str:
         """The Hub entry's folder in a Hugging Face cache (huggingface_hub's repo_folder_name)."""
-        return "--".join([_REPO_FOLDER_PREFIX[self.repo_type], *self.repo.split("/")])
+        return repo_folder(self.repo_type, self.repo)
 
     def to_json(self) -> dict:
         data = {"name": self.name, "source": self.source, "files": [f.to_json() for f in self.files]}
@@ -119,33 +112,11 @@ class ModelManifest:
             raise ModelFileError(f"{here}: a file is listed twice")
         repo_type = data.get("repo_type", "model")
         if source == HUB:
-            if not isinstance(data.get("repo"), str) or repo_type not in _REPO_FOLDER_PREFIX:
-                raise ModelFileError(f"{here}: a Hub entry needs a repo and a repo_type of {sorted(_REPO_FOLDER_PREFIX)}")
+            if not isinstance(data.get("repo"), str) or repo_type not in REPO_FOLDER_PREFIX:
+                raise ModelFileError(f"{here}: a Hub entry needs a repo and a repo_type of {sorted(REPO_FOLDER_PREFIX)}")
             if not _is_hex(data.get("commit"), 40):
                 raise ModelFileError(f"{here}: commit {data.get('commit')!r} is not 40 hex digits")
         return cls(name, source, parsed, data.get("repo"), repo_type, data.get("revision"), data.get("commit"))
-
-
-@dataclass(frozen=True)
-class FileDigests:
-    """What a receiver measured of a file's bytes."""
-
-    size: int
-    sha256: str
-    git_sha1: str
-
-
-def digest_file(path) -> FileDigests:
-    """Size, sha256 and git blob id of a file, read once."""
-    sha256 = hashlib.sha256()
-    with open(path, "rb") as handle:
-        size = handle.seek(0, 2)
-        handle.seek(0)
-        git = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
-        while chunk := handle.read(_CHUNK):
-            sha256.update(chunk)
-            git.update(chunk)
-    return FileDigests(size, sha256.hexdigest(), git.hexdigest())
 
 
 def safe_relative_path(path: str) -> bool:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
+
 # Where the Macs keep models (the inventory's mlx_fleet_models_hf_cache and mlx_fleet_models_dir).
-DEFAULT_HF_CACHE = "/opt/mlx-fleet/huggingface/hub"
-DEFAULT_MODELS_DIR = "/opt/mlx-fleet/models"
+DEFAULT_HF_CACHE = defaults.MODELS_HF_CACHE
+DEFAULT_MODELS_DIR = defaults.MODELS_DIR
 REPO_TYPES = ("model", "dataset")
 # A name becomes a folder on every Mac and a word on the command line (models sync NAME).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

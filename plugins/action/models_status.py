@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Every Mac's declared models against their pinned manifests (logic: plugin_utils.steps.models)."""
+
+from __future__ import annotations
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+
+
+class ActionModule(ClusterAction):
+    ARGS = {
+        "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
+        "output_dir": {"type": "path", "required": True},
+        "expected": {"type": "dict", "required": True},
+    }
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.arguments()
+        view = self.view(task_vars, args["group"])
+        run = self.step_run(task_vars, args["output_dir"])
+        with self.translated(run, result):
+            result.update(models_step.judge(view, run, args["expected"]))
+        self._display.display(result["msg"])  # where each Mac stands: for a person, at every verbosity
+        return result

@@ -1,0 +1,181 @@
+# -*- coding: utf-8 -*-
+"""A declared model's files on a Mac: where they live, how their bytes are hashed, and what a Mac holds of them.
+
+Stdlib only, Python 3.9 compatible: it runs on the Mac (the model_files_facts module), and the controller imports
+the same hashing and layout (plugin_utils.base.model_files), so both sides name a file's place and hash alike.
+
+A Hub entry lives in a Hugging Face cache laid out as huggingface_hub writes it (file_download.py,
+_create_symlink / _cache_commit_hash_for_specific_revision): ``<cache>/models--ORG--NAME/blobs/<etag>``, the
+etag being the LFS file's sha256 or a small file's git blob id; ``snapshots/<commit>/<path>`` a relative link
+to its blob; ``refs/<revision>`` holding the commit. A path entry lives in ``<models_dir>/<name>/<path>``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import collections
+import errno
+import hashlib
+import os
+import stat
+
+__metaclass__ = type
+
+HUB = "hub"
+PATH = "path"
+# huggingface_hub's repo folder prefixes (constants.REPO_TYPES_URL_PREFIXES / repo_folder_name).
+REPO_FOLDER_PREFIX = {"model": "models", "dataset": "datasets", "space": "spaces"}
+_CHUNK = 1 << 20
+
+# A file's state on a Mac. OK: its size (and with deep, its hash) is the pinned one.
+OK = "ok"
+MISSING = "missing"
+SIZE_DIFFERS = "size_differs"
+HASH_DIFFERS = "hash_differs"  # only with deep
+NOT_A_FILE = "not_a_file"  # a folder, a device, ... where the file should be
+UNREADABLE = "unreadable"  # this user may not read it (a read without become)
+NOT_LINKED = "not_linked"  # Hub snapshot entry that is no link to its blob
+LINK_OUTSIDE = "link_outside"  # Hub snapshot link that leads out of the repo's own blobs, or to another blob
+LINK_BROKEN = "link_broken"  # Hub snapshot link to its blob, which is missing
+FILE_STATES = (OK, MISSING, SIZE_DIFFERS, HASH_DIFFERS, NOT_A_FILE, UNREADABLE, NOT_LINKED, LINK_OUTSIDE, LINK_BROKEN)
+# The refs file of a Hub entry: naming the pinned commit, missing, or naming another commit.
+REF_OK, REF_MISSING, REF_OTHER = "ok", "missing", "other"
+
+FileDigests = collections.namedtuple("FileDigests", "size sha256 git_sha1")
+
+
+def digest_file(path):
+    """Size, sha256 and git blob id of a file, read once."""
+    sha256 = hashlib.sha256()
+    with open(path, "rb") as handle:
+        size = handle.seek(0, 2)
+        handle.seek(0)
+        git = hashlib.sha1("blob {0}\0".format(size).encode(), usedforsecurity=False)
+        chunk = handle.read(_CHUNK)
+        while chunk:
+            sha256.update(chunk)
+            git.update(chunk)
+            chunk = handle.read(_CHUNK)
+    return FileDigests(size, sha256.hexdigest(), git.hexdigest())
+
+
+def digests_match(pinned, digests):
+    """Whether DIGESTS are the pinned file's (a ModelFile's JSON): its size and its sha256, else its git blob id."""
+    if digests.size != pinned["size"]:
+        return False
+    if pinned.get("sha256"):
+        return digests.sha256 == pinned["sha256"]
+    return digests.git_sha1 == pinned.get("git_sha1")
+
+
+def blob_name(pinned):
+    """The name huggingface_hub gives a file's blob: the LFS sha256, else the git blob id."""
+    return pinned.get("sha256") or pinned.get("git_sha1") or ""
+
+
+def repo_folder(repo_type, repo):
+    """A Hub entry's folder in a Hugging Face cache (huggingface_hub's repo_folder_name)."""
+    return "--".join([REPO_FOLDER_PREFIX[repo_type]] + repo.split("/"))
+
+
+def model_root(manifest, hf_cache, models_dir):
+    """Where a model (a ModelManifest's JSON) lives on a Mac: its repo folder in the cache, or its own folder."""
+    if manifest["source"] == HUB:
+        return os.path.join(hf_cache, repo_folder(manifest.get("repo_type", "model"), manifest["repo"]))
+    return os.path.join(models_dir, manifest["name"])
+
+
+def file_path(manifest, root, pinned):
+    """Where a pinned file is read: its snapshot entry (Hub) or its place in the model's folder (path)."""
+    if manifest["source"] == HUB:
+        return os.path.join(root, "snapshots", manifest["commit"], pinned["path"])
+    return os.path.join(root, pinned["path"])
+
+
+def blob_path(root, pinned):
+    return os.path.join(root, "blobs", blob_name(pinned))
+
+
+def ref_path(root, revision):
+    return os.path.join(root, "refs", revision)
+
+
+def free_bytes(path):
+    """Bytes free to this user on the volume that holds PATH, or would hold it: its nearest existing folder.
+
+    os.statvfs: on macOS's Python 3.9 its block counts are 32-bit (CPython gh-87804, fixed in 3.12), which APFS
+    keeps exact by its 4 KiB fragments up to 16 TiB free."""
+    folder = path
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    found = os.statvfs(folder)
+    return found.f_bavail * found.f_frsize
+
+
+def _state_of(path, pinned, deep):
+    """(state, size on disk or None) of the regular file PATH against the pinned file's JSON."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return (MISSING if exc.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE), None
+    if not stat.S_ISREG(info.st_mode):
+        return NOT_A_FILE, None
+    if info.st_size != pinned["size"]:
+        return SIZE_DIFFERS, info.st_size
+    if not deep:
+        return (OK if os.access(path, os.R_OK) else UNREADABLE), info.st_size
+    try:
+        digests = digest_file(path)
+    except (IOError, OSError):
+        return UNREADABLE, info.st_size
+    return (OK if digests_match(pinned, digests) else HASH_DIFFERS), info.st_size
+
+
+def _snapshot_link_state(entry, root, pinned):
+    """None when the snapshot ENTRY links to the pinned file's own blob; else the entry's state."""
+    try:
+        info = os.lstat(entry)
+    except OSError as exc:
+        return MISSING if exc.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE
+    if not stat.S_ISLNK(info.st_mode):
+        return NOT_LINKED if stat.S_ISREG(info.st_mode) else NOT_A_FILE
+    target = os.path.normpath(os.path.join(os.path.dirname(entry), os.readlink(entry)))
+    if target != os.path.normpath(blob_path(root, pinned)):
+        return LINK_OUTSIDE
+    return LINK_BROKEN if not os.path.lexists(target) else None
+
+
+def read_file(manifest, root, pinned, deep):
+    """What the Mac holds of one pinned file: path, state, size (None when there is no file to measure)."""
+    path = file_path(manifest, root, pinned)
+    if manifest["source"] == HUB:
+        linked = _snapshot_link_state(path, root, pinned)
+        if linked is not None:
+            return {"path": pinned["path"], "state": linked, "size": None}
+        path = blob_path(root, pinned)
+    state, size = _state_of(path, pinned, deep)
+    return {"path": pinned["path"], "state": state, "size": size}
+
+
+def read_ref(root, revision, commit):
+    """(state, the commit the ref names or None) of a Hub entry's refs/<revision>. A revision that is the commit
+    itself has no ref file: huggingface_hub writes none for it."""
+    if revision is None or revision == commit:
+        return REF_OK, commit
+    try:
+        with open(ref_path(root, revision)) as handle:
+            named = handle.read().strip()
+    except (IOError, OSError):
+        return REF_MISSING, None
+    return (REF_OK if named == commit else REF_OTHER), named
+
+
+def read_model(manifest, hf_cache, models_dir, deep):
+    """What the Mac holds of one model: its root, each file, the Hub ref, and whether it is present (every file
+    ok, and for a Hub entry its ref naming the pinned commit)."""
+    root = model_root(manifest, hf_cache, models_dir)
+    files = [read_file(manifest, root, pinned, deep) for pinned in manifest["files"]]
+    found = {"name": manifest["name"], "root": root, "files": files}
+    if manifest["source"] == HUB:
+        found["ref"], found["ref_commit"] = read_ref(root, manifest.get("revision"), manifest["commit"])
+    found["present"] = all(f["state"] == OK for f in files) and found.get("ref", REF_OK) == REF_OK
+    return found
