@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -165,12 +166,17 @@ def test_every_edit_keeps_its_own_backup(tmp_path):
 
 
 def test_the_lines_to_add_by_hand():
-    assert lines_to_add(NEW) == (
-        "under mlx_cluster: hosts: (YAML)\n"
-        "  studio-4:\n    mlx_fleet_model: studio-m3-ultra\n    mlx_fleet_location: Rack A, shelf 4\n"
-        "or, in an INI inventory's [mlx_cluster] section:\n"
-        '  studio-4 mlx_fleet_model=studio-m3-ultra mlx_fleet_location="Rack A, shelf 4"\n'
-        "add to mlx_fleet_cables:\n  - studio-1:4 -- studio-4:2\n  - studio-2:4 -- studio-4:3")
+    # Three parts, each a heading then its lines indented: the host as YAML, the host as an INI line, the cables.
+    parts = []
+    for line in lines_to_add(NEW).splitlines():
+        if line.startswith(" "):
+            parts[-1].append(line)
+        else:
+            parts.append([])
+    yaml_host, ini_host, cables = ("\n".join(part) for part in parts)
+    assert yaml.safe_load(yaml_host) == {"studio-4": NEW.host_vars}
+    assert shlex.split(ini_host) == ["studio-4"] + [f"{k}={v}" for k, v in NEW.host_vars.items()]
+    assert yaml.safe_load(cables) == NEW.add_cables
 
 
 def test_a_symlinked_inventory_stays_a_link_and_the_previous_text_is_kept(tmp_path):
