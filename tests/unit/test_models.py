@@ -158,19 +158,6 @@ def test_docs_models_lists_the_catalogue():
         assert ids == (", ".join(m.model_ids) or "(not listed yet)") and m.source_url in rest[-1], key
 
 
-def test_the_checklist_page_of_a_mac_with_an_unknown_rdma_wording_says_what_was_read():
-    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
-
-    tb = dict(tb_facts(120, status="unknown", enabled=False, devices=()),
-              rdma_unread=[{"command": "rdma_ctl status", "output": "Status: Disabled"}])
-    assessment = rdma.assess({"m1": macos("Mac17,7", "MacBook Pro", "Apple M5 Max")}, {"m1": tb})
-    html, text = checklist.render(checklist.context(assessment, inventory="inv.yml", output_dir="out", generated="now"))
-    assert ("Now:            ibv_devices lists no rdma_* device (rdma_ctl status:\n"
-            "                a wording no real Mac has shown)\n---") in text
-    assert "says disabled" not in text and "says <code>disabled</code>" not in html
-    assert "<code>ibv_devices</code> lists no <code>rdma_*</code> device" in html
-
-
 # Port count and Thunderbolt generation per key, as the pages in docs/models.md give them; a change to the catalogue
 # that no source backs fails here.
 CHECKED_PORTS = {
