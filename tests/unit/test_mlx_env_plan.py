@@ -148,7 +148,8 @@ def test_an_interpreter_of_another_python_than_declared_is_refused():
     with pytest.raises(envplan.PlanError) as err:
         _plan(_lock(python="3.13"), _linux_facts())
     said = str(err.value)  # the interpreter and its version, the variable and the value that fits it
-    assert said.startswith(f"/usr/bin/python3 is Python {HERE} ") and said.endswith(f'mlx_env_python_version: "{HERE}"')
+    assert said.startswith("/usr/bin/python3 ") and f"Python {HERE}" in said
+    assert said.endswith(f'mlx_env_python_version: "{HERE}"')
     assert err.value.relock  # then resolve the lock again
 
 
