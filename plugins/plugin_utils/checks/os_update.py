@@ -254,12 +254,14 @@ def check_after(name: str, before: dict, after: dict, build: str, rdma_expected:
     command that converges the cluster, in the install's form (plugin_utils.base.fixes.run_command)."""
     problems = []
     if after["build"] != build:
-        problems.append({"kind": "not-installed", "reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
+        problems.append({"kind": "not-installed",
+                         "reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
                                    "did not install", "visit": False,
                          "steps": ["Look at System Settings > General > Software Update on the Mac for the error",
                                    "then run mlx-fleet os-update again"]})
     if rdma_expected and after.get("rdma_enabled") is False:
-        problems.append({"kind": "rdma-off", "reason": "RDMA is off after the update: the Recovery step must be done again at the Mac",
+        problems.append({"kind": "rdma-off",
+                         "reason": "RDMA is off after the update: the Recovery step must be done again at the Mac",
                          "visit": True,
                          "steps": ["Shut the Mac down; hold the power button until 'Loading startup options' shows",
                                    "Options > Continue; in Utilities > Terminal run: rdma_ctl enable",
@@ -267,10 +269,12 @@ def check_after(name: str, before: dict, after: dict, build: str, rdma_expected:
     lost = sorted(f"{dev} {addr}" for dev, addrs in (before.get("addresses") or {}).items()
                   for addr in addrs if addr not in (after.get("addresses") or {}).get(dev, []))
     if lost:
-        problems.append({"kind": "addresses-lost", "reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
+        problems.append({"kind": "addresses-lost",
+                         "reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
                          "steps": [f"Run {converge}, then mlx-fleet os-update again"]})
     if before.get("mlx_imports") and not after.get("mlx_imports"):
-        problems.append({"kind": "mlx-broken", "reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
+        problems.append({"kind": "mlx-broken",
+                         "reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
                          "visit": False, "steps": [f"Run {converge}, then mlx-fleet os-update again"]})
     return problems
 
