@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from simlib import Sim, changed_per_host, mlx_fleet
+from simlib import Sim, changed_per_host, mlx_fleet, runner_events
 
 pytestmark = pytest.mark.sim
 
@@ -31,9 +31,12 @@ def test_check_and_diff_on_a_fresh_cluster_say_what_would_change(cluster):
                "-enabled: yes\n+enabled: no\n" in out
     assert "\033[" not in out  # no colour codes when the output is not a terminal
     lines = out.splitlines()
-    # The bridges it would turn off are said as such, not as warnings to act on.
-    assert ("Thunderbolt Bridge: would turn off on mini-1, mini-2, mini-3 (mlx_fabric_bridge: disabled; across the "
-            "cables it breaks RDMA setup)") in lines
+    # The bridges it would turn off (the fabric step's result) are said as such, not as warnings to act on.
+    (bridges_off,) = {tuple(event["res"]["bridges_off"]) for event in runner_events(result, "runner_on_ok")
+                      if event["res"].get("bridges_off")}
+    assert bridges_off == tuple(cluster.nodes)
+    (said,) = [line for line in lines if line.startswith("Thunderbolt Bridge: ")]
+    assert ", ".join(bridges_off) in said
     assert not [line for line in lines if line.startswith("warning:") and "Thunderbolt Bridge" in line], out
     # Every Mac would change (the run's own events), and the summary ends with an ok that says --check.
     assert {host for host, changed in changed_per_host(result).items() if changed} == set(cluster.nodes)
