@@ -149,13 +149,18 @@ def _shown(value) -> str:
     return value if isinstance(value, str) and value != "(absent)" else json.dumps(value)
 
 
-def diff(a: dict, b: dict) -> list[str]:
-    """One line per value that differs ("path: old -> new"), the time stamp first; a key only one record
-    has is "(absent)" in the other."""
+def changes(a: dict, b: dict) -> list[tuple[str, str, str]]:
+    """(path, old, new) per value that differs, as shown, the time stamp first; a key only one record has is
+    "(absent)" in the other."""
     flat_a, flat_b = _flatten(a), _flatten(b)
-    lines = []
+    found = []
     for key in sorted(flat_a.keys() | flat_b.keys(), key=lambda k: (k != TIME_KEY, k)):
         old, new = flat_a.get(key, _ABSENT), flat_b.get(key, _ABSENT)
         if old != new and _shown(old) != _shown(new):  # NaN is not equal to itself, yet unchanged
-            lines.append(f"{key}: {_shown(old)} -> {_shown(new)}")
-    return lines
+            found.append((key, _shown(old), _shown(new)))
+    return found
+
+
+def diff(a: dict, b: dict) -> list[str]:
+    """One line per value that differs: "path: old -> new"."""
+    return [f"{key}: {old} -> {new}" for key, old, new in changes(a, b)]

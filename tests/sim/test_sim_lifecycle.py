@@ -106,7 +106,8 @@ def test_unplug_and_plug_change_what_the_macs_report(make_sim):
     after = peers("mini-1")
     assert after["1"] == [] and len(after["3"]) == 1
     plugged_twice = sim.cli("plug", "mini-1:3", "mini-2:3", check=False)
-    assert plugged_twice.returncode == 2 and "mini-1:3 is already used" in plugged_twice.stderr
+    assert plugged_twice.returncode == 2 and "mini-1:3" in plugged_twice.stderr.split()  # the port in use
+    assert len(peers("mini-1")["3"]) == 1  # still the one cable
 
 
 def test_recovery_is_the_only_way_to_enable_rdma(make_sim):
@@ -163,11 +164,12 @@ def test_a_cluster_folder_others_could_write_is_refused():
     try:
         os.chown(folder, 65534, 65534)
         foreign = mlx_fleet("sim", "up", "--dir", str(folder), "--nodes", "1", check=False)
-        assert foreign.returncode == 2 and foreign.stderr.count("\n") == 1 and "owned by uid 65534" in foreign.stderr
+        assert foreign.returncode == 2 and foreign.stderr.count("\n") == 1
+        assert str(folder) in foreign.stderr and "uid 65534" in foreign.stderr
         os.chown(folder, 0, 0)
         folder.chmod(0o777)
         open_to_all = mlx_fleet("sim", "status", "--dir", str(folder), check=False)
-        assert open_to_all.returncode == 2 and "writable by others (mode 0777)" in open_to_all.stderr
+        assert open_to_all.returncode == 2 and str(folder) in open_to_all.stderr and "0777" in open_to_all.stderr
         assert list(folder.iterdir()) == []
     finally:
         shutil.rmtree(folder)

@@ -61,7 +61,7 @@ def test_a_package_installed_and_upgraded_by_hand_offline(sim):
     offline = sim.cli("pip", "mini-1", "--", "install", "requests", check=False)
     assert offline.returncode == 1 and "No matching distribution found for requests" in offline.stderr
     missing = sim.cli("pip", "--env", "/opt/none", "mini-1", "--", "list", check=False)
-    assert missing.returncode == 2 and "no Python environment at /opt/none on mini-1" in missing.stderr
+    assert missing.returncode == 2 and "/opt/none" in missing.stderr.split() and "mini-1;" in missing.stderr.split()
 
 
 def test_a_macos_update_turns_rdma_off_and_may_turn_the_bridge_back_on(sim):

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import printable
-from factories import minis
+from factories import ReadinessCluster, minis
 
 FORGED = "Serial number:  C02FORGED01"
 
@@ -42,3 +42,15 @@ def test_each_page_gives_the_way_to_enable_rdma_for_the_macs_own_macos(version):
     cluster.macos["mini-2"]["product_version"] = version
     (page,) = checklist.context(cluster.assess(), inventory="inv", output_dir="out", generated="now")["pages"]
     assert (page["host"], page["enable_path"]) == ("mini-2", "recovery")
+
+
+def test_the_page_of_a_mac_with_an_unknown_rdma_wording_says_what_was_read():
+    cluster = ReadinessCluster({"m1": "macbook-pro-m5-max"}, disabled=("m1",))
+    cluster.tb["m1"].update(rdma_status="unknown",
+                            rdma_unread=[{"command": "rdma_ctl status", "output": "Status: Disabled"}])
+    html, text = checklist.render(checklist.context(cluster.assess(), inventory="inv.yml", output_dir="out",
+                                                    generated="now"))
+    assert ("Now:            ibv_devices lists no rdma_* device (rdma_ctl status:\n"
+            "                a wording no real Mac has shown)\n---") in text
+    assert "says disabled" not in text and "says <code>disabled</code>" not in html
+    assert "<code>ibv_devices</code> lists no <code>rdma_*</code> device" in html

@@ -31,4 +31,5 @@ def test_the_sim_command_imports_it_and_says_its_errors_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-c", PROBE, "sim", "status", "--dir", str(tmp_path / "none")],
                           capture_output=True, text=True, check=False)
     assert done.stdout.split() == ["SIM"]
-    assert done.stderr.startswith("mlx-fleet sim: no simulated cluster in ") and "Traceback" not in done.stderr
+    assert done.stderr.startswith("mlx-fleet sim: ") and str(tmp_path / "none") in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

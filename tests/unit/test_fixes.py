@@ -3,6 +3,7 @@ came from the CLI, the collection's playbooks by FQCN otherwise; never a clone's
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -34,11 +35,15 @@ def test_every_playbook_a_fix_names_is_in_the_collection():
 
 
 def test_an_inventory_path_is_quoted_for_the_shell():
-    assert fixes.run_command("site", "my lab/hosts.yml", cli=True) == "mlx-fleet converge -i 'my lab/hosts.yml'"
-    assert fixes.run_command("site", ["inv", "my lab"], cli=True) == "mlx-fleet converge -i inv -i 'my lab'"
-    assert fixes.fill("{checklist}, then {site}; {inventory}", "a;b") == (
-        "ansible-playbook -i 'a;b' mlx_fleet.cluster.checklist, then ansible-playbook -i 'a;b' mlx_fleet.cluster.site; "
-        "'a;b'")
+    # As a shell reads them back: the inventory one word, its ';' no command separator.
+    assert shlex.split(fixes.run_command("site", "my lab/hosts.yml", cli=True)) == [
+        "mlx-fleet", "converge", "-i", "my lab/hosts.yml"]
+    assert shlex.split(fixes.run_command("site", ["inv", "my lab"], cli=True)) == [
+        "mlx-fleet", "converge", "-i", "inv", "-i", "my lab"]
+    filled = fixes.fill("{checklist}, then {site}; {inventory}", "a;b")
+    assert list(shlex.shlex(filled, posix=True, punctuation_chars=True)) == [
+        "ansible-playbook", "-i", "a;b", "mlx_fleet.cluster.checklist", ",", "then",
+        "ansible-playbook", "-i", "a;b", "mlx_fleet.cluster.site", ";", "a;b"]
 
 
 @pytest.mark.parametrize("value, want", [(True, True), ("true", True), ("yes", True), (False, False),
@@ -71,11 +76,15 @@ def test_the_cli_passes_it_on_every_run(monkeypatch, tmp_path):
 
 def test_the_checklist_names_the_commands_of_the_install(tmp_path):
     assessment = minis(2, disabled=("mini-2",)).mesh().assess()
-    cli = checklist.write(tmp_path / "cli", assessment, inventory="inv.yml", generated="now", cli=True).text.read_text()
-    assert "[ ] mlx-fleet checklist -i inv.yml" in cli and "[ ] mlx-fleet converge -i inv.yml" in cli
-    plain = checklist.write(tmp_path / "plain", assessment, inventory="inv.yml", generated="now").text.read_text()
-    assert "[ ] ansible-playbook -i inv.yml mlx_fleet.cluster.checklist" in plain
-    assert "[ ] ansible-playbook -i inv.yml mlx_fleet.cluster.site" in plain
+    for cli, argv in ((True, {"command": ["mlx-fleet", "checklist", "-i", "inv.yml"],
+                              "converge": ["mlx-fleet", "converge", "-i", "inv.yml"]}),
+                      (False, {"command": ["ansible-playbook", "-i", "inv.yml", "mlx_fleet.cluster.checklist"],
+                               "converge": ["ansible-playbook", "-i", "inv.yml", "mlx_fleet.cluster.site"]})):
+        shown = checklist.context(assessment, inventory="inv.yml", output_dir="out", generated="now", cli=cli)
+        assert {key: shlex.split(shown[key]) for key in argv} == argv
+        text = checklist.write(tmp_path / str(cli), assessment, inventory="inv.yml", generated="now",
+                               cli=cli).text.read_text()
+        assert all(f"[ ] {shown[key]}\n" in text for key in argv)  # a box to tick for each
 
 
 def test_no_fix_names_a_clone_only_site_yml():

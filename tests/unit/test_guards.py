@@ -50,7 +50,7 @@ from mlx_fleet.verify import check_program, jobs
 from captures import THUNDERBOLT_OUTPUTS
 from conftest import FIXTURE_DIR, load
 from module_runner import Commands, run_module
-from factories import FABRIC, HOSTS, MESH, NODE, Cluster, audit, converged, joining, lines, minis, node, plan
+from factories import FABRIC, HOSTS, MESH, NODE, Cluster, audit, converged, joining, minis, node, plan
 
 
 # --- the run lock ---------------------------------------------------------------------------------------
@@ -170,8 +170,8 @@ def test_record_diff_names_a_key_present_in_one_record_only(value):
     b = copy.deepcopy(a)
     b["macs"]["mini-5"] = {"serial_number": value}
     shown = value if isinstance(value, str) and value != "(absent)" else json.dumps(value)
-    assert records.diff(a, b) == [f"macs.mini-5.serial_number: (absent) -> {shown}"]
-    assert records.diff(b, a) == [f"macs.mini-5.serial_number: {shown} -> (absent)"]
+    assert records.changes(a, b) == [("macs.mini-5.serial_number", "(absent)", shown)]
+    assert records.changes(b, a) == [("macs.mini-5.serial_number", shown, "(absent)")]
 
 
 # --- the audit ---------------------------------------------------------------------------------------
@@ -184,16 +184,17 @@ def _drift(state) -> list[tuple]:
 def test_macos_26_10_is_newer_than_26_2():
     state = converged()
     state[1]["mini-2"]["mlx_fleet_macos"].update(product_version="26.10", build_version="25Z10")
-    assert lines(state)[1:] == [
-        "macOS: mini-2: expected 26.2 (25C56), as on mini-1, mini-3 and mini-4; found 26.10 (25Z10)",
-        "  fix: update macOS on mini-1, mini-3 and mini-4 to 26.10 (25Z10) (one build on every Mac: RDMA breaks "
-        "across mixed builds)"]
+    [(fact, macs, expected, found, fix)] = _drift(state)
+    # The newer build is the one to update to: the others are told to go to 26.10, not mini-2 back to 26.2.
+    assert (fact, macs, found) == ("macOS", ["mini-2"], "26.10 (25Z10)")
+    assert expected.startswith("26.2 (25C56)") and "26.10 (25Z10)" in fix and "26.2" not in fix
     for host in state[2]:
         state[2][host]["min_macos"] = "26.10"
         state[1][host]["mlx_fleet_macos"].update(product_version="26.10", build_version="25Z10")
     state[1]["mini-3"]["mlx_fleet_macos"].update(product_version="26.2", build_version="25C56")
-    assert lines(state)[1:] == ["macOS: mini-3: expected 26.10 or later (mlx_fleet_min_macos); found 26.2 (25C56)",
-                                "  fix: update macOS on mini-3 to 26.10 (25Z10)"]
+    [(fact, macs, expected, found, fix)] = _drift(state)
+    assert (fact, macs, found) == ("macOS", ["mini-3"], "26.2 (25C56)")
+    assert expected.startswith("26.10 ") and "mini-3" in fix and fix.endswith("26.10 (25Z10)")
 
 
 @pytest.mark.parametrize("source", ["AC Power", "Battery Power"])
@@ -211,8 +212,9 @@ def test_power_settings_are_checked_on_every_power_source(source):
 def test_the_bridge_service_off_while_bridge0_is_still_up_is_drift():
     state = converged()
     state[1]["mini-2"]["mlx_fleet_thunderbolt"]["bridge"].update(active=True, service_enabled=False)
-    assert lines(state)[1:] == ["Thunderbolt Bridge: mini-2: expected off (service disabled, bridge0 inactive); "
-                                "found service disabled, bridge0 active", FABRIC]
+    [(fact, macs, expected, found, fix)] = _drift(state)
+    assert (fact, macs, fix) == ("Thunderbolt Bridge", ["mini-2"], FABRIC.removeprefix("  fix: "))
+    assert found.split(", ") == ["service disabled", "bridge0 active"] and expected.startswith("off ")
 
 
 def test_an_extra_thunderbolt_address_is_drift():

@@ -62,15 +62,15 @@ def test_check_mode_reports_and_writes_nothing(run, tmp_path):
 
 def test_not_a_hostfile_is_refused_before_anything_is_written(run, tmp_path):
     result = run(tmp_path, hostfile=JACCL, ring_hostfile="[1, 2]")
-    assert result["failed"] and result["msg"].startswith(
-        "hostfile-ring.json: the text given is not a hostfile (not a JSON object)")
+    assert result["failed"] and result["msg"].startswith("hostfile-ring.json: ") and "JSON" in result["msg"].split()
     assert os.listdir(tmp_path) == []
 
 
 def test_an_unwritable_folder_is_one_line_naming_it(run, tmp_path):
     (tmp_path / "file").write_text("")
     result = run(tmp_path / "file" / "sub", hostfile=JACCL)
-    assert result["failed"] and result["msg"].startswith(f"{tmp_path / 'file' / 'sub'}: cannot write the hostfiles")
+    assert result["failed"] and result["msg"].split(": ")[0] == str(tmp_path / "file" / "sub")
+    assert "\n" not in result["msg"]
 
 
 def test_absent_removes_both_and_then_changes_nothing(run, tmp_path):

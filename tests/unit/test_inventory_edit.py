@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mlx_fleet.inventory_edit import Edit, NotEditable, apply, lines_to_add
 
@@ -51,6 +53,10 @@ def test_the_host_and_its_cables_are_added_and_everything_else_is_kept(tmp_path)
     assert apply([str(path)], NEW) == {}
 
 
+def _comments(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.lstrip().startswith("#")]
+
+
 def test_cables_go_where_the_plan_lives_and_a_moved_cable_is_taken_out(tmp_path):
     folder = tmp_path / "mine"
     shutil.copytree(REPO / "inventory" / "example", folder)
@@ -61,18 +67,22 @@ def test_cables_go_where_the_plan_lives_and_a_moved_cable_is_taken_out(tmp_path)
     assert changed == [folder / "hosts.yml", folder / "group_vars" / "mlx_cluster.yml"]
     assert (folder / "hosts.yml").read_text().startswith(hosts_before.split("      vars:")[0])
     group_vars = (folder / "group_vars" / "mlx_cluster.yml").read_text()
-    assert group_vars.endswith("mlx_fleet_cables:\n  - studio-1:3 -- studio-3:2\n  - studio-2:3 -- studio-3:3\n"
-                               "  - studio-1:4 -- studio-4:2\n  - studio-2:4 -- studio-4:3\n")
-    assert group_vars.startswith("# The cluster as intended.")
+    vars_before = (REPO / "inventory" / "example" / "group_vars" / "mlx_cluster.yml").read_text()
+    # The moved cable out, the new ones in, every other variable and every comment of the person's file kept.
+    assert yaml.safe_load(group_vars) == yaml.safe_load(vars_before) | {"mlx_fleet_cables": [
+        "studio-1:3 -- studio-3:2", "studio-2:3 -- studio-3:3", "studio-1:4 -- studio-4:2", "studio-2:4 -- studio-4:3"]}
+    assert _comments(group_vars) == _comments(vars_before)
 
 
 def test_an_inventory_without_a_plan_gets_one_in_the_group_vars(tmp_path):
     path = tmp_path / "inventory.yml"
-    path.write_text("all:\n  children:\n    mlx_cluster:\n      hosts:\n        mini-1:\n")
+    before = "all:\n  children:\n    mlx_cluster:\n      hosts:\n        mini-1:\n"
+    path.write_text(before)
     apply([str(path)], Edit("mini-2", {"ansible_host": "10.0.0.12"}, ["mini-1:1 -- mini-2:1"]))
-    assert path.read_text() == ("all:\n  children:\n    mlx_cluster:\n      hosts:\n        mini-1:\n"
-                                "        mini-2:\n          ansible_host: 10.0.0.12\n"
-                                "      vars:\n        mlx_fleet_cables:\n        - mini-1:1 -- mini-2:1\n")
+    assert path.read_text().startswith(before)  # the person's lines as they were, the new ones after
+    assert yaml.safe_load(path.read_text()) == {"all": {"children": {"mlx_cluster": {
+        "hosts": {"mini-1": None, "mini-2": {"ansible_host": "10.0.0.12"}},
+        "vars": {"mlx_fleet_cables": ["mini-1:1 -- mini-2:1"]}}}}}
 
 
 @pytest.mark.parametrize("content, name, why", [
@@ -156,12 +166,17 @@ def test_every_edit_keeps_its_own_backup(tmp_path):
 
 
 def test_the_lines_to_add_by_hand():
-    assert lines_to_add(NEW) == (
-        "under mlx_cluster: hosts: (YAML)\n"
-        "  studio-4:\n    mlx_fleet_model: studio-m3-ultra\n    mlx_fleet_location: Rack A, shelf 4\n"
-        "or, in an INI inventory's [mlx_cluster] section:\n"
-        '  studio-4 mlx_fleet_model=studio-m3-ultra mlx_fleet_location="Rack A, shelf 4"\n'
-        "add to mlx_fleet_cables:\n  - studio-1:4 -- studio-4:2\n  - studio-2:4 -- studio-4:3")
+    # Three parts, each a heading then its lines indented: the host as YAML, the host as an INI line, the cables.
+    parts = []
+    for line in lines_to_add(NEW).splitlines():
+        if line.startswith(" "):
+            parts[-1].append(line)
+        else:
+            parts.append([])
+    yaml_host, ini_host, cables = ("\n".join(part) for part in parts)
+    assert yaml.safe_load(yaml_host) == {"studio-4": NEW.host_vars}
+    assert shlex.split(ini_host) == ["studio-4"] + [f"{k}={v}" for k, v in NEW.host_vars.items()]
+    assert yaml.safe_load(cables) == NEW.add_cables
 
 
 def test_a_symlinked_inventory_stays_a_link_and_the_previous_text_is_kept(tmp_path):

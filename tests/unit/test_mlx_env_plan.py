@@ -147,8 +147,9 @@ def test_plan_linux_node_with_its_own_python():
 def test_an_interpreter_of_another_python_than_declared_is_refused():
     with pytest.raises(envplan.PlanError) as err:
         _plan(_lock(python="3.13"), _linux_facts())
-    assert str(err.value) == (f"/usr/bin/python3 is Python {HERE} but mlx_env_python_version is 3.13; "
-                              f"set mlx_env_python_version: \"{HERE}\"")
+    said = str(err.value)  # the interpreter and its version, the variable and the value that fits it
+    assert said.startswith("/usr/bin/python3 ") and f"Python {HERE}" in said
+    assert said.endswith(f'mlx_env_python_version: "{HERE}"')
     assert err.value.relock  # then resolve the lock again
 
 
@@ -157,8 +158,7 @@ def test_plan_mac_uv_managed_picks_newest_macos_wheel_and_refuses_unhashed_build
     lk["python_builds"][0]["sha256"] = None
     with pytest.raises(envplan.PlanError) as err:
         _plan(lk, _mac_facts(), interpreter="")
-    assert str(err.value) == (f"the lock has no sha256 for {BUILD_NAME}, so it is never pushed (a lock made by an "
-                              "older mlx-fleet)")
+    assert BUILD_NAME in str(err.value).replace(",", " ").split() and "sha256" in str(err.value).split()
     assert err.value.relock
     plan = _plan(_lock(python="3.12"), _mac_facts(), interpreter="")
     assert plan["interpreter"] == "/opt/s/python/cpython-3.12.16-macos-aarch64-none/python/bin/python3"
@@ -340,7 +340,7 @@ def test_a_build_whose_hash_differs_is_refused_naming_the_file(tmp_path):
         envplan.plan_run(str(lock_file), dict(DECL), "", "/opt/s", str(tmp_path / "cache"), {"mac": _mac_facts()},
                          python_mirror=mirror, opener=_wheels_then_urllib(tmp_path))
     message = str(err.value)
-    assert message.startswith(f"{BUILD_NAME} from {mirror}/20261110/{quote(BUILD_NAME)} has sha256 ")
+    assert message.split()[:3] == [BUILD_NAME, "from", f"{mirror}/20261110/{quote(BUILD_NAME)}"]
     assert "\n" not in message and not (tmp_path / "cache" / "artifacts" / BUILD_NAME).exists()
 
 

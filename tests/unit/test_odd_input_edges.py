@@ -3,6 +3,8 @@ written, a timeout of nan, a Mac whose tool never answers a capture."""
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import textwrap
 
@@ -22,7 +24,7 @@ def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
     assert main(["hostfile", "-i", str(tmp_path / "inventory.yml"), "--output-dir", str(target)]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
-    assert err.startswith(f"mlx-fleet hostfile: cannot use {target}: Not a directory")
+    assert err.startswith("mlx-fleet hostfile: ") and f"{target}: {os.strerror(errno.ENOTDIR)}" in err
 
 
 @pytest.mark.parametrize("argv", [["onboard", "new-mac", "-i", "inv", "--cable-timeout"],
@@ -71,7 +73,7 @@ def test_a_macos_tool_that_hangs_fails_its_read_not_the_module(monkeypatch):
     monkeypatch.setattr(macos_commands, "READ_TIMEOUT", 1)
     rc, out, err = macos_commands.capture(object(), ["sleep", "60"])
     assert (rc, out) == (macos_commands.TIMED_OUT, "")
-    assert err == "sleep 60: no answer within 1 s"
+    assert err.split(": ")[0] == "sleep 60" and "1 s" in err and "\n" not in err  # the command, the bound
 
 
 # --- mlx-fleet lock --index: an index that cannot give the wheels' listing ------------------------------
@@ -105,7 +107,8 @@ def test_lock_from_a_file_tree_that_is_no_json_index_is_one_line(tmp_path, capsy
     (tmp_path / "simple" / "mlx" / "index.html").write_text('<a href="mlx-0.32.4.whl">mlx-0.32.4.whl</a>\n')
     status, err = _lock(tmp_path, f"file://{tmp_path}/simple", capsys)
     assert status == EXIT_BAD_INPUT
-    assert err.startswith(f"mlx-fleet lock: file://{tmp_path}/simple/mlx/: cannot be read (")
+    page = f"file://{tmp_path}/simple/mlx/"  # the project's page, which is not there
+    assert err.startswith("mlx-fleet lock: ") and f" {page}: " in err
 
 
 def test_lock_from_an_html_only_index_is_one_line(tmp_path, capsys, monkeypatch):
@@ -139,4 +142,4 @@ def test_lock_from_an_html_only_index_is_one_line(tmp_path, capsys, monkeypatch)
         server.shutdown()
         server.server_close()
     assert status == EXIT_BAD_INPUT
-    assert err.startswith(f"mlx-fleet lock: {index}/mlx/: not JSON (")
+    assert err.startswith("mlx-fleet lock: ") and f" {index}/mlx/: " in err and "JSON" in err.split()

@@ -83,7 +83,7 @@ def test_a_damaged_status_file_is_read_without_what_is_wrong_in_it(tmp_path, cap
                    "--output-dir", str(tmp_path / "records")])
     assert status == EXIT_ATTENTION  # findings: the round ran
     err = capsys.readouterr().err
-    assert err.startswith(f"watch: {out / watch_page.STATUS_FILE}: left out what the watch does not write so: ")
+    assert err.split(": ")[:2] == ["watch", str(out / watch_page.STATUS_FILE)]
     assert left_out in err and "Traceback" not in err
     written = json.loads((out / watch_page.STATUS_FILE).read_text())
     assert written["round"] == kept_round + 1 and set(written["last_good"]) == {"a", "b"}
@@ -221,4 +221,5 @@ def test_a_hostfile_the_watch_cannot_read_is_one_line(tmp_path, capsys, hostfile
     status = main(["watch", "-i", str(tmp_path / "inventory.yml"), "--once", "--output-dir", str(records)])
     assert status == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and err.startswith(f"mlx-fleet watch: {records / 'hostfile.json'}: not a hostfile (")
+    assert "\n" not in err and err.split(": ")[:2] == ["mlx-fleet watch", str(records / "hostfile.json")]
+    assert "hostfile" in err.split()

@@ -1,5 +1,7 @@
 """plugin_utils.checks.os_update: the target, the order, resuming from the record, the checks after a Mac came back."""
 
+import shlex
+
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
@@ -31,7 +33,9 @@ def test_a_target_one_mac_does_not_offer_stops_the_plan_naming_it():
     macs["m3"] = mac(updates=(OLDER,))
     with pytest.raises(ou.Refused) as refused:
         ou.plan(NAMES, macs, wanted="26.5.2", canary=None, record=None)
-    assert refused.value.lines == ["m3: not offered macOS 26.5.2 (25F84); it offers 26.3 (25D125)"]
+    [line] = refused.value.lines  # m3 alone, with the target and what it offers instead
+    assert line.startswith("m3: ") and all(build in line for build in ("26.5.2 (25F84)", "26.3 (25D125)"))
+    assert not refused.value.bad_input
 
 
 def test_rank0_cannot_be_the_canary_and_a_running_job_refuses():
@@ -69,11 +73,11 @@ def test_checks_after_the_restart():
     bad = dict(good, rdma_enabled=False, addresses={"en2": []}, mlx_imports=False, mlx_error="ImportError")
     converge = fixes.run_command("site", "lab/hosts.yml", cli=False)
     problems = ou.check_after("m2", before, bad, "25F84", True, converge=converge)
-    assert [p["visit"] for p in problems] == [True, False, False]
-    assert problems[0]["reason"].startswith("RDMA is off after the update")
+    assert [(p["kind"], p["visit"]) for p in problems] == [("rdma-off", True), ("addresses-lost", False),
+                                                           ("mlx-broken", False)]
     assert "en2 192.168.0.1" in problems[1]["reason"]
     # The fix names the converge of the install in use: here the collection's playbook, no clone's site.yml.
-    assert converge == "ansible-playbook -i lab/hosts.yml mlx_fleet.cluster.site"
+    assert shlex.split(converge) == ["ansible-playbook", "-i", "lab/hosts.yml", "mlx_fleet.cluster.site"]
     assert len(problems[1]["steps"]) == 1 and converge in problems[1]["steps"][0]
     assert ou.wait_problem("no-return", timeout=60, build="25C56")["visit"] is True
 
@@ -84,9 +88,9 @@ def test_an_unfinished_update_holds_the_cluster(tmp_path):
     record = ou.new_record(ou.plan(NAMES, macs, wanted=None, canary=None, record=None), None)
     ou.mark(record, "m2", ou.DONE)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
-    assert ou.hold_reason(tmp_path) == (
-        "the cluster is held: the macOS update to 26.5.2 (25F84) is unfinished (done: m2; to do: m1, m3, m4), and "
-        "Macs on different builds cannot run a job together: finish it with mlx-fleet os-update")
+    assert ou.unfinished(tmp_path) == ({"version": "26.5.2", "build": "25F84"}, NAMES, ["m2"])
+    reason = ou.hold_reason(tmp_path)
+    assert "\n" not in reason and "26.5.2 (25F84)" in reason and reason.endswith("mlx-fleet os-update")
     for name in ("m3", "m4", "m1"):
         ou.mark(record, name, ou.DONE)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
@@ -130,15 +134,17 @@ def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_ev
     held = tmp_path / ou.HELD_FILE
     assert not held.exists() and ou.hold_line(tmp_path) is None  # planned, nothing installed yet
     # os-update marks the Macs before its first install (starting); the record holds from the install on.
-    assert ou.hold_line(tmp_path, "inv/hosts.yml", starting=True).startswith(
-        "held: os-update in progress (every Mac going on 25F84, macOS 26.5.2; ")
+    assert ou.unfinished(tmp_path, starting=True) == ({"version": "26.5.2", "build": "25F84"}, NAMES, [])
+    starting = ou.hold_line(tmp_path, "inv/hosts.yml", starting=True)  # written once: no count to go stale
+    assert "25F84" in starting and " of " not in starting
     ou.mark(record, "m2", ou.STARTED, installed=True)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
     ou.mark(record, "m2", ou.DONE)
     ou.write_record(tmp_path / ou.RECORD_FILE, record)
-    assert held.read_text() == ("held: os-update in progress (1 of 4 Macs on 25F84, macOS 26.5.2; Macs on different "
-                                "builds cannot run a job together); run mlx-fleet os-update -i inv/hosts.yml to "
-                                "finish\n")
+    assert ou.unfinished(tmp_path) == ({"version": "26.5.2", "build": "25F84"}, NAMES, ["m2"])
+    # One line, with the count done and the command that finishes the update for this inventory.
+    shown = held.read_text()
+    assert shown.count("\n") == 1 and "1 of 4" in shown and "os-update -i inv/hosts.yml" in shown
     assert ou.hold_line(tmp_path, "x") == held.read_text().strip().replace("inv/hosts.yml", "x")
     for name in ("m3", "m4", "m1"):
         ou.mark(record, name, ou.DONE)
@@ -150,7 +156,7 @@ def test_the_hold_is_a_file_beside_the_hostfiles_from_the_first_install_until_ev
 def test_a_target_no_mac_is_offered_is_bad_input():
     with pytest.raises(ou.Refused) as refused:
         ou.plan(NAMES, {n: mac() for n in NAMES}, wanted="27.0", canary=None, record=None)
-    assert refused.value.bad_input and refused.value.lines[0].startswith("no Mac is on or offered macOS 27.0")
+    assert refused.value.bad_input and len(refused.value.lines) == 1 and " 27.0: " in refused.value.lines[0]
     macs = {n: mac() for n in NAMES}
     macs["m3"] = mac(updates=(OLDER,))
     with pytest.raises(ou.Refused) as refused:  # offered to some Macs: the cluster's state, not the input

@@ -1,6 +1,8 @@
 """After each Mac's update, its audit: plugin_utils.checks.audit on that one Mac's node_state read (as the os_update action
 runs it), and only what the update brought stops the run."""
 
+import shlex
+
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update as ou
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import run_audit
 
@@ -27,9 +29,11 @@ def test_drift_the_update_brought_stops_the_run_with_one_line_and_the_fix():
     state = updated(converged())
     node(state)["pmset"]["AC Power"]["sleep"] = 10
     findings = one_mac(state)
-    assert [(f["fact"], f["fix"]) for f in findings] == [("pmset sleep", "ansible-playbook -i inv/hosts.yml mlx_fleet.cluster.node")]
+    assert [(f["fact"], f["expected"], f["found"], shlex.split(f["fix"])) for f in findings] == [
+        ("pmset sleep", "0", "10", ["ansible-playbook", "-i", "inv/hosts.yml", "mlx_fleet.cluster.node"])]
     problems = ou.audit_problems(findings, drift_before=[])
-    assert [p["reason"] for p in problems] == ["the audit after the update: pmset sleep: expected 0; found 10"]
+    assert [(p["kind"], p["fact"]) for p in problems] == [("audit", "pmset sleep")]
+    assert "\n" not in problems[0]["reason"]
     assert problems[0]["visit"] is False
     assert problems[0]["steps"][0] == f"Fix: {findings[0]['fix']}"
 
@@ -41,7 +45,7 @@ def test_drift_already_there_before_the_update_does_not_stop_it():
     after = updated(before)
     node(after)["hostfiles"]["hostfile.json"] = "0" * 64  # new after the update
     problems = ou.audit_problems(one_mac(after), drift_before)
-    assert [p["reason"].split(":")[1].strip() for p in problems] == ["hostfile.json"]
+    assert [p["fact"] for p in problems] == ["hostfile.json"]
 
 
 def test_findings_about_the_cluster_are_not_the_macs():

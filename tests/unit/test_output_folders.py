@@ -74,5 +74,5 @@ def test_verify_into_a_folder_another_account_owns_is_refused_before_anything_ru
     monkeypatch.setattr(verify_cli, "verify", ran)
     status = main(["verify", "-i", str(tmp_path / "inventory.yml"), "--out", str(out)])
     err = capsys.readouterr().err
-    assert status == EXIT_BAD_INPUT and err.count("\n") == 1 and f"{out} belongs to another user (uid {OTHER_UID})" in err
+    assert status == EXIT_BAD_INPUT and err.count("\n") == 1 and str(out) in err and f"uid {OTHER_UID}" in err
     assert (tmp_path / "victim").read_text() == "root's file\n" and [p.name for p in out.iterdir()] == ["verify.json"]

@@ -138,17 +138,19 @@ def test_an_interrupt_leaves_no_process_of_the_playbooks_tree(signum):
 
 def test_the_interrupted_line_names_the_macs_that_may_be_mid_change():
     report = runner.RunReport(playbook="mlx_fleet.cluster.site")
-    assert runner_run.interrupted_line(report) == "interrupted before any Mac was changed"
+    assert runner_run.mid_change(report) == [] and "mini-" not in runner_run.interrupted_line(report)
     events = runner_events.EventHandler(report, None)
     for event in ({"event": "runner_on_start", "event_data": {"host": "mini-2"}},
                   {"event": "runner_on_start", "event_data": {"host": "mini-3"}},
                   {"event": "runner_on_ok", "event_data": {"host": "mini-3", "res": {}}},
                   {"event": "runner_on_ok", "event_data": {"host": "mini-1", "res": {"changed": True}}}):
         events(event)
-    assert runner_run.interrupted_line(report) == "interrupted: mini-1, mini-2 may be mid-change; the next converge repairs them"
-    assert runner_run.interrupted_line(report, read_only=True) == "interrupted (this command changes no Mac)"
+    assert runner_run.mid_change(report) == ["mini-1", "mini-2"]  # changed, or started and not done
+    assert "mini-1, mini-2" in runner_run.interrupted_line(report)
+    assert runner_run.mid_change(report, read_only=True) == []
+    assert "mini-" not in runner_run.interrupted_line(report, read_only=True)
     report.check = True
-    assert runner_run.interrupted_line(report) == "interrupted (--check: nothing was changed)"
+    assert runner_run.mid_change(report) == [] and "--check" in runner_run.interrupted_line(report)
 
 
 def test_sigterm_outside_a_run_unwinds_as_ctrl_c(tmp_path):

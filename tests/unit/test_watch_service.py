@@ -103,8 +103,9 @@ def test_install_and_uninstall_into_a_folder_idempotently(tmp_path, fake_tools, 
     argv = unquote_exec(watch_service.parse_unit(unit.read_text())["Service"]["ExecStart"])
     assert argv[0] == str(bin_ / "mlx-fleet") and argv[1] == "watch" and ODD in argv
     first = capsys.readouterr().out
-    assert f"wrote {unit}" in first and f"systemctl --user status {watch_service.UNIT}" in first.replace(
-        str(bin_ / "systemctl"), "systemctl")
+    told = [shlex.split(line.split("look at it: ")[-1], comments=True)  # the commands to look at the service
+            for line in first.replace(str(bin_ / "systemctl"), "systemctl").splitlines()]
+    assert f"wrote {unit}" in first and ["systemctl", "--user", "status", watch_service.UNIT] in told
     assert "journalctl --user -u" in first
     assert calls.read_text().splitlines() == ["--user daemon-reload", f"--user enable {watch_service.UNIT}",
                                               f"--user restart {watch_service.UNIT}"]
@@ -117,7 +118,8 @@ def test_install_and_uninstall_into_a_folder_idempotently(tmp_path, fake_tools, 
     calls.write_text("")
     assert watch_service.uninstall(host) == 0
     assert not unit.exists() and f"removed {unit}" in capsys.readouterr().out
-    assert calls.read_text().splitlines() == [f"--user disable --now {watch_service.UNIT}", "--user daemon-reload"]
+    assert [line.split() for line in calls.read_text().splitlines()] == [
+        ["--user", "disable", "--now", watch_service.UNIT], ["--user", "daemon-reload"]]
 
     calls.write_text("")
     assert watch_service.uninstall(host) == 0  # again: nothing there, nothing to tell systemd

@@ -29,6 +29,8 @@ class Onboarding:
     notes: list[str] = field(default_factory=list)  # said, and printed on the sheet
     needs_recovery: bool = False  # the backend uses RDMA and the Mac needs the Recovery step for it
     rdma: str = ""  # the Mac's RDMA readiness, one line
+    rdma_status: str = ""  # the same as data: rdma.READY, rdma.NEEDS_RECOVERY or rdma.NOT_CAPABLE
+    same_mac: str = ""  # the inventory's name for this very Mac (same serial number), when it is there already
     add: list[str] = field(default_factory=list)  # entries for mlx_fleet_cables
     unplug: list[str] = field(default_factory=list)  # entries to take out of mlx_fleet_cables
     seen: list[str] = field(default_factory=list)  # advised cables already plugged in
@@ -127,6 +129,7 @@ def _judge_identity(result: Onboarding, others: list[str], macos: dict[str, dict
     new, serial = result.host, result.serial_number
     same = [n for n in others if macos[n]["serial_number"] == serial]
     if same:
+        result.same_mac = same[0]
         result.errors.append(f"{new}: serial number {serial} is already in the inventory as {same[0]}: it is the "
                              f"same Mac; onboard it under that name, or take {same[0]} out of the inventory first")
         return False
@@ -154,7 +157,7 @@ def _host_ports(name: str, key: str | None, macos: dict, thunderbolt: dict, take
 def _judge_rdma(result: Onboarding, macos: dict, thunderbolt: dict, key: str | None) -> None:
     """Whether the new Mac needs the Recovery visit for the backend the advice chose, or cannot join it."""
     readiness = rdma.classify_node(result.host, macos, thunderbolt, model=key)
-    result.rdma = readiness.message
+    result.rdma, result.rdma_status = readiness.message, readiness.status
     uses_rdma = result.advice.backend in RDMA_BACKENDS
     result.needs_recovery = uses_rdma and readiness.status == rdma.NEEDS_RECOVERY
     if uses_rdma and readiness.status == rdma.NOT_CAPABLE:

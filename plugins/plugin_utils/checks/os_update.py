@@ -250,16 +250,18 @@ def now() -> str:
 
 def check_after(name: str, before: dict, after: dict, build: str, rdma_expected: bool | None, *,
                 converge: str) -> list[dict]:
-    """What is wrong with a Mac after its update; each {reason, visit (a person must go), steps}. CONVERGE: the
+    """What is wrong with a Mac after its update; each {kind, reason, visit (a person must go), steps}. CONVERGE: the
     command that converges the cluster, in the install's form (plugin_utils.base.fixes.run_command)."""
     problems = []
     if after["build"] != build:
-        problems.append({"reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
+        problems.append({"kind": "not-installed",
+                         "reason": f"still on {after['version']} ({after['build']}) after its restart: the update "
                                    "did not install", "visit": False,
                          "steps": ["Look at System Settings > General > Software Update on the Mac for the error",
                                    "then run mlx-fleet os-update again"]})
     if rdma_expected and after.get("rdma_enabled") is False:
-        problems.append({"reason": "RDMA is off after the update: the Recovery step must be done again at the Mac",
+        problems.append({"kind": "rdma-off",
+                         "reason": "RDMA is off after the update: the Recovery step must be done again at the Mac",
                          "visit": True,
                          "steps": ["Shut the Mac down; hold the power button until 'Loading startup options' shows",
                                    "Options > Continue; in Utilities > Terminal run: rdma_ctl enable",
@@ -267,10 +269,12 @@ def check_after(name: str, before: dict, after: dict, build: str, rdma_expected:
     lost = sorted(f"{dev} {addr}" for dev, addrs in (before.get("addresses") or {}).items()
                   for addr in addrs if addr not in (after.get("addresses") or {}).get(dev, []))
     if lost:
-        problems.append({"reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
+        problems.append({"kind": "addresses-lost",
+                         "reason": "Thunderbolt addresses gone after the update: " + ", ".join(lost), "visit": False,
                          "steps": [f"Run {converge}, then mlx-fleet os-update again"]})
     if before.get("mlx_imports") and not after.get("mlx_imports"):
-        problems.append({"reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
+        problems.append({"kind": "mlx-broken",
+                         "reason": f"the MLX environment no longer imports MLX ({after.get('mlx_error') or 'no error'})",
                          "visit": False, "steps": [f"Run {converge}, then mlx-fleet os-update again"]})
     return problems
 
@@ -285,7 +289,8 @@ def own_findings(name: str, findings) -> list[dict]:
 def audit_problems(findings: list[dict], drift_before: list[str]) -> list[dict]:
     """The Mac's audit after its update: each finding the audit did not already have before it, as a problem.
     Drift that was there before is the audit's to report, not a reason to stop halfway (the builds split)."""
-    return [{"reason": f"the audit after the update: {f['fact']}: expected {f['expected']}; found {f['found']}",
+    return [{"kind": "audit", "fact": f["fact"],
+             "reason": f"the audit after the update: {f['fact']}: expected {f['expected']}; found {f['found']}",
              "visit": False, "steps": [f"Fix: {f['fix']}" if f["fix"] else "Run mlx-fleet audit for the details",
                                        "Then run mlx-fleet os-update again (it resumes here)"]}
             for f in findings if f["fact"] not in drift_before]
@@ -320,12 +325,13 @@ def install_problem(message: str, error: str = "") -> dict:
     else:
         steps = ["Look at System Settings > General > Software Update on the Mac",
                  "Never force a restart: it aborts an update being prepared"]
-    return {"reason": message, "visit": False, "steps": steps + ["Then run mlx-fleet os-update again"]}
+    return {"kind": "install", "reason": message, "visit": False,
+            "steps": steps + ["Then run mlx-fleet os-update again"]}
 
 
 def wait_problem(kind: str, *, timeout: float, build: str) -> dict:
     text, visit, steps = WAIT_PROBLEMS[kind]
-    return {"reason": text.format(timeout=timeout, build=build), "visit": visit, "steps": steps}
+    return {"kind": kind, "reason": text.format(timeout=timeout, build=build), "visit": visit, "steps": steps}
 
 
 def visit_sheet_text(name: str, problem: dict, *, location: str | None, target: dict, inventory: str) -> str:
@@ -344,7 +350,7 @@ def write_visit_sheet(output_dir: str | Path, name: str, text: str) -> Path:
     return path
 
 
-def _unfinished(output_dir: str | Path, starting: bool = False):
+def unfinished(output_dir: str | Path, starting: bool = False):
     """(target, the Macs, those done) of an update whose Macs' builds may differ; None when nothing is held.
     `starting`: the update is about to install, so it holds already (and an unfinished record too)."""
     record = read_record(Path(output_dir) / RECORD_FILE)
@@ -361,7 +367,7 @@ def hold_reason(output_dir: str | Path) -> str | None:
     """One line when an update is unfinished (the Macs' builds may differ, and JACCL needs one build): the
     cluster is held until `mlx-fleet os-update` finishes it. None otherwise."""
     try:
-        held = _unfinished(output_dir)
+        held = unfinished(output_dir)
     except Refused as exc:
         return str(exc)
     if held is None:
@@ -379,7 +385,7 @@ HELD_FILE = HELD
 def hold_line(output_dir: str | Path, inventory: str = "INVENTORY", starting: bool = False) -> str | None:
     """The hold in one line, as the hostfile step's summary and HELD_FILE say it; None when not held."""
     try:
-        held = _unfinished(output_dir, starting)
+        held = unfinished(output_dir, starting)
     except Refused as exc:
         return f"held: {exc}"
     if held is None:

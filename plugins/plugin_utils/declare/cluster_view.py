@@ -16,7 +16,12 @@ THUNDERBOLT = "mlx_fleet_thunderbolt"
 
 
 class SettingDiffers(ValueError):
-    """A cluster-wide variable whose value is not the same on every host: bad input."""
+    """A cluster-wide variable whose value is not the same on every host: bad input. ``hosts``: the first host and
+    the first whose value differs from it."""
+
+    def __init__(self, key: str, hosts: tuple[str, str], why: str):
+        super().__init__(f"{key} differs between {hosts[0]} and {hosts[1]}: {why}")
+        self.key, self.hosts = key, hosts
 
 
 def one_value(key: str, values: Mapping[str, Any], why: str = "it is one for the whole cluster") -> Any:
@@ -25,7 +30,7 @@ def one_value(key: str, values: Mapping[str, Any], why: str = "it is one for the
     first = next(iter(values))
     odd = [host for host, value in values.items() if value != values[first]]
     if odd:
-        raise SettingDiffers(f"{key} differs between {first} and {odd[0]}: {why}")
+        raise SettingDiffers(key, (first, odd[0]), why)
     return values[first]
 
 

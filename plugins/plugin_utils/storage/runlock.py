@@ -35,7 +35,13 @@ POLL = 0.2
 
 
 class LockBusy(Exception):
-    """Another run holds the folder; the message is one line naming it."""
+    """Another run holds the folder; the message is one line naming it. ``holder``: its pid, what it is and when it
+    started (no token), as its lock file says; ``waited``: the seconds this run waited."""
+
+    def __init__(self, message: str, holder: dict, waited: float):
+        super().__init__(message)
+        self.holder = {key: holder[key] for key in ("pid", "what", "started") if key in holder}
+        self.waited = waited
 
 
 def new_token() -> str:
@@ -93,7 +99,7 @@ def run_lock(directory: str | Path, what: str, *, token: str | None = None,
             taken = lock_within(fd, wait, POLL, ours, clock=time)
         except LockTimeout:
             raise LockBusy(f"{directory} is in use by {describe(holder)}; waited {wait:g} s: let that "
-                           "run finish (or stop it) and run again") from None
+                           "run finish (or stop it) and run again", holder, wait) from None
         if taken:
             holder = {"pid": os.getpid(), "what": what, "token": token or "",
                       "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}

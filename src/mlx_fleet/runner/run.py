@@ -224,13 +224,18 @@ def _record_command(data: dict, runner_config, envvars: dict, private: str) -> N
     atomic_write_text(Path(runner_config.artifact_dir) / "command", json_text(record), mode=0o600)
 
 
+def mid_change(report: RunReport, read_only: bool = False) -> list[str]:
+    """The Macs an interrupted run may have left mid-change: none under --check or for a command that changes none."""
+    return [] if report.check or read_only else sorted(report.changed | report.in_flight)
+
+
 def interrupted_line(report: RunReport, read_only: bool = False) -> str:
     """The line an interrupted run ends with: which Macs may be mid-change."""
     if report.check:
         return "interrupted (--check: nothing was changed)"
     if read_only:
         return "interrupted (this command changes no Mac)"
-    macs = sorted(report.changed | report.in_flight)
+    macs = mid_change(report)
     if not macs:
         return "interrupted before any Mac was changed"
     return f"interrupted: {', '.join(macs)} may be mid-change; the next converge repairs them"
