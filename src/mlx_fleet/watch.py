@@ -210,9 +210,9 @@ def key(finding: Finding) -> str:
     """What names a finding across rounds (one event when it appears, one when it clears): its kind and what it
     is about, a port, else a cable, else a Mac."""
     if len(finding.ports) == 1:
-        subject = "{}:{}".format(*finding.ports[0])
+        subject = str(finding.ports[0])
     elif finding.cable:
-        subject = finding.cable
+        subject = str(finding.cable)
     elif len(finding.hosts) == 1:
         subject = finding.hosts[0]
     else:
@@ -257,7 +257,7 @@ def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
     rewired = judges.rewired([item.cable for item in last], [link.cable for link in links.values()])
     found: list[Finding | None] = list(rewired.findings)
     ready = set(baseline.rdma_ready)
-    for item in sorted(last, key=lambda i: str(i.cable)):
+    for item in sorted(last, key=lambda i: i.cable.key):
         cable = item.cable
         if cable.key in rewired.moved:
             continue
@@ -272,11 +272,11 @@ def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
             mac = macs[end.host]
             port = _port(mac, end.receptacle) or {"receptacle": end.receptacle}
             found += [judges.port_address(end.host, end.receptacle, port.get("device"), port.get("inet", []),
-                                          end.interface, cable=str(cable)),
-                      judges.rdma_gid(end.host, port, port.get("inet", []), cable=str(cable))
+                                          end.interface, cable=cable),
+                      judges.rdma_gid(end.host, port, port.get("inet", []), cable=cable)
                       if mac.get("rdma_enabled") else None,
                       judges.rdma_port(end.host, port, enabled=mac.get("rdma_enabled"),
-                                       seen_ready=end.host in ready, cable=str(cable))]
+                                       seen_ready=end.host in ready, cable=cable)]
     return found
 
 
@@ -319,7 +319,8 @@ def _when(stamp: float) -> str:
 def _event(kind: str, message: str, fix: str, macs: list[str], state: str = "changed", finding: Finding | None = None,
            key: str = "") -> dict:
     return {"event": kind, "state": state, "message": message, "fix": fix, "macs": macs,
-            "cable": finding.cable if finding else "", "ports": [list(p) for p in finding.ports] if finding else [],
+            "cable": str(finding.cable or "") if finding else "",
+            "ports": [[p.host, p.receptacle] for p in finding.ports] if finding else [],
             "key": key or f"{kind} {' '.join(macs)}"}
 
 

@@ -5,15 +5,15 @@ what is broken in red, and a table per Mac). Each is written atomically, so a re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import picture as fabric_picture
 from mlx_fleet import watch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import printable, template_environment
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding as PictureFinding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import Link
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json, atomic_write_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding, statement
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.state import ACTIVE
 
 STATUS_FILE = "status.json"
@@ -74,16 +74,14 @@ def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, Fin
     dashed lines, slow cables and Macs down in red."""
     drawn = []
     for finding in findings.values():
-        message = statement(finding)
         if finding.kind == "cable":
-            (a, first), (b, second) = finding.ports
-            drawn.append(PictureFinding("missing", finding.cable, message, True, gap=(a, b),
-                                        note=f"OUT: TB{first} -- TB{second}"))
+            first, second = finding.ports
+            drawn.append(replace(finding, hosts=(), gap=(first.host, second.host),
+                                 note=f"OUT: TB{first.receptacle} -- TB{second.receptacle}"))
         elif finding.cable and finding.kind in ("slow", "extra", "moved", "no-ipv4", "rdma-port", "rdma-gid"):
-            drawn.append(PictureFinding(finding.kind, finding.cable, message, False, link=finding.cable,
-                                        note=finding.kind))
+            drawn.append(replace(finding, hosts=(), link=finding.cable, note=finding.kind))
         if finding.kind in ("unreachable", "bridge", "stale-rdma", "rdma-off"):
-            drawn.append(PictureFinding(finding.kind, "", message, True, hosts=finding.hosts))
+            drawn.append(finding)
     addresses = {last.cable: last.network for last in baseline.cables}
     return fabric_picture.dot(baseline.hosts, baseline.models, links, addresses, title, drawn)
 

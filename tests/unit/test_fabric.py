@@ -220,11 +220,13 @@ def test_missing_cable():
     cluster = Cluster.of("mini-m4-pro", 4, "ring")
     plan = ring_plan(cluster)
     fabric = cluster.unplug("mini-2:2").unplug("mini-3:1").fabric(cables=plan)
-    assert [(f.kind, f.cable, f.fault) for f in fabric.findings] == [("missing", "mini-2:2 -- mini-3:1", True)]
-    assert fabric.errors == [
-        "missing cable mini-2:2 -- mini-3:1: connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1",
-        "auto: no ring through all 4 hosts: mini-2 and mini-3 are not cabled; "
-        "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"]
+    assert [(f.kind, f.cable, f.fault, f.gap) for f in fabric.findings] == [
+        ("missing", parse_cable("mini-2:2 -- mini-3:1"), True, ("mini-2", "mini-3"))]
+    # the plan's finding, then the backend's: no ring without that cable (each an error, one line each)
+    assert fabric.findings[0].fix == "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"
+    assert [(f.kind, f.gap, f.fix) for f in fabric.model.findings if f.kind == "not cabled"] == [
+        ("not cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
+    assert fabric.errors == [f.line for f in fabric.model.findings if f.fault]
     assert fabric.backend is None
     assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 4 hosts"
     assert fabric.hostfile is None and fabric.ring_hostfile is None
@@ -264,13 +266,12 @@ def swapped_on_mini_2():
 def test_two_cables_swapped_on_one_mac_is_one_fix():
     cluster, plan = swapped_on_mini_2()
     fabric = cluster.fabric(cables=plan)
-    assert fabric.errors == ["wrong ports: mini-1:1 -- mini-2:1 and mini-2:2 -- mini-3:1 are cabled as "
-                             "mini-1:1 -- mini-2:2 and mini-2:1 -- mini-3:1; swap the cables in mini-2 Thunderbolt 1 "
-                             "and 2"]
-    # A finding per cable (the picture and the audit show each), the same fix in both.
+    # A finding per cable (the picture and the audit show each), the same fix in both: one error line.
     assert [(f.kind, f.cable, f.link) for f in fabric.findings] == [
-        ("wrong port", "mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"),
-        ("wrong port", "mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1")]
+        ("wrong port", *cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
+        ("wrong port", *cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))]
+    assert {f.fix for f in fabric.findings} == {"swap the cables in mini-2 Thunderbolt 1 and 2"}
+    assert fabric.errors == [fabric.findings[0].line]
 
 
 def test_without_a_plan_the_last_cables_are_the_reference_for_what_moved():
@@ -308,18 +309,18 @@ def test_cable_to_a_port_not_in_the_plan():
     plan = ring_plan(cluster)
     cluster.cable("mini-1:2", "mini-3:2")
     fabric = cluster.fabric(cables=plan)
-    assert [(f.kind, f.cable) for f in fabric.findings] == [("extra", "mini-1:2 -- mini-3:2")]
-    assert fabric.errors == ["extra cable mini-1:2 -- mini-3:2: not in the cable plan (mlx_fleet_cables); "
-                             "unplug it or add it to the plan"]
+    assert [(f.kind, f.cable, f.link, f.expected) for f in fabric.findings] == [
+        ("extra", parse_cable("mini-1:2 -- mini-3:2"), parse_cable("mini-1:2 -- mini-3:2"), "no cable")]
+    assert fabric.errors == [fabric.findings[0].line]
     assert fabric.hostfile is None
 
 
 def test_slow_cable_between_thunderbolt_5_macs_is_a_fault():
     cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro"}).cable("mini-1:1", "mini-2:1", speed=40)
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
-    assert [(f.kind, f.fault) for f in fabric.findings] == [("slow", True)]
-    assert fabric.errors == ["slow cable mini-1:1 -- mini-2:1: 40 Gb/s where both ends do 80 Gb/s; "
-                             "replace it with a Thunderbolt 5 cable"]
+    assert [(f.kind, f.fault, f.cable, f.expected) for f in fabric.findings] == [
+        ("slow cable", True, parse_cable("mini-1:1 -- mini-2:1"), "80 Gb/s")]
+    assert fabric.errors == [fabric.findings[0].line]
 
 
 def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl():
@@ -327,8 +328,8 @@ def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl
     # A Thunderbolt 4 Mac lists rdma devices and its port is PORT_ACTIVE, as a real one does.
     assert cluster.facts["mini-2"]["ports"][0]["rdma_state"] == "PORT_ACTIVE"
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
-    assert [(f.kind, f.message, f.fault) for f in fabric.findings] == [
-        ("slow", "slow cable mini-1:1 -- mini-2:1: 40 Gb/s because mini-2 (mini-m4) is Thunderbolt 4", False)]
+    assert [(f.kind, f.cable, f.expected, f.fault) for f in fabric.findings] == [
+        ("thunderbolt 4 cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
     assert fabric.errors == [] and fabric.warnings == [] and fabric.backend == "ring"
     assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2) but mini-2 cannot do RDMA "
                              "(a Thunderbolt 4 Mac)")

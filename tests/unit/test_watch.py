@@ -91,7 +91,7 @@ def test_a_pulled_cable_names_both_ends_once_and_clears_once():
     found = watch.assess(BASE, pulled)
     assert list(found) == ["cable a:1 -- b:2"]
     out = found["cable a:1 -- b:2"]
-    assert (out.kind, out.hosts, out.ports) == ("cable", ("a", "b"), (("a", 1), ("b", 2)))
+    assert (out.kind, out.hosts, out.ports, out.cable) == ("cable", ("a", "b"), (Port("a", 1), Port("b", 2)), Cable(Port("a", 1), Port("b", 2)))
     assert out.found == "a Thunderbolt 1 sees no link, b Thunderbolt 2 sees no link"
     first = watch.events({}, found)
     assert [(e["event"], e["state"], e["cable"]) for e in first] == [("cable", "new", "a:1 -- b:2")]
@@ -120,7 +120,7 @@ def test_bridge_address_rdma_speed_sleep_and_builds():
     assert sorted(f.kind for f in found.values()) == ["bridge", "no-ipv4", "os-mismatch", "rdma-off", "sleep", "slow"]
     address = found["no-ipv4 b:2"]
     assert (address.hosts, address.ports, address.cable, address.expected) == (
-        ("b",), (("b", 2),), "a:1 -- b:2", "192.168.0.2/30")
+        ("b",), (Port("b", 2),), Cable(Port("a", 1), Port("b", 2)), "192.168.0.2/30")
 
 
 def test_a_reboot_and_an_update_are_said_once():
@@ -187,7 +187,7 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid_is_said_once():
     found = watch.assess(BASE, macs)
     assert list(found) == ["rdma-gid b:2"]
     gid = found["rdma-gid b:2"]
-    assert (gid.kind, gid.hosts, gid.ports, gid.cable) == ("rdma-gid", ("b",), (("b", 2),), "a:1 -- b:2")
+    assert (gid.kind, gid.hosts, gid.ports, gid.cable) == ("rdma-gid", ("b",), (Port("b", 2),), Cable(Port("a", 1), Port("b", 2)))
     macs["b"]["ports"][0]["rdma_gids"] = None  # not listed (ibv_devinfo without -v): nothing said
     assert watch.assess(BASE, macs) == {}
 
@@ -197,13 +197,14 @@ def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
     pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
     pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
     found = watch.assess(BASE, pulled)["cable a:1 -- b:2"]
-    assert Cable.from_ports(found.ports) == Cable(Port("a", 1), Port("b", 2))
+    assert found.cable == Cable(Port("a", 1), Port("b", 2)) == Cable(*found.ports)
     assert found.fix.endswith("if it was moved on purpose: mlx-fleet converge -i inv")
     event = watch.events({}, {"cable a:1 -- b:2": found})[0]
     assert (event["cable"], event["ports"]) == ("a:1 -- b:2", [["a", 1], ["b", 2]])
     # status.json keeps the text for a person and the ends for programs; read back, it is the same finding.
     data = watch.findings_data({"cable a:1 -- b:2": found})
     assert data["cable a:1 -- b:2"]["cable"] == "a:1 -- b:2" and data["cable a:1 -- b:2"]["ports"] == [["a", 1], ["b", 2]]
+    assert data["cable a:1 -- b:2"]["cable_ends"] == [["a", 1], ["b", 2]]
     assert watch.findings_from(data) == {"cable a:1 -- b:2": found}
     # The picture draws it from the ends, not from the text.
     dot = watch_page.picture(BASE, [], {"cable a:1 -- b:2": found}, "t")
@@ -216,7 +217,7 @@ def test_a_cable_found_that_the_last_converge_did_not_configure_is_extra():
     macs["b"]["ports"].append(port(1, "B1", "A2"))
     found = watch.assess(BASE, macs)
     assert list(found) == ["extra a:2 -- b:1"]
-    assert Cable.from_ports(found["extra a:2 -- b:1"].ports) == Cable(Port("a", 2), Port("b", 1))
+    assert found["extra a:2 -- b:1"].cable == Cable(Port("a", 2), Port("b", 1)) == Cable(*found["extra a:2 -- b:1"].ports)
     assert sorted(watch_page.cables(BASE, watch.links_found(BASE.hosts, macs))) == ["a:1 -- b:2", "a:2 -- b:1"]
 
 

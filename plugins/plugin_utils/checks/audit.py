@@ -391,8 +391,8 @@ def _cables(macs, observed, declared, controller, checks):
     planned = {Cable(*c.key) for c in plan}  # lower end first, as the findings name them
     found = {link.cable: link for link in built.links}
     # Every planned cable, and every cable found that a finding is about (a plan finding names its cable).
-    about = {cable: [f for f in built.findings if f.cable == str(cable)] for cable in planned | found.keys()}
-    for cable in sorted((c for c, flagged in about.items() if c in planned or flagged), key=str):
+    about = {cable: [f for f in built.findings if f.cable == cable] for cable in planned | found.keys()}
+    for cable in sorted((c for c, flagged in about.items() if c in planned or flagged), key=lambda c: c.key):
         flagged = about[cable]
         seen = "; ".join(_cable_found(f) for f in flagged) or \
             f"cabled, {found[cable].speed_gbps if cable in found else 0:g} Gb/s"

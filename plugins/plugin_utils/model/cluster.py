@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import KINDS, Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import PREFIX, Cable, End, Link, Port
@@ -49,7 +49,7 @@ class ClusterModel:
     hosts: list[HostModel] = field(default_factory=list)
     backend: str | None = None
     reason: str = ""
-    findings: list[FabricFinding] = field(default_factory=list)  # what the fabric found (dicts only in the file)
+    findings: list[Finding] = field(default_factory=list)  # what the fabric found (dicts only in the file)
     version: int = VERSION
 
     def addresses(self) -> dict[Cable, str]:
@@ -64,6 +64,7 @@ class ClusterModel:
         """As JSON keeps it (tuples as lists), so it reads back equal."""
         data = asdict(self)
         data["links"] = [_link_dict(link) for link in self.links]
+        data["findings"] = [finding.to_dict() for finding in self.findings]
         return json.loads(json.dumps(data))
 
 
@@ -99,11 +100,6 @@ def _link_from(data: dict) -> Link:
     return Link(a, b, data.get("speed_gbps"), str(network))
 
 
-def _finding_from(data: dict) -> FabricFinding:
-    """A fabric finding as the file keeps it (lists for tuples); fields a newer file adds are left out."""
-    known = {name: value for name, value in data.items() if name in FabricFinding.__dataclass_fields__}
-    return FabricFinding(**known | {name: tuple(known[name]) for name in ("gap", "hosts") if name in known}
-                         | ({"ports": tuple(tuple(p) for p in known["ports"])} if "ports" in known else {}))
 
 
 def from_dict(data: dict) -> ClusterModel:
@@ -114,7 +110,8 @@ def from_dict(data: dict) -> ClusterModel:
     hosts = [HostModel(h["name"], h.get("model"), tuple(PortModel(**p) for p in h.get("ports", [])))
              for h in data.get("hosts", [])]
     return ClusterModel(data.get("pool"), [_link_from(item) for item in data.get("links", [])], hosts,
-                        data.get("backend"), data.get("reason", ""), [_finding_from(f) for f in data.get("findings", [])],
+                        data.get("backend"), data.get("reason", ""), # a kind this mlx-fleet does not know (a newer file's, or a fabric finding of an older one) is left out
+                        [Finding.from_dict(f) for f in data.get("findings", []) if f.get("kind") in KINDS],
                         data["version"])
 
 

@@ -118,7 +118,7 @@ def cable_findings(link: Link, nodes: dict[str, Node], inventory: str, bridge: s
                    moves: judges.Rewired | None = None) -> list[Finding]:
     """What is wrong with a cable: moved to other ports (as the converge says it), else what its ends show."""
     moves = moves or rewired([link], nodes)
-    moved = [f for f in moves.findings if f.kind == "moved" and f.cable == str(link.cable)]
+    moved = [f for f in moves.findings if f.kind == "moved" and f.cable == link.cable]
     if moved:
         return [Finding("moved", line(replace(f, fix=fixes.fill(f.fix, inventory, cli=True))), list(f.hosts),
                         str(link.cable), evidence=[f"Thunderbolt: {f.found} links, {f.expected} does not"])
