@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import jso
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from mlx_fleet.verify import compare
-from mlx_fleet.verify.diagnose import CAUSES, failure_lines
+from mlx_fleet.verify.diagnose import CAUSES, failure_lines, finding_dict
 from mlx_fleet.verify.jobs import Job
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import TEMPLATES as RECOVERY_TEMPLATES
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
@@ -86,7 +86,7 @@ def link_figures(job: Job) -> list[dict]:
 
 def _job_entry(job: Job, out: Path) -> dict:
     entry = {
-        "name": job.title, "kind": job.kind, "backend": job.backend, "cable": job.cable,
+        "name": job.title, "kind": job.kind, "backend": job.backend, "cable": job.cable and str(job.cable),
         "status": PASSED if job.passed else FAILED, "seconds": job.seconds, "stopped_at_deadline": job.killed,
         "hosts": job.hosts, "failures": failure_lines(job), "leftovers": job.leftovers,
         "logs": str(job.log_dir.relative_to(out)),
@@ -209,7 +209,7 @@ def build(outcome: Outcome, command: list[str]) -> dict:
         "links": _links(outcome, entries),
         "checks": entries,
         "rdma": _rdma(outcome),
-        "findings": [f.to_dict() for f in outcome.findings],
+        "findings": [finding_dict(f) for f in outcome.findings],
         "script": script,
         "deliverable": [{"id": key, "item": text, "done": False} for key, text in compare.DELIVERABLE],
         "leftovers": outcome.leftovers,
