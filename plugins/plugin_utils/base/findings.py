@@ -20,8 +20,8 @@ MIXED_BUILDS = "RDMA breaks across mixed builds"  # why every Mac runs one macOS
 class Kind:
     """What a kind of finding is about (its topic), how bad it is, and its sentence: ``template`` and
     ``cleared`` (what the watch says once it is gone) are filled with {macs} (the Macs named together), {at} (the
-    Macs of its ports), {where} (its cable, else its Macs), {found}, {expected}, {cable}, {rank} and {fix} (a template
-    naming the fix is the whole line)."""
+    Macs of its ports), {on} (" its Macs:", or nothing), {where} (its cable, else its Macs), {found}, {expected},
+    {cable}, {rank}, {fact} and {fix} (a template naming the fix is the whole line)."""
 
     topic: str
     severity: str
@@ -85,6 +85,8 @@ KINDS: dict[str, Kind] = {
     "dead rdma port": Kind("RDMA", WARNING, "{at}: {found}"),
     "thunderbolt 4": Kind("cables", WARNING, "{cable}: {found}"),
     "bridge loop": Kind("Thunderbolt Bridge", WARNING, "{macs}: {found}"),
+    # the audit: a fact that differs from the declared state or from the other Macs
+    "drift": Kind("audit", FAULT, "{fact}:{on} expected {expected}; found {found}"),
     # verify: what the Macs' tools show about a job that failed ({where}: its cable, else its Macs)
     "unstaged": Kind("network", FAULT, "{macs}: cannot stage the check program ({found})"),
     "interpreter": Kind("environment", FAULT, "{macs}: {expected} does not run MLX ({found})"),
@@ -123,6 +125,7 @@ class Finding:
     note: str = ""
     rank: int | None = None  # verify: the rank of a job that failed
     evidence: tuple[str, ...] = ()  # verify: what the job and the Macs' tools said, as they said it
+    fact: str = ""  # the audit: the fact compared ("pmset sleep", "package mlx")
 
     @property
     def line(self) -> str:
@@ -144,7 +147,7 @@ class Finding:
                 "cable": str(self.cable or ""), "cable_ends": self.cable.ports if self.cable else [],
                 "variables": list(self.variables), "link": str(self.link or ""),
                 "link_ends": self.link.ports if self.link else [], "gap": list(self.gap), "note": self.note,
-                "rank": self.rank, "evidence": list(self.evidence), "severity": self.severity, "message": self.line}
+                "rank": self.rank, "evidence": list(self.evidence), "fact": self.fact, "severity": self.severity, "message": self.line}
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
@@ -155,14 +158,16 @@ class Finding:
         return cls(data["kind"], tuple(data.get("hosts", ())), data.get("found", ""), data.get("expected", ""),
                    data.get("fix", ""), tuple(Port(str(h), int(n)) for h, n in data.get("ports", ())),
                    cable(data.get("cable_ends")), tuple(data.get("variables", ())), cable(data.get("link_ends")),
-                   tuple(data.get("gap", ())), data.get("note", ""), data.get("rank"), tuple(data.get("evidence", ())))
+                   tuple(data.get("gap", ())), data.get("note", ""), data.get("rank"), tuple(data.get("evidence", ())),
+                   data.get("fact", ""))
 
 
 def _fill(template: str, finding: Finding, hosts) -> str:
     where = f"cable {finding.cable}" if finding.cable else f"{len(hosts)} Macs ({', '.join(hosts)})"
     return template.format(macs=join(hosts), at=join(dict.fromkeys(p.host for p in finding.ports)),
                            found=finding.found, expected=finding.expected, cable=str(finding.cable or ""),
-                           fix=finding.fix, rank=finding.rank, where=where)
+                           fix=finding.fix, rank=finding.rank, where=where, fact=finding.fact,
+                           on=f" {join(hosts)}:" if hosts else "")
 
 
 def statement(finding: Finding) -> str:

@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import fie
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import facts as judges
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import MIXED_BUILDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import MIXED_BUILDS, Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port, hardware_port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.artifacts import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.versions import version_tuple
@@ -41,7 +41,7 @@ FIX_RECOVERY, FIX_LOCK, FIX_CONVERGE = judges.FIX_RECOVERY, judges.FIX_LOCK, jud
 
 @dataclass
 class Check:
-    """One fact compared: ok, or drift with the fix."""
+    """One fact compared, a row of the audit's table: ok, or drift with the fix (its finding)."""
 
     topic: str  # the row it belongs to in the Macs x facts table ("macOS", "packages", "pmset", ...)
     fact: str  # what was compared ("macOS", "package mlx", "pmset sleep", "cable mini-1:1 -- mini-2:1")
@@ -51,6 +51,14 @@ class Check:
     ok: bool
     fix: str = ""
 
+    @property
+    def drift(self) -> Finding | None:
+        """The finding when the fact differs; None when it matches."""
+        if self.ok:
+            return None
+        return Finding("drift", tuple(m for m in self.macs if m != CLUSTER), self.found, self.expected, self.fix,
+                       fact=self.fact)
+
 
 @dataclass
 class Audit:
@@ -59,8 +67,8 @@ class Audit:
     checks: list[Check] = field(default_factory=list)
 
     @property
-    def findings(self) -> list[Check]:
-        return [c for c in self.checks if not c.ok]
+    def findings(self) -> list[Finding]:
+        return [c.drift for c in self.checks if not c.ok]
 
     def to_dict(self, generated: str, inventory: str) -> dict:
         return {
@@ -71,7 +79,7 @@ class Audit:
             "not_audited": self.not_audited,
             "facts_compared": len(self.checks),
             "drift": len(self.findings),
-            "findings": [asdict(c) for c in self.findings],
+            "findings": [asdict(c) for c in self.checks if not c.ok],
             "checks": [asdict(c) for c in self.checks],
         }
 
