@@ -61,7 +61,7 @@ def test_the_model_holds_both_ends_with_their_addresses(tmp_path):
     model = cluster_model.read_model(tmp_path)
     assert model == fabric.model and model.reason == fabric.reason
     assert [h.name for h in model.hosts] == ["mini-1", "mini-2", "mini-3"]
-    assert {p.receptacle: p.rdma_device for p in model.hosts[0].ports}[1] == "rdma_en2"
+    assert {p.port: p.rdma_device for p in model.hosts[0].ports}[Port(model.hosts[0].name, 1)] == "rdma_en2"
     for link in model.links:
         first, second = cluster_model.ends(link.network)
         assert (link.a.address, link.b.address) == (first, second) and link.a.device and link.speed_gbps

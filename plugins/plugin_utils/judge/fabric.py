@@ -28,6 +28,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.addresses import PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import Link, discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.hostfile import Hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import resolve_keys
@@ -128,7 +129,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
 
 def _host(name: str, thunderbolt: dict, model: str | None) -> HostModel:
     return HostModel(name, model, tuple(
-        PortModel(p["receptacle"], p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
+        PortModel(Port(name, p["receptacle"]), p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
         for p in thunderbolt.get("ports", [])))
 
 

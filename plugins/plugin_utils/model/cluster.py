@@ -29,7 +29,7 @@ LEGACY_FILE = "fabric-addresses.json"  # the address ledger of earlier versions:
 class PortModel:
     """One Thunderbolt port of a Mac as its facts showed it."""
 
-    receptacle: int  # the number macOS names "Thunderbolt N" and the cable plan uses
+    port: Port
     device: str | None  # its network device (en2)
     rdma_device: str | None  # its RDMA device (rdma_en2), None without one
     speed_gbps: float | None
@@ -65,7 +65,14 @@ class ClusterModel:
         data = asdict(self)
         data["links"] = [_link_dict(link) for link in self.links]
         data["findings"] = [finding.to_dict() for finding in self.findings]
+        data["hosts"] = [{"name": h.name, "model": h.model, "ports": [_port_dict(p) for p in h.ports]} for h in self.hosts]
         return json.loads(json.dumps(data))
+
+
+def _port_dict(port: PortModel) -> dict:
+    """A port as cluster.json keeps it, under its Mac: its number, devices and speed."""
+    return {"receptacle": port.port.receptacle, "device": port.device, "rdma_device": port.rdma_device,
+            "speed_gbps": port.speed_gbps}
 
 
 def _link_dict(link: Link) -> dict:
@@ -107,8 +114,9 @@ def from_dict(data: dict) -> ClusterModel:
         raise ValueError("no version")
     if data["version"] > VERSION:
         raise ValueError(f"version {data['version']} is newer than this mlx-fleet's ({VERSION}); update mlx-fleet")
-    hosts = [HostModel(h["name"], h.get("model"), tuple(PortModel(**p) for p in h.get("ports", [])))
-             for h in data.get("hosts", [])]
+    hosts = [HostModel(h["name"], h.get("model"), tuple(
+        PortModel(Port(h["name"], int(p["receptacle"])), p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
+        for p in h.get("ports", []))) for h in data.get("hosts", [])]
     return ClusterModel(data.get("pool"), [_link_from(item) for item in data.get("links", [])], hosts,
                         data.get("backend"), data.get("reason", ""), # a kind this mlx-fleet does not know (a newer file's, or a fabric finding of an older one) is left out
                         [Finding.from_dict(f) for f in data.get("findings", []) if f.get("kind") in KINDS],
