@@ -206,21 +206,26 @@ def _rated(baseline: Baseline, hosts: tuple[str, ...]) -> int:
     return 40 if 4 in generations else 80
 
 
-def key(finding: Finding) -> str:
+Key = tuple  # (kind, what it is about: a Port, a Cable, a Mac's name, or None)
+
+
+def key(finding: Finding) -> Key:
     """What names a finding across rounds (one event when it appears, one when it clears): its kind and what it
     is about, a port, else a cable, else a Mac."""
     if len(finding.ports) == 1:
-        subject = str(finding.ports[0])
-    elif finding.cable:
-        subject = str(finding.cable)
-    elif len(finding.hosts) == 1:
-        subject = finding.hosts[0]
-    else:
-        return finding.kind
-    return f"{finding.kind} {subject}"
+        return finding.kind, finding.ports[0]
+    if finding.cable:
+        return finding.kind, finding.cable
+    return finding.kind, finding.hosts[0] if len(finding.hosts) == 1 else None
 
 
-def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
+def key_text(found: Key) -> str:
+    """A key as status.json and the events name it: "cable a:1 -- b:2", "no-ipv4 b:2", "sleep mini-1"."""
+    kind, subject = found
+    return kind if subject is None else f"{kind} {subject}"
+
+
+def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[Key, Finding]:
     """Everything wrong now, by key: the judges (plugin_utils.judge.facts) over what each Mac said."""
     up = [h for h in baseline.hosts if macs.get(h, {}).get("up")]
     found = [judges.unreachable(h, macs.get(h, {}).get("error", "")) for h in baseline.hosts if h not in up]
@@ -324,19 +329,21 @@ def _event(kind: str, message: str, fix: str, macs: list[str], state: str = "cha
             "key": key or f"{kind} {' '.join(macs)}"}
 
 
-def events(before: dict[str, Finding], now: dict[str, Finding]) -> list[dict]:
+def events(before: dict[Key, Finding], now: dict[Key, Finding]) -> list[dict]:
     """The findings that appeared (state "new") and those gone (state "cleared"), each once."""
-    found = [_event(f.kind, statement(f), f.fix, list(f.hosts), "new", f, k) for k, f in now.items() if k not in before]
-    gone = [_event(f.kind, cleared(f), "", list(f.hosts), "cleared", f, k) for k, f in before.items() if k not in now]
+    found = [_event(f.kind, statement(f), f.fix, list(f.hosts), "new", f, key_text(k))
+             for k, f in now.items() if k not in before]
+    gone = [_event(f.kind, cleared(f), "", list(f.hosts), "cleared", f, key_text(k))
+            for k, f in before.items() if k not in now]
     return gone + found
 
 
-def findings_data(findings: dict[str, Finding]) -> dict:
+def findings_data(findings: dict[Key, Finding]) -> dict:
     """Findings for status.json: each as data, with its sentence and what is said once it clears."""
-    return {k: {"key": k, **f.to_dict(), "message": statement(f), "cleared": cleared(f), "macs": list(f.hosts)}
+    return {key_text(k): {"key": key_text(k), **f.to_dict(), "message": statement(f), "cleared": cleared(f), "macs": list(f.hosts)}
             for k, f in findings.items()}
 
 
-def findings_from(data: dict) -> dict[str, Finding]:
+def findings_from(data: dict) -> dict[Key, Finding]:
     """Findings read back from status.json."""
-    return {k: Finding.from_dict(value) for k, value in data.items()}
+    return {key(found): found for found in (Finding.from_dict(value) for value in data.values())}

@@ -69,7 +69,7 @@ def metrics(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], 
     return "\n".join(lines) + "\n"
 
 
-def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, Finding], title: str) -> str:
+def picture(baseline: watch.Baseline, links: list[Link], findings: dict[watch.Key, Finding], title: str) -> str:
     """The fabric in DOT (fabric_picture): cables found, the last converge's cables that are out as red
     dashed lines, slow cables and Macs down in red."""
     drawn = []
@@ -92,7 +92,7 @@ def render_html(status: dict, svg: str | None, why: str, every: float | None) ->
         refresh=int(every) if every else None)
 
 
-def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[str, Finding],
+def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[watch.Key, Finding],
            events: list[dict], *, generated: str, round_number: int, last_good: dict) -> dict:
     return {
         "format": watch.FORMAT,
@@ -132,7 +132,7 @@ def read_status(path: Path) -> tuple[int, dict[str, dict], list[str]]:
 
 
 def write(directory: Path, baseline: watch.Baseline, status_data: dict, links: list[Link],
-          findings: dict[str, Finding], now: float, every: float | None) -> None:
+          findings: dict[watch.Key, Finding], now: float, every: float | None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_json(directory / STATUS_FILE, status_data)
     atomic_write_text(directory / METRICS_FILE, metrics(baseline, status_data["macs"], links, findings, now))

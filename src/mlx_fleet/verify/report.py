@@ -131,7 +131,8 @@ def _links(outcome: Outcome, entries: list[dict]) -> list[dict]:
             ends.append({"host": end.host, "port": end.receptacle, "hardware_port": end.hardware_port,
                          "device": node.ports.get(end.receptacle) if node else None,
                          "address": end.interface})
-        checks = [e for e in entries if e["kind"] == "link" and e["cable"] == str(link.cable)]
+        # entries are the checks' entries, in outcome.checks() order
+        checks = [e for job, e in zip(outcome.checks(), entries) if job.kind == "link" and job.cable == link.cable]
         measured = next((e for e in reversed(checks) if e["status"] == PASSED), None)
         links.append({"cable": str(link.cable), "ends": ends, "status": checks[0]["status"] if checks else "not run",
                       "checks": [{"name": e["name"], "backend": e["backend"], "status": e["status"]} for e in checks],
