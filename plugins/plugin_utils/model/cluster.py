@@ -107,8 +107,6 @@ def _link_from(data: dict) -> Link:
     return Link(a, b, data.get("speed_gbps"), str(network))
 
 
-
-
 def from_dict(data: dict) -> ClusterModel:
     if not isinstance(data, dict) or not isinstance(data.get("version"), int):
         raise ValueError("no version")
@@ -117,10 +115,10 @@ def from_dict(data: dict) -> ClusterModel:
     hosts = [HostModel(h["name"], h.get("model"), tuple(
         PortModel(Port(h["name"], int(p["receptacle"])), p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
         for p in h.get("ports", []))) for h in data.get("hosts", [])]
+    # A finding of a kind this mlx-fleet does not know (a newer file's, or an older fabric's) is left out.
+    findings = [Finding.from_dict(f) for f in data.get("findings", []) if f.get("kind") in KINDS]
     return ClusterModel(data.get("pool"), [_link_from(item) for item in data.get("links", [])], hosts,
-                        data.get("backend"), data.get("reason", ""), # a kind this mlx-fleet does not know (a newer file's, or a fabric finding of an older one) is left out
-                        [Finding.from_dict(f) for f in data.get("findings", []) if f.get("kind") in KINDS],
-                        data["version"])
+                        data.get("backend"), data.get("reason", ""), findings, data["version"])
 
 
 def _from_ledger(data: dict) -> ClusterModel:
