@@ -147,7 +147,8 @@ class Finding:
                 "cable": str(self.cable or ""), "cable_ends": self.cable.ports if self.cable else [],
                 "variables": list(self.variables), "link": str(self.link or ""),
                 "link_ends": self.link.ports if self.link else [], "gap": list(self.gap), "note": self.note,
-                "rank": self.rank, "evidence": list(self.evidence), "fact": self.fact, "severity": self.severity, "message": self.line}
+                "rank": self.rank, "evidence": list(self.evidence), "fact": self.fact, "severity": self.severity,
+                "fault": self.fault, "message": self.line}
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
