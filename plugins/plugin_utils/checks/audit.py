@@ -67,8 +67,13 @@ class Audit:
     checks: list[Check] = field(default_factory=list)
 
     @property
+    def drifted(self) -> list[Check]:
+        """The rows that differ."""
+        return [c for c in self.checks if not c.ok]
+
+    @property
     def findings(self) -> list[Finding]:
-        return [c.drift for c in self.checks if not c.ok]
+        return [c.drift for c in self.drifted]
 
     def to_dict(self, generated: str, inventory: str) -> dict:
         return {
@@ -79,7 +84,7 @@ class Audit:
             "not_audited": self.not_audited,
             "facts_compared": len(self.checks),
             "drift": len(self.findings),
-            "findings": [asdict(c) for c in self.checks if not c.ok],
+            "findings": [asdict(c) for c in self.drifted],
             "checks": [asdict(c) for c in self.checks],
         }
 
