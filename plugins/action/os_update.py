@@ -76,7 +76,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"the audit cannot read the controller's files: {exc}") from None
         audited = run_audit([name], {name: {k: facts[k] for k in AUDIT_FACTS}}, {name: declared}, controller,
                             inventory=inventory)
-        return os_update.own_findings(name, audited.findings)
+        return os_update.own_findings(name, audited.drifted)
 
     def _ssh_argv(self, name):
         """ssh to this Mac as Ansible reaches it (its user, port, key, host-key checking and arguments)."""

@@ -206,21 +206,26 @@ def _rated(baseline: Baseline, hosts: tuple[str, ...]) -> int:
     return 40 if 4 in generations else 80
 
 
-def key(finding: Finding) -> str:
+Key = tuple  # (kind, what it is about: a Port, a Cable, a Mac's name, or None)
+
+
+def key(finding: Finding) -> Key:
     """What names a finding across rounds (one event when it appears, one when it clears): its kind and what it
     is about, a port, else a cable, else a Mac."""
     if len(finding.ports) == 1:
-        subject = "{}:{}".format(*finding.ports[0])
-    elif finding.cable:
-        subject = finding.cable
-    elif len(finding.hosts) == 1:
-        subject = finding.hosts[0]
-    else:
-        return finding.kind
-    return f"{finding.kind} {subject}"
+        return finding.kind, finding.ports[0]
+    if finding.cable:
+        return finding.kind, finding.cable
+    return finding.kind, finding.hosts[0] if len(finding.hosts) == 1 else None
 
 
-def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[str, Finding]:
+def key_text(found: Key) -> str:
+    """A key as status.json and the events name it: "cable a:1 -- b:2", "no-ipv4 b:2", "sleep mini-1"."""
+    kind, subject = found
+    return kind if subject is None else f"{kind} {subject}"
+
+
+def assess(baseline: Baseline, macs: dict[str, dict]) -> dict[Key, Finding]:
     """Everything wrong now, by key: the judges (plugin_utils.judge.facts) over what each Mac said."""
     up = [h for h in baseline.hosts if macs.get(h, {}).get("up")]
     found = [judges.unreachable(h, macs.get(h, {}).get("error", "")) for h in baseline.hosts if h not in up]
@@ -257,7 +262,7 @@ def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
     rewired = judges.rewired([item.cable for item in last], [link.cable for link in links.values()])
     found: list[Finding | None] = list(rewired.findings)
     ready = set(baseline.rdma_ready)
-    for item in sorted(last, key=lambda i: str(i.cable)):
+    for item in sorted(last, key=lambda i: i.cable.key):
         cable = item.cable
         if cable.key in rewired.moved:
             continue
@@ -272,11 +277,11 @@ def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:
             mac = macs[end.host]
             port = _port(mac, end.receptacle) or {"receptacle": end.receptacle}
             found += [judges.port_address(end.host, end.receptacle, port.get("device"), port.get("inet", []),
-                                          end.interface, cable=str(cable)),
-                      judges.rdma_gid(end.host, port, port.get("inet", []), cable=str(cable))
+                                          end.interface, cable=cable),
+                      judges.rdma_gid(end.host, port, port.get("inet", []), cable=cable)
                       if mac.get("rdma_enabled") else None,
                       judges.rdma_port(end.host, port, enabled=mac.get("rdma_enabled"),
-                                       seen_ready=end.host in ready, cable=str(cable))]
+                                       seen_ready=end.host in ready, cable=cable)]
     return found
 
 
@@ -319,23 +324,26 @@ def _when(stamp: float) -> str:
 def _event(kind: str, message: str, fix: str, macs: list[str], state: str = "changed", finding: Finding | None = None,
            key: str = "") -> dict:
     return {"event": kind, "state": state, "message": message, "fix": fix, "macs": macs,
-            "cable": finding.cable if finding else "", "ports": [list(p) for p in finding.ports] if finding else [],
+            "cable": str(finding.cable or "") if finding else "",
+            "ports": [[p.host, p.receptacle] for p in finding.ports] if finding else [],
             "key": key or f"{kind} {' '.join(macs)}"}
 
 
-def events(before: dict[str, Finding], now: dict[str, Finding]) -> list[dict]:
+def events(before: dict[Key, Finding], now: dict[Key, Finding]) -> list[dict]:
     """The findings that appeared (state "new") and those gone (state "cleared"), each once."""
-    found = [_event(f.kind, statement(f), f.fix, list(f.hosts), "new", f, k) for k, f in now.items() if k not in before]
-    gone = [_event(f.kind, cleared(f), "", list(f.hosts), "cleared", f, k) for k, f in before.items() if k not in now]
+    found = [_event(f.kind, statement(f), f.fix, list(f.hosts), "new", f, key_text(k))
+             for k, f in now.items() if k not in before]
+    gone = [_event(f.kind, cleared(f), "", list(f.hosts), "cleared", f, key_text(k))
+            for k, f in before.items() if k not in now]
     return gone + found
 
 
-def findings_data(findings: dict[str, Finding]) -> dict:
+def findings_data(findings: dict[Key, Finding]) -> dict:
     """Findings for status.json: each as data, with its sentence and what is said once it clears."""
-    return {k: {"key": k, **f.to_dict(), "message": statement(f), "cleared": cleared(f), "macs": list(f.hosts)}
+    return {key_text(k): {"key": key_text(k), **f.to_dict(), "message": statement(f), "cleared": cleared(f), "macs": list(f.hosts)}
             for k, f in findings.items()}
 
 
-def findings_from(data: dict) -> dict[str, Finding]:
+def findings_from(data: dict) -> dict[Key, Finding]:
     """Findings read back from status.json."""
-    return {k: Finding.from_dict(value) for k, value in data.items()}
+    return {key(found): found for found in (Finding.from_dict(value) for value in data.values())}

@@ -103,7 +103,7 @@ class Watch:
         for line in left_out:
             print(terminal_text([f"watch: {line}"]), file=sys.stderr, flush=True)
         # --once and a new watch report what is wrong now; later rounds only what changed.
-        self.findings: dict[str, Finding] = {}
+        self.findings: dict[watch.Key, Finding] = {}
 
     def read_records(self) -> None:
         """The last converge's records, read again each round: a converge while watching moves the baseline."""

@@ -5,15 +5,15 @@ what is broken in red, and a table per Mac). Each is written atomically, so a re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import picture as fabric_picture
 from mlx_fleet import watch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import printable, template_environment
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding as PictureFinding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import Link
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json, atomic_write_text
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding, statement
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.state import ACTIVE
 
 STATUS_FILE = "status.json"
@@ -69,21 +69,19 @@ def metrics(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], 
     return "\n".join(lines) + "\n"
 
 
-def picture(baseline: watch.Baseline, links: list[Link], findings: dict[str, Finding], title: str) -> str:
+def picture(baseline: watch.Baseline, links: list[Link], findings: dict[watch.Key, Finding], title: str) -> str:
     """The fabric in DOT (fabric_picture): cables found, the last converge's cables that are out as red
     dashed lines, slow cables and Macs down in red."""
     drawn = []
     for finding in findings.values():
-        message = statement(finding)
         if finding.kind == "cable":
-            (a, first), (b, second) = finding.ports
-            drawn.append(PictureFinding("missing", finding.cable, message, True, gap=(a, b),
-                                        note=f"OUT: TB{first} -- TB{second}"))
+            first, second = finding.ports
+            drawn.append(replace(finding, hosts=(), gap=(first.host, second.host),
+                                 note=f"OUT: TB{first.receptacle} -- TB{second.receptacle}"))
         elif finding.cable and finding.kind in ("slow", "extra", "moved", "no-ipv4", "rdma-port", "rdma-gid"):
-            drawn.append(PictureFinding(finding.kind, finding.cable, message, False, link=finding.cable,
-                                        note=finding.kind))
+            drawn.append(replace(finding, hosts=(), link=finding.cable, note=finding.kind))
         if finding.kind in ("unreachable", "bridge", "stale-rdma", "rdma-off"):
-            drawn.append(PictureFinding(finding.kind, "", message, True, hosts=finding.hosts))
+            drawn.append(finding)
     addresses = {last.cable: last.network for last in baseline.cables}
     return fabric_picture.dot(baseline.hosts, baseline.models, links, addresses, title, drawn)
 
@@ -94,7 +92,7 @@ def render_html(status: dict, svg: str | None, why: str, every: float | None) ->
         refresh=int(every) if every else None)
 
 
-def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[str, Finding],
+def status(baseline: watch.Baseline, macs: dict[str, dict], links: list[Link], findings: dict[watch.Key, Finding],
            events: list[dict], *, generated: str, round_number: int, last_good: dict) -> dict:
     return {
         "format": watch.FORMAT,
@@ -134,7 +132,7 @@ def read_status(path: Path) -> tuple[int, dict[str, dict], list[str]]:
 
 
 def write(directory: Path, baseline: watch.Baseline, status_data: dict, links: list[Link],
-          findings: dict[str, Finding], now: float, every: float | None) -> None:
+          findings: dict[watch.Key, Finding], now: float, every: float | None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     atomic_write_json(directory / STATUS_FILE, status_data)
     atomic_write_text(directory / METRICS_FILE, metrics(baseline, status_data["macs"], links, findings, now))

@@ -159,7 +159,7 @@ def planned():
           "warning: mini-2: Thunderbolt 2 reaches mini-3 through a dock or hub (CalDigit TS4), not a direct "
           "cable; cable them directly: only a direct cable carries RDMA and fabric addresses"]),
         ([("plug", "mini-1:3", "mini-2:3")],
-         ["extra cable mini-1:3 -- mini-2:3: not in the cable plan (mlx_fleet_cables); unplug it or add it to the plan"]),
+         ["cable mini-1:3 -- mini-2:3 is not in the cable plan (mlx_fleet_cables); unplug it or add it to the plan"]),
     ],
     ids=["missing", "wrong-port", "tb4-speed", "behind-a-dock", "not-in-plan"],
 )

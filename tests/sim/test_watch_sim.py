@@ -168,8 +168,10 @@ def test_a_pulled_cable_is_named_by_both_ends_then_cleared(watching, cluster):
     out = watching.wait_for({"event": "cable", "state": "new"})
     assert out["cable"] == "mini-2:2 -- mini-3:1" and out["macs"] == ["mini-2", "mini-3"]
     assert out["ports"] == [["mini-2", 2], ["mini-3", 1]]
-    assert watching.status()["findings"]["cable mini-2:2 -- mini-3:1"]["found"] == (
-        "mini-2 Thunderbolt 2 sees no link, mini-3 Thunderbolt 1 sees no link")
+    (finding,) = watching.status()["findings"].values()
+    assert (finding["kind"], finding["macs"], finding["cable_ends"]) == (
+        "cable", ["mini-2", "mini-3"], [["mini-2", 2], ["mini-3", 1]])
+    assert finding["found"].count("sees no link") == 2
     # The page, as a browser draws it: the cable out in red (and nothing red once it is back).
     page = (watching.out / "status.html").read_text()
     assert "OUT: TB2 &#45;&#45; TB1" in page  # Graphviz writes the hyphens as entities
@@ -301,16 +303,16 @@ def test_the_checks_users_reports_asked_for_fire_when_set_by_hand(watching, clus
         plist.unlink()
     print(found.stdout)
     assert found.returncode == 1, found.stdout
-    said = found.stdout.splitlines()
-    assert any(line.endswith("service-order: mini-3: the Thunderbolt services are not last in the service order: "
-                             "Thunderbolt 1 (1) comes before Ethernet, Wi-Fi") for line in said), said
-    assert "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' " \
-           "'Thunderbolt 2'" in said
-    assert any(line.endswith("network-manager: mini-4: io.exo.networksetup is loaded (exo's network setup, which "
-                             "resets the Thunderbolt ports to DHCP)") for line in said), said
-    assert any(" fast-synch: hostfile.json: MLX_METAL_FAST_SYNCH=1 in the environment" in line for line in said), said
-    assert any(line.endswith(" filevault: mini-1: FileVault is on: after a restart the Mac waits for a password at the "
-                             "unlock screen, off the network, until someone types it") for line in said), said
+    findings = json.loads((folder / "field" / "status.json").read_text())["findings"].values()
+    by_kind = {f["kind"]: f for f in findings}
+    assert {kind: by_kind[kind]["macs"] for kind in ("service-order", "network-manager", "fast-synch", "filevault")} == {
+        "service-order": ["mini-3"], "network-manager": ["mini-4"], "fast-synch": ["mini-1", "mini-2", "mini-3", "mini-4"],
+        "filevault": ["mini-1"]}, findings
+    assert by_kind["service-order"]["found"].startswith("Thunderbolt 1 (1) ")
+    assert by_kind["service-order"]["fix"] == ("sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' "
+                                               "'Thunderbolt Bridge' 'Thunderbolt 2'")
+    assert by_kind["network-manager"]["found"].startswith("io.exo.networksetup ")
+    assert by_kind["fast-synch"]["found"].startswith("MLX_METAL_FAST_SYNCH=1 ")
     clean = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert clean.returncode == 0, clean.stdout
 
@@ -325,9 +327,9 @@ def test_a_wedged_rdma_stack_is_stale_rdma_and_a_restart_clears_it(watching, clu
     finally:
         sim.cli("reboot", "mini-2")
     assert wedged.returncode == 1, wedged.stdout
-    assert " stale-rdma: mini-2: ibv_devinfo does not answer (RDMA is wedged: jobs fail or hang in JACCL)" in \
-        wedged.stdout and "  fix: reboot mini-2: a wedged RDMA stack comes back only with a restart" in wedged.stdout
-    assert [line for line in wedged.stdout.splitlines() if "stale-rdma" in line and "mini-2" not in line] == []
+    stale = [f for f in json.loads((folder / "stale" / "status.json").read_text())["findings"].values()
+             if f["kind"] == "stale-rdma"]
+    assert [(f["macs"], f["fix"].startswith("reboot mini-2: ")) for f in stale] == [(["mini-2"], True)]
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert after.returncode == 0 and "reboot: mini-2 restarted" in after.stdout, after.stdout
 
@@ -350,12 +352,11 @@ def test_a_port_whose_address_is_removed_by_hand_loses_its_ipv4_mapped_gid(watch
     print(found.stdout)
     assert "::ffff:" not in table, table
     assert found.returncode == 1, found.stdout
-    said = found.stdout.splitlines()
     listed = ", ".join(parse_ibv_devinfo(table)[f"rdma_{device}"]["gids"][1]) or "an empty GID table"
-    assert any(line.endswith(f" rdma-gid: mini-3 Thunderbolt 2: RDMA port rdma_{device} has no IPv4-mapped GID "
-                             f"(::ffff:<IPv4>) in ibv_devinfo -v (it lists {listed}): JACCL's queue pairs fail "
-                             "with 'Changing queue pair to RTR failed with errno 22'") for line in said), said
-    assert [line for line in said if "rdma-gid" in line and "mini-3" not in line] == []
+    gids = [f for f in json.loads((folder / "gid" / "status.json").read_text())["findings"].values()
+            if f["kind"] == "rdma-gid"]
+    assert [(f["macs"], f["ports"]) for f in gids] == [(["mini-3"], [["mini-3", 2]])], gids
+    assert f"rdma_{device} " in gids[0]["found"] and f"(it lists {listed})" in gids[0]["found"]
     after = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert "rdma-gid" not in after.stdout, after.stdout
 

@@ -13,7 +13,8 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import audit_report
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import CLUSTER
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port, port_name
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.host import declared_state
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.run_record import record_facts
 from mlx_fleet import record as records
@@ -25,7 +26,7 @@ def test_converged_cluster_has_no_drift():
     # 4 Macs x (macOS, model, memory, serial, environment, Python, 3 packages, extras, 4 pmset, 2 names,
     # 2 wired limit, 3 addresses, bridge, RDMA, 2 hostfiles, automatic macOS installs) + 4 cables + the lock
     assert len(result.checks) == 4 * 26 + 4 + 1
-    assert lines(converged()) == ["no drift: 109 facts compared on 4 Macs"]
+    assert lines(converged())[1:] == []  # the headline only
 
 
 def mlx_by_hand(s):
@@ -123,7 +124,7 @@ def test_each_drift_alone_gives_its_lines(drift):
     drift(state)
     got = lines(state)
     assert got[1:] == DRIFTS[drift], got
-    assert got[0].startswith(f"drift: {(len(DRIFTS[drift]) + 1) // 2} of 109 facts")
+    assert len(audit(state).findings) == (len(DRIFTS[drift]) + 1) // 2 and len(audit(state).checks) == 109
     assert state[3]["model"] == base  # the model is read, never changed
 
 
@@ -135,7 +136,7 @@ def test_all_drifts_together():
     got = lines(state)
     expected = [line for drift, out in DRIFTS.items() if drift is not macos_build for line in out]
     assert sorted(got[1:]) == sorted(expected)
-    assert got[0] == "drift: 12 of 109 facts compared on 4 Macs differ"
+    assert (len(audit(state).findings), len(audit(state).checks)) == (12, 109)
 
 
 def test_a_mac_that_was_not_read_is_named_and_left_out():
@@ -167,23 +168,27 @@ def test_never_converged_cluster_is_all_drift_and_no_failure():
     # per Mac: macOS, model, memory, environment, 4 pmset, 2 names, 2 wired limit, 3 addresses, bridge, automatic
     # macOS installs (no ledger: no serial, RDMA or address expected; no hostfile on the controller: none on the
     # Macs either)
-    assert got[0] == "drift: 33 of 70 facts compared on 4 Macs differ"
-    assert "automatic macOS installs: mini-1, mini-2, mini-3, mini-4: expected off; found not set" in got
-    assert "environment: mini-1, mini-2, mini-3, mini-4: expected the locked environment at /opt/mlx-fleet/venv; " \
-           "found none at /opt/mlx-fleet/venv" in got
-    assert "hostfile.json on the controller: expected written by mlx-fleet converge; found none" in got
-    assert "wired-limit LaunchDaemon: mini-1, mini-2, mini-3, mini-4: expected " \
-           "/Library/LaunchDaemons/x.plist setting 16384 MB, loaded; found absent" in got
+    result = audit(state)
+    assert (len(result.findings), len(result.checks)) == (33, 70) and got[1:]  # merged across the Macs
+    drifts: dict[tuple, list[str]] = {}  # (fact, expected, found) -> the Macs
+    for f in result.findings:
+        drifts.setdefault((f.fact, f.expected, f.found), []).extend(f.hosts)
+    every = list(state[0])
+    assert drifts[("automatic macOS installs", "off", "not set")] == every
+    assert [macs for (fact, expected, found), macs in drifts.items()
+            if fact == "environment" and found.startswith("none at ")] == [every]
+    assert drifts[("hostfile.json on the controller", "written by mlx-fleet converge", "none")] == []
+    assert [macs for (fact, expected, found), macs in drifts.items()
+            if fact == "wired-limit LaunchDaemon" and found == "absent"] == [every]
+    assert {f.kind for f in result.findings} == {"drift"}
 
 
 def test_lock_that_does_not_match_the_inventory():
     state = converged()
     for d in state[2].values():
         d["declaration"]["mlx_version"] = "0.33.0"
-    got = lines(state)
-    assert got[1] == ("environment lock: expected made from the inventory's declaration; found the inventory's "
-                      "environment does not match lock.json: mlx_env_mlx_version='0.33.0' (lock: '0.32.4')")
-    assert not any(line.startswith("package ") for line in got)  # packages are not judged against a stale lock
+    (lock,) = audit(state).findings  # packages are not judged against a stale lock
+    assert (lock.fact, lock.hosts) == ("environment lock", ()) and "mlx_env_mlx_version='0.33.0'" in lock.found
 
 
 def test_report_json_html_and_record(tmp_path):
@@ -224,7 +229,7 @@ def test_record_diff_names_only_what_changed(tmp_path):
 def test_cluster_checks_name_no_mac():
     state = converged()
     state[3]["hostfiles"] = {"hostfile.json": None, "hostfile-ring.json": None}
-    assert [c.macs for c in audit(state).findings] == [[CLUSTER]]
+    assert [(f.kind, f.hosts) for f in audit(state).findings] == [("drift", ())]
 
 
 def test_cables_against_a_declared_plan():
@@ -240,12 +245,12 @@ def test_cables_against_a_declared_plan():
     for host in ("mini-1", "mini-3", "mini-4"):
         for mine, new in zip(state[1][host]["mlx_fleet_thunderbolt"]["ports"], cluster.facts[host]["ports"]):
             mine.update({k: new[k] for k in ("connected", "peers", "speed_gbps", "speed_is_max")})
-    got = lines(state)
-    assert "cable mini-3:2 -- mini-4:1: mini-3, mini-4: expected cabled (mlx_fleet_cables); found missing" in got
-    assert "  fix: connect mini-3 Thunderbolt 2 to mini-4 Thunderbolt 1" in got
-    assert ("cable mini-1:3 -- mini-3:3: mini-1, mini-3: expected not cabled (mlx_fleet_cables); found extra: not in "
-            "the cable plan (mlx_fleet_cables)") in got
-    assert "  fix: unplug it or add it to the plan" in got
+    drifts = {f.fact: f for f in audit(state).findings}
+    missing, extra = (drifts[f"cable {parse_cable(text)}"] for text in ("mini-3:2 -- mini-4:1", "mini-1:3 -- mini-3:3"))
+    assert (missing.hosts, missing.found) == (("mini-3", "mini-4"), "missing")
+    assert missing.fix == f"connect {port_name(Port('mini-3', 2))} to {port_name(Port('mini-4', 1))}"
+    assert extra.hosts == ("mini-1", "mini-3") and extra.found.startswith("extra: ")
+    assert extra.fix == "unplug it or add it to the plan"
 
 
 def test_record_git_state(tmp_path):
@@ -348,33 +353,22 @@ def with_network():
 
 def test_the_network_checks_users_reports_asked_for():
     state = with_network()
-    assert lines(state) == ["no drift: 126 facts compared on 4 Macs"]  # 109 + 4 per Mac + the hostfile's env
+    assert (audit(state).findings, len(audit(state).checks)) == ([], 126)  # 109 + 4 per Mac + the hostfile's env
     services = node(state)["services"]
     services.insert(0, services.pop(3))  # Thunderbolt 1 first
     node(state)["default_route"] = "bridge0"
     node(state)["competing"] = ["io.exo.networksetup"]
     node(state)["filevault"] = True
     state[3]["hostfile_envs"] = ["MLX_METAL_FAST_SYNCH=1"]
-    reorder = "  fix: sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' 'Thunderbolt Bridge' " \
-              "'Thunderbolt 2'"
-    assert lines(state)[1:] == [
-        "MLX_METAL_FAST_SYNCH in the hostfile's environment: expected unset; found MLX_METAL_FAST_SYNCH=1 in the "
-        "environment: MLX_METAL_FAST_SYNCH can wedge the GPU until a restart (ml-explore/mlx#3830); MLX's "
-        "documentation now says to leave it unset",
-        "  fix: remove MLX_METAL_FAST_SYNCH from mlx_fleet_envs, then mlx-fleet hostfile -i inv/hosts.yml",
-        "service order: mini-2: expected the Thunderbolt services after the others; found Thunderbolt 1 (3) comes "
-        "before Ethernet, Wi-Fi", reorder,
-        "default route: mini-2: expected not through bridge0 or a Thunderbolt port; found the default route goes "
-        "through bridge0: the Mac's traffic leaves over Thunderbolt instead of its network port", reorder,
-        "FileVault: mini-2: expected off (a restarted Mac comes back on the network); found FileVault is on: after a "
-        "restart the Mac waits for a password at the unlock screen, off the network, until someone types it",
-        "  fix: on mini-2: sudo fdesetup disable, or restart it only with sudo fdesetup authrestart (and keep someone "
-        "near it for updates)",
-        "other network managers: mini-2: expected none loaded; found io.exo.networksetup is loaded (exo's network "
-        "setup, which resets the Thunderbolt ports to DHCP)",
-        "  fix: sudo launchctl bootout system/io.exo.networksetup and remove "
-        "/Library/LaunchDaemons/io.exo.networksetup.plist (or stop that program from managing the Thunderbolt ports)",
-    ]
+    found = audit(state).findings
+    assert [(f.fact, f.hosts) for f in found] == [
+        ("MLX_METAL_FAST_SYNCH in the hostfile's environment", ()), ("service order", ("mini-2",)),
+        ("default route", ("mini-2",)), ("FileVault", ("mini-2",)), ("other network managers", ("mini-2",))]
+    assert found[0].found.startswith("MLX_METAL_FAST_SYNCH=1 ") and found[3].fix.startswith("on mini-2: ")
+    # the service order and the default route have one fix: Thunderbolt after the others
+    assert found[1].fix == found[2].fix == ("sudo networksetup -ordernetworkservices Ethernet Wi-Fi 'Thunderbolt 1' "
+                                            "'Thunderbolt Bridge' 'Thunderbolt 2'")
+    assert "io.exo.networksetup" in found[4].found and "io.exo.networksetup" in found[4].fix
 
 
 def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid():
@@ -387,12 +381,9 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid():
     assert len(clean) == 1 and clean[0].startswith("no drift: ")
     port = next(p for p in state[1]["mini-2"]["mlx_fleet_thunderbolt"]["ports"] if p["connected"])
     port["rdma_gids"] = ["fe80::1"]  # the address removed by hand: the port publishes no IPv4-mapped GID
-    found = lines(state)
-    assert found[1] == (f"{port['rdma_device']} IPv4-mapped GID: mini-2: expected ::ffff:<the port's IPv4> in "
-                        f"ibv_devinfo -v; found RDMA port {port['rdma_device']} has no ::ffff:"
-                        f"{port['addresses'][0].split('/')[0]} in ibv_devinfo -v (it lists fe80::1): JACCL's queue "
-                        "pairs fail with 'Changing queue pair to RTR failed with errno 22'")
-    assert found[2].startswith("  fix: give the port its IPv4 address back: mlx-fleet converge -i inv/hosts.yml")
+    (gid,) = audit(state).findings
+    assert (gid.fact, gid.hosts) == (f"{port['rdma_device']} IPv4-mapped GID", ("mini-2",))
+    assert f"::ffff:{port['addresses'][0].split('/')[0]}" in gid.found and "mlx-fleet converge" in gid.fix
 
 
 def test_a_port_cabled_to_a_mac_outside_the_cluster_needs_no_ipv4_mapped_gid():
@@ -421,4 +412,4 @@ def test_a_cable_the_inventory_misspells_is_a_finding_not_a_crash():
     for d in state[2].values():
         d.update(cables=plan["cables"], cable_problems=plan["cable_problems"])
     wrong = [f for f in audit(state).findings if f.fact == "mlx_fleet_cables"]
-    assert [(f.macs, f.found) for f in wrong] == [([CLUSTER], plan["cable_problems"][0])]
+    assert [(f.kind, f.hosts, f.found) for f in wrong] == [("drift", (), plan["cable_problems"][0])]

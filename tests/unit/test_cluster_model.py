@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import Cable, Port, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import Publication, write_outputs
 from factories import Cluster
 
@@ -61,7 +61,7 @@ def test_the_model_holds_both_ends_with_their_addresses(tmp_path):
     model = cluster_model.read_model(tmp_path)
     assert model == fabric.model and model.reason == fabric.reason
     assert [h.name for h in model.hosts] == ["mini-1", "mini-2", "mini-3"]
-    assert {p.receptacle: p.rdma_device for p in model.hosts[0].ports}[1] == "rdma_en2"
+    assert {p.port: p.rdma_device for p in model.hosts[0].ports}[Port(model.hosts[0].name, 1)] == "rdma_en2"
     for link in model.links:
         first, second = cluster_model.ends(link.network)
         assert (link.a.address, link.b.address) == (first, second) and link.a.device and link.speed_gbps
@@ -99,5 +99,5 @@ def test_the_model_keeps_its_findings_typed_and_reads_them_back_equal():
     plan = [str(link.cable) for link in cluster.fabric().links]
     model = cluster.unplug("mini-2:2").unplug("mini-3:1").fabric(cables=plan).model
     assert [(f.kind, f.cable, f.ports) for f in model.findings if f.kind == "missing"] == [
-        ("missing", "mini-2:2 -- mini-3:1", (("mini-2", 2), ("mini-3", 1)))]
+        ("missing", parse_cable("mini-2:2 -- mini-3:1"), (Port("mini-2", 2), Port("mini-3", 1)))]
     assert cluster_model.from_dict(json.loads(json.dumps(model.to_dict()))) == model

@@ -11,6 +11,7 @@ import pytest
 
 from mlx_fleet import explain
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port
 from mlx_fleet.cli import main
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_BAD_INPUT, EXIT_OK
 
@@ -48,23 +49,24 @@ def test_noise_around_the_message_and_the_launcher_consequence():
            "2026-11-30 12:00:01 rank 0: loading model...\n"
            "RuntimeError: [ring] Couldn't bind socket (error: 49)\n")
     # The rank's own message, not mlx.launch's account of it.
-    assert explain.explain(log).first_line == "cause: no-ipv4 or hostfile"
-    assert explain.explain("[WARN] Node with rank 1 exited with code 1").first_line == "cause: peer-lost"
+    assert explain.explain(log).causes[:2] == ["no-ipv4", "hostfile"]
+    assert explain.explain("[WARN] Node with rank 1 exited with code 1").causes == ["peer-lost"]
 
 
 def test_several_causes_are_said_not_guessed_and_the_macs_narrow_them():
     log = "ValueError: [jaccl] Changing queue pair to RTR failed with errno 22"
     plain = explain.explain(log)
-    assert plain.first_line == "cause: stale-rdma or no-ipv4" and "bridge" in plain.causes
+    assert plain.causes[:2] == ["stale-rdma", "no-ipv4"] and "bridge" in plain.causes
     lines = explain.report(plain)
     assert "also possible: bridge, mlx-version, os-mismatch" in lines
     # Which read of the Macs tells them apart, from the watch's finding kinds that confirm each cause.
     apart = next(line for line in lines if line.startswith("-i INVENTORY tells them apart: "))
     assert "stale-rdma if the watch finds stale-rdma or rdma-port" in apart and "bridge if the watch finds bridge" in apart
-    bridge = {"bridge m1": Finding("bridge", ("m1",), "service enabled, bridge0 inactive", "off")}
-    assert explain.explain(log, bridge).first_line == "cause: bridge"
-    address = {"no-ipv4 m2:1": Finding("no-ipv4", ("m2",), "Thunderbolt 1 (en2) has no IPv4 address", "10.0.0.1/30")}
-    assert explain.explain(log, address).first_line == "cause: no-ipv4"
+    bridge = Finding("bridge", ("m1",), "service enabled, bridge0 inactive", "off")
+    confirmed = explain.explain(log, {("bridge", "m1"): bridge})
+    assert (confirmed.causes, confirmed.confirmed) == (["bridge"], {"bridge": [bridge.line]})
+    address = Finding("no-ipv4", ("m2",), "Thunderbolt 1 (en2) has no IPv4 address", "10.0.0.1/30", ports=(Port("m2", 1),))
+    assert explain.explain(log, {("no-ipv4", Port("m2", 1)): address}).causes == ["no-ipv4"]
     # Nothing on the Macs confirms any: every cause stays, and the report says so.
     unconfirmed = explain.explain(log, {})
     assert unconfirmed.causes == plain.causes

@@ -21,7 +21,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import ho
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import build_fabric, write_outputs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port, hardware_port, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet.sim.layout import generated_cables
 
@@ -187,8 +187,9 @@ def test_real_capture_macbook_cabled_to_a_studio(monkeypatch, tmp_path):
     alone = build_fabric({"macbook": macbook}, {"macbook": macos_fact("macbook-pro-m4-max")},
                          models={"macbook": "macbook-pro-m4-max"})
     assert alone.links == []
-    assert alone.warnings == ["macbook: Thunderbolt 1 is cabled to a Mac Studio (Mac15,14) outside the inventory; "
-                              "it is not part of the fabric"]
+    assert [(f.kind, f.ports, f.expected, f.severity) for f in alone.cautions] == [
+        ("outside", (Port("macbook", 1),), "a Mac of the inventory", "note")]
+    assert alone.warnings == [alone.cautions[0].line]
 
     cluster = Cluster({"macbook": "macbook-pro-m4-max", "studio": "studio-m3-ultra"})
     cluster.facts["macbook"] = macbook
@@ -220,11 +221,13 @@ def test_missing_cable():
     cluster = Cluster.of("mini-m4-pro", 4, "ring")
     plan = ring_plan(cluster)
     fabric = cluster.unplug("mini-2:2").unplug("mini-3:1").fabric(cables=plan)
-    assert [(f.kind, f.cable, f.fault) for f in fabric.findings] == [("missing", "mini-2:2 -- mini-3:1", True)]
-    assert fabric.errors == [
-        "missing cable mini-2:2 -- mini-3:1: connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1",
-        "auto: no ring through all 4 hosts: mini-2 and mini-3 are not cabled; "
-        "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"]
+    assert [(f.kind, f.cable, f.fault, f.gap) for f in fabric.findings] == [
+        ("missing", parse_cable("mini-2:2 -- mini-3:1"), True, ("mini-2", "mini-3"))]
+    # the plan's finding, then the backend's: no ring without that cable (each an error, one line each)
+    assert fabric.findings[0].fix == "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"
+    assert [(f.kind, f.gap, f.fix) for f in fabric.model.findings if f.kind == "not cabled"] == [
+        ("not cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
+    assert fabric.errors == [f.line for f in fabric.model.findings if f.fault]
     assert fabric.backend is None
     assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 4 hosts"
     assert fabric.hostfile is None and fabric.ring_hostfile is None
@@ -235,20 +238,45 @@ def test_wrong_port_says_the_move():
     plan = ["studio-1:2 -- studio-2:4"]
     fabric = cluster.fabric(cables=plan)
     assert str(fabric.links[0]) == "studio-1:2 -- studio-2:2"
-    assert fabric.errors == ["wrong port: studio-1:2 -- studio-2:4 is cabled as studio-1:2 -- studio-2:2; "
-                             "move the cable in studio-2 Thunderbolt 2 to Thunderbolt 4"]
+    (wrong,) = fabric.findings
+    assert (wrong.cable, wrong.link) == tuple(cables(["studio-1:2 -- studio-2:4", "studio-1:2 -- studio-2:2"]))
+    assert wrong.fix == f"move the cable in {port_name(Port('studio-2', 2))} to {hardware_port(4)}"
+    assert fabric.errors == [wrong.line]
     assert fabric.findings[0].kind == "wrong port" and fabric.hostfile is None
 
 
 def test_wrong_port_at_both_ends():
     fabric = Cluster.of("studio-m3-ultra", 2).fabric(cables=["studio-1:3 -- studio-2:4"])
-    assert fabric.errors == ["wrong port: studio-1:3 -- studio-2:4 is cabled as studio-1:2 -- studio-2:2; "
-                             "move the cable in studio-1 Thunderbolt 2 to Thunderbolt 3, and its other end in "
-                             "studio-2 Thunderbolt 2 to Thunderbolt 4"]
+    (wrong,) = fabric.findings
+    assert wrong.fix == (f"move the cable in {port_name(Port('studio-1', 2))} to {hardware_port(3)}, and its other end "
+                         f"in {port_name(Port('studio-2', 2))} to {hardware_port(4)}")
+    assert fabric.errors == [wrong.line]
 
 
 def cables(texts: list[str]) -> list:
     return [parse_cable(text) for text in texts]
+
+
+def said(findings) -> list[tuple]:
+    """Each finding as data: its kind, the Macs it is about (its hosts, else those of its gap or its ports), its cable."""
+    return [(f.kind, f.hosts or f.gap or tuple(dict.fromkeys(p.host for p in f.ports)), f.cable) for f in findings]
+
+
+def faults(fabric) -> list[tuple]:
+    """The findings that are errors (no hostfile), as data."""
+    return said(f for f in fabric.model.findings if f.fault)
+
+
+def gaps(fabric) -> list[tuple]:
+    """Each pair of Macs the backend needs cabled, with its fix; every one an error."""
+    assert all(f.kind == "not cabled" and f.fault for f in fabric.model.findings)
+    return [(f.gap, f.fix) for f in fabric.model.findings]
+
+
+def connect(a: str, b: str) -> str:
+    """The fix that names the two ports to cable ("mini-1:3", "mini-3:3")."""
+    first, second = parse_cable(f"{a} -- {b}").a, parse_cable(f"{a} -- {b}").b
+    return f"connect {port_name(first)} to {port_name(second)}"
 
 
 def swapped_on_mini_2():
@@ -264,13 +292,12 @@ def swapped_on_mini_2():
 def test_two_cables_swapped_on_one_mac_is_one_fix():
     cluster, plan = swapped_on_mini_2()
     fabric = cluster.fabric(cables=plan)
-    assert fabric.errors == ["wrong ports: mini-1:1 -- mini-2:1 and mini-2:2 -- mini-3:1 are cabled as "
-                             "mini-1:1 -- mini-2:2 and mini-2:1 -- mini-3:1; swap the cables in mini-2 Thunderbolt 1 "
-                             "and 2"]
-    # A finding per cable (the picture and the audit show each), the same fix in both.
+    # A finding per cable (the picture and the audit show each), the same fix in both: one error line.
     assert [(f.kind, f.cable, f.link) for f in fabric.findings] == [
-        ("wrong port", "mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"),
-        ("wrong port", "mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1")]
+        ("wrong port", *cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
+        ("wrong port", *cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))]
+    assert {f.fix for f in fabric.findings} == {"swap the cables in mini-2 Thunderbolt 1 and 2"}
+    assert fabric.errors == [fabric.findings[0].line]
 
 
 def test_without_a_plan_the_last_cables_are_the_reference_for_what_moved():
@@ -308,18 +335,18 @@ def test_cable_to_a_port_not_in_the_plan():
     plan = ring_plan(cluster)
     cluster.cable("mini-1:2", "mini-3:2")
     fabric = cluster.fabric(cables=plan)
-    assert [(f.kind, f.cable) for f in fabric.findings] == [("extra", "mini-1:2 -- mini-3:2")]
-    assert fabric.errors == ["extra cable mini-1:2 -- mini-3:2: not in the cable plan (mlx_fleet_cables); "
-                             "unplug it or add it to the plan"]
+    assert [(f.kind, f.cable, f.link, f.expected) for f in fabric.findings] == [
+        ("extra", parse_cable("mini-1:2 -- mini-3:2"), parse_cable("mini-1:2 -- mini-3:2"), "no cable")]
+    assert fabric.errors == [fabric.findings[0].line]
     assert fabric.hostfile is None
 
 
 def test_slow_cable_between_thunderbolt_5_macs_is_a_fault():
     cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro"}).cable("mini-1:1", "mini-2:1", speed=40)
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
-    assert [(f.kind, f.fault) for f in fabric.findings] == [("slow", True)]
-    assert fabric.errors == ["slow cable mini-1:1 -- mini-2:1: 40 Gb/s where both ends do 80 Gb/s; "
-                             "replace it with a Thunderbolt 5 cable"]
+    assert [(f.kind, f.fault, f.cable, f.expected) for f in fabric.findings] == [
+        ("slow cable", True, parse_cable("mini-1:1 -- mini-2:1"), "80 Gb/s")]
+    assert fabric.errors == [fabric.findings[0].line]
 
 
 def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl():
@@ -327,20 +354,18 @@ def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl
     # A Thunderbolt 4 Mac lists rdma devices and its port is PORT_ACTIVE, as a real one does.
     assert cluster.facts["mini-2"]["ports"][0]["rdma_state"] == "PORT_ACTIVE"
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
-    assert [(f.kind, f.message, f.fault) for f in fabric.findings] == [
-        ("slow", "slow cable mini-1:1 -- mini-2:1: 40 Gb/s because mini-2 (mini-m4) is Thunderbolt 4", False)]
+    assert [(f.kind, f.cable, f.expected, f.fault) for f in fabric.findings] == [
+        ("thunderbolt 4 cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
     assert fabric.errors == [] and fabric.warnings == [] and fabric.backend == "ring"
     assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2) but mini-2 cannot do RDMA "
                              "(a Thunderbolt 4 Mac)")
     assert fabric.links[0].speed_gbps == 40
     # Asked for by name, jaccl is refused, naming the Mac and the fix.
     jaccl = cluster.fabric(backend="jaccl")
-    assert jaccl.errors == [
-        "jaccl needs RDMA on every host: mini-2 cannot do RDMA (a Thunderbolt 4 Mac): Mac mini (mini-m4) has "
-        "Thunderbolt 4 ports, and RDMA over Thunderbolt needs Thunderbolt 5; use the ring backend for it (a Recovery "
-        "visit cannot help); set mlx_fleet_backend: ring, or auto (it picks ring for such a Mac)"]
-    assert jaccl.warnings == ["mini-1:1 -- mini-2:1: 40 Gb/s (Thunderbolt 4) on a jaccl link; JACCL wants "
-                              "Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail to run it"]
+    assert faults(jaccl) == [("no rdma", ("mini-2",), None)]
+    assert jaccl.errors == [f.line for f in jaccl.model.findings if f.fault]
+    assert said(jaccl.cautions) == [("thunderbolt 4", ("mini-1", "mini-2"), parse_cable("mini-1:1 -- mini-2:1"))]
+    assert jaccl.cautions[0].found.startswith("40 Gb/s ")
 
 
 def test_a_thunderbolt_4_link_between_thunderbolt_5_macs_is_no_rdma_link_for_auto():
@@ -356,21 +381,19 @@ def test_a_thunderbolt_4_link_between_thunderbolt_5_macs_is_no_rdma_link_for_aut
 def test_mac_behind_a_dock():
     cluster = Cluster.of("mini-m4-pro", 3, "line").dock("mini-1:2", "mini-3:2")
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1", "mini-2:2 -- mini-3:1", "mini-1:2 -- mini-3:2"])
-    assert fabric.warnings == [
-        "mini-1: Thunderbolt 2 reaches mini-3 through a dock or hub (TS4), not a direct cable; cable them "
-        "directly: only a direct cable carries RDMA and fabric addresses",
-        "mini-3: Thunderbolt 2 reaches mini-1 through a dock or hub (TS4), not a direct cable; cable them "
-        "directly: only a direct cable carries RDMA and fabric addresses"]
-    assert fabric.errors == [
-        "missing cable mini-1:2 -- mini-3:2: connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 2",
-        "auto: no ring through all 3 hosts: mini-1 and mini-3 are not cabled; "
-        "connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 2"]
+    assert [(f.kind, f.ports, f.gap, f.note) for f in fabric.cautions] == [
+        ("dock", (Port("mini-1", 2),), ("mini-1", "mini-3"), "via TS4"),
+        ("dock", (Port("mini-3", 2),), ("mini-1", "mini-3"), "via TS4")]
+    assert faults(fabric) == [("missing", ("mini-1", "mini-3"), parse_cable("mini-1:2 -- mini-3:2")),
+                              ("not cabled", ("mini-1", "mini-3"), None)]
+    assert {f.fix for f in fabric.model.findings if f.fault} == {connect("mini-1:2", "mini-3:2")}
     assert len(fabric.links) == 2
 
 
 def test_bad_plan_is_an_error_not_a_crash():
     fabric = Cluster.of("mini-m4-pro", 2).fabric(cables=["mini-1:4 -- mini-2:1"])
-    assert fabric.errors == ["cable mini-1:4 -- mini-2:1: mini-1 has Thunderbolt ports 1-3, not 4"]
+    (plan,) = fabric.model.findings
+    assert (plan.kind, plan.fault, fabric.errors) == ("plan", True, [plan.found]) and plan.found.endswith(", not 4")
 
 
 # --- the backend's topology: each missing pair and the ports to connect ---------------------------
@@ -381,52 +404,49 @@ def test_jaccl_on_a_ring_names_each_missing_pair():
     assert fabric.backend is None
     assert fabric.reason == "jaccl was requested but cannot run here (see the errors)"
     # Every mini's three ports: two are in the ring, one is free.
-    assert fabric.errors == [
-        "jaccl needs a full mesh: mini-1 and mini-3 are not cabled; connect mini-1 Thunderbolt 3 to mini-3 Thunderbolt 3",
-        "jaccl needs a full mesh: mini-2 and mini-4 are not cabled; connect mini-2 Thunderbolt 3 to mini-4 Thunderbolt 3"]
+    assert gaps(fabric) == [(("mini-1", "mini-3"), connect("mini-1:3", "mini-3:3")),
+                            (("mini-2", "mini-4"), connect("mini-2:3", "mini-4:3"))]
+    assert {f.expected for f in fabric.model.findings} == {"jaccl needs a full mesh"}
 
 
 def test_jaccl_needs_rdma_everywhere():
     fabric = Cluster.of("mini-m4-pro", 2, no_rdma=["mini-2"]).fabric(backend="jaccl")
-    assert fabric.errors == ["jaccl needs RDMA on every host: mini-2 has no RDMA device (rdma_ctl status: disabled); "
-                             "enable it from macOS Recovery with 'rdma_ctl enable'"]
+    assert faults(fabric) == [("no rdma", ("mini-2",), None)]
+    assert "rdma_ctl enable" in fabric.model.findings[0].found and fabric.errors == [fabric.model.findings[0].line]
 
 
 def test_ring_on_a_line_names_the_closing_cable():
     fabric = Cluster.of("mini-m4-pro", 5, "line").fabric(backend="ring")
-    assert fabric.errors == ["ring needs a ring through all 5 hosts: mini-1 and mini-5 are not cabled; "
-                             "connect mini-1 Thunderbolt 2 to mini-5 Thunderbolt 2"]
+    assert gaps(fabric) == [(("mini-1", "mini-5"), connect("mini-1:2", "mini-5:2"))]
 
 
 def test_studio_suggestions_avoid_port_1_for_rdma():
     fabric = Cluster.of("studio-m3-ultra", 3, "line").fabric(backend="jaccl-ring")
-    assert fabric.errors == ["jaccl-ring needs a ring through all 3 hosts: studio-1 and studio-3 are not cabled; "
-                             "connect studio-1 Thunderbolt 3 to studio-3 Thunderbolt 3"]
+    assert gaps(fabric) == [(("studio-1", "studio-3"), connect("studio-1:3", "studio-3:3"))]
 
 
 def test_no_free_port_is_said():
     cluster = Cluster.of("mini-m4-pro", 4, "line").cable("mini-1:2", "mini-3:3").cable("mini-1:3", "mini-2:3")
     fabric = cluster.fabric(backend="ring")
-    assert fabric.errors == [
-        "ring needs a ring through all 4 hosts: mini-1 and mini-4 are not cabled; connect mini-1 (no free "
-        "Thunderbolt port: free one first) to mini-4 Thunderbolt 2"]
+    ((gap, fix),) = gaps(fabric)
+    assert gap == ("mini-1", "mini-4") and fix.endswith(f"to {port_name(Port('mini-4', 2))}") and "no free" in fix
 
 
 def test_auto_with_nothing_cabled():
     fabric = Cluster.of("mini-m4-pro", 3, "line").unplug("mini-1:1").unplug("mini-2:1").fabric()
     assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 3 hosts"
-    assert fabric.errors == [
-        "auto: no ring through all 3 hosts: mini-1 and mini-2 are not cabled; connect mini-1 Thunderbolt 1 to mini-2 Thunderbolt 1",
-        "auto: no ring through all 3 hosts: mini-1 and mini-3 are not cabled; connect mini-1 Thunderbolt 2 to mini-3 Thunderbolt 2"]
+    assert gaps(fabric) == [(("mini-1", "mini-2"), connect("mini-1:1", "mini-2:1")),
+                            (("mini-1", "mini-3"), connect("mini-1:2", "mini-3:2"))]
 
 
 def test_unknown_backend():
-    assert Cluster.of("mini-m4-pro", 2).fabric(backend="mpi").errors == [
-        "mlx_fleet_backend: 'mpi' is not one of jaccl, jaccl-ring, ring, auto"]
+    (refused,) = Cluster.of("mini-m4-pro", 2).fabric(backend="mpi").model.findings
+    assert refused.kind == "backend" and refused.found.startswith("mlx_fleet_backend: 'mpi' ")
 
 
 def test_one_host_is_no_fabric():
-    assert Cluster.of("mini-m4-pro", 1).fabric().errors == ["a Thunderbolt fabric needs at least 2 hosts, the inventory has 1"]
+    fabric = Cluster.of("mini-m4-pro", 1).fabric()
+    assert [f.kind for f in fabric.model.findings] == ["backend"] and fabric.backend is None and not fabric.ok
 
 
 # --- warnings -------------------------------------------------------------------------------------
@@ -442,18 +462,15 @@ def test_studio_port_1_on_an_rdma_link():
         "cable to another port)")
     fabric = cluster.fabric(backend="jaccl")
     assert fabric.backend == "jaccl" and fabric.ok
-    assert fabric.warnings == ["studio-1: Thunderbolt 1 (en2) is the Mac Studio port beside Ethernet, where RDMA "
-                               "never comes up; move the cable studio-1:1 -- studio-2:2 to another port"]
+    assert [(f.kind, f.ports, f.cable, f.severity) for f in fabric.cautions] == [
+        ("dead rdma port", (Port("studio-1", 1),), parse_cable("studio-1:1 -- studio-2:2"), "warning")]
     assert cluster.fabric(backend="ring").warnings == []
 
 
 def test_active_bridge_across_a_loop():
     ring = Cluster.of("mini-m4-pro", 3, "ring", bridge=True).fabric()
-    assert ring.warnings == [
-        f"mini-{i}: the Thunderbolt Bridge (bridge0) is active while the cables form a loop; it floods frames "
-        "around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service off (a converge's fabric step "
-        "does, with mlx_fabric_bridge: disabled)"
-        for i in (1, 2, 3)]
+    assert said(ring.cautions) == [("bridge loop", (f"mini-{i}",), None) for i in (1, 2, 3)]
+    assert ring.warnings == [f.line for f in ring.cautions]
     assert Cluster.of("mini-m4-pro", 3, "line", bridge=True).fabric(backend="ring").warnings == []
 
 

@@ -51,6 +51,7 @@ from captures import THUNDERBOLT_OUTPUTS
 from conftest import FIXTURE_DIR, load
 from module_runner import Commands, run_module
 from factories import FABRIC, HOSTS, MESH, NODE, Cluster, audit, converged, joining, minis, node, plan
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.audit import CLUSTER
 
 
 # --- the run lock ---------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ def test_record_diff_names_a_key_present_in_one_record_only(value):
 
 def _drift(state) -> list[tuple]:
     """The audit's findings of a state as data: (fact, Macs, expected, found, fix)."""
-    return [(c.fact, c.macs, c.expected, c.found, c.fix) for c in audit(state).findings]
+    return [(f.fact, list(f.hosts) or [CLUSTER], f.expected, f.found, f.fix) for f in audit(state).findings]
 
 
 def test_macos_26_10_is_newer_than_26_2():
@@ -286,7 +287,7 @@ def test_a_cabled_port_with_no_rdma_device_is_not_ready():
     port.update(rdma_device=None, rdma_state=None)
     node = cluster.assess().nodes["mini-2"]
     assert node.status == rdma.ENABLED_NOT_WORKING
-    assert [(p.receptacle, p.outcome) for p in node.ports] == [(1, "no device"), (2, "active")]
+    assert [(p.port.receptacle, p.outcome) for p in node.ports] == [(1, "no device"), (2, "active")]
     assert cluster.assess().nodes["mini-1"].status == rdma.READY
 
 
@@ -304,7 +305,7 @@ def test_ibv_devinfo_killed_by_timeout_s_exit_124_is_stale_rdma():
     assert mac["rdma_stale"] is True
     assert all(port["rdma_state"] is None for port in mac["ports"])  # unknown, not the last state seen
     found = watch.assess(watch.Baseline(["m1"]), {"m1": mac})
-    assert found["stale-rdma m1"].kind == "stale-rdma" and found["stale-rdma m1"].hosts == ("m1",)
+    assert found[("stale-rdma", "m1")].kind == "stale-rdma" and found[("stale-rdma", "m1")].hosts == ("m1",)
     failed = watch.observe(_watch_reads(ibv_devinfo=(1, "")))
     assert failed["rdma_stale"] is False
 

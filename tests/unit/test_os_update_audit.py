@@ -12,7 +12,7 @@ from factories import INVENTORY, converged, node
 def one_mac(state, host="mini-2"):
     hosts, observed, declared, controller = state
     audited = run_audit([host], {host: observed[host]}, {host: declared[host]}, controller, inventory=INVENTORY)
-    return ou.own_findings(host, audited.findings)
+    return ou.own_findings(host, audited.drifted)
 
 
 def updated(state, host="mini-2"):

@@ -16,16 +16,19 @@ from factories import REPO, ReadinessCluster, expected_text, minis
 # --- classes ---------------------------------------------------------------------------------------
 
 
+def ports(assessment, host: str) -> list[tuple]:
+    """A Mac's cabled ports as RDMA sees them: (its number, the Mac at the other end, what RDMA does there)."""
+    assert all(p.port.host == host for p in assessment.nodes[host].ports)
+    return [(p.port.receptacle, p.peer, p.outcome) for p in assessment.nodes[host].ports]
+
+
 def test_two_macs_need_the_recovery_step_and_the_others_wait_for_them():
     a = minis(disabled=("mini-3", "mini-4")).mesh().assess()
     assert {h: r.status for h, r in a.nodes.items()} == {
         "mini-1": "ready", "mini-2": "ready", "mini-3": "needs_recovery", "mini-4": "needs_recovery"}
-    assert a.nodes["mini-1"].message == (
-        "mini-1: ready: RDMA enabled, 3 devices; Thunderbolt 1 PORT_ACTIVE; Thunderbolt 2 (rdma_en3, cabled to "
-        "mini-3) and Thunderbolt 3 (rdma_en4, cabled to mini-4) come up once mini-3 and mini-4 are enabled")
-    assert a.nodes["mini-3"].message == (
-        "mini-3: needs the Recovery step: rdma_ctl status says disabled on this Mac mini (mini-m4-pro), macOS 26.2 "
-        "(25C56); a person at the Mac enables RDMA in macOS Recovery (see the checklist)")
+    assert ports(a, "mini-1") == [(1, "mini-2", "active"), (2, "mini-3", "waiting"), (3, "mini-4", "waiting")]
+    assert (a.nodes["mini-3"].model, a.nodes["mini-3"].product_version, a.nodes["mini-3"].ports) == (
+        "mini-m4-pro", "26.2", [])
     assert (a.current, a.projected) == ("ring", "jaccl")
     assert a.summary == ("once mini-3 and mini-4 are enabled from Recovery, the cabling supports jaccl (full mesh); "
                          "until then auto falls back to ring (no RDMA)")
@@ -35,8 +38,7 @@ def test_two_macs_need_the_recovery_step_and_the_others_wait_for_them():
 def test_all_ready():
     a = minis(3).mesh().assess()
     assert all(r.status == "ready" for r in a.nodes.values())
-    assert a.nodes["mini-2"].message == ("mini-2: ready: RDMA enabled, 3 devices; Thunderbolt 1 and Thunderbolt 2 "
-                                         "PORT_ACTIVE")
+    assert ports(a, "mini-2") == [(1, "mini-1", "active"), (2, "mini-3", "active")]
     assert a.summary == "all 3 Macs are ready for RDMA; the cabling supports jaccl (full mesh)"
 
 
@@ -53,9 +55,7 @@ def test_thunderbolt_4_mac_is_not_capable_and_never_sent_to_recovery():
                 disabled=("mini-2", "mini-3")).mesh()
     a = c.assess()
     assert a.nodes["mini-3"].status == "not_capable"
-    assert a.nodes["mini-3"].message == (
-        "mini-3: not capable of RDMA: Mac mini (mini-m4) has Thunderbolt 4 ports, and RDMA over Thunderbolt needs "
-        "Thunderbolt 5; use the ring backend for it (a Recovery visit cannot help)")
+    assert (a.nodes["mini-3"].reason, a.nodes["mini-3"].model) == ("thunderbolt 4", "mini-m4")
     assert a.hosts("needs_recovery") == ["mini-2"]
     assert a.summary == ("once mini-2 is enabled from Recovery, the cabling still supports only ring (no RDMA); "
                          "mini-3 cannot do RDMA, so ring is the way for it")
@@ -68,14 +68,12 @@ def test_thunderbolt_4_mac_is_not_capable_and_never_sent_to_recovery():
 
 def test_old_macos_is_not_capable():
     c = minis(2, disabled=("mini-2",), version=("26.1", "25B78")).mesh()
-    assert c.assess().nodes["mini-2"].message == (
-        "mini-2: not capable of RDMA: macOS 26.1 (25B78) is older than 26.2, the first macOS with RDMA over "
-        "Thunderbolt; update macOS, until then use the ring backend for it (a Recovery visit cannot help)")
+    old = c.assess().nodes["mini-2"]
+    assert (old.status, old.reason, old.product_version) == ("not_capable", "macos", "26.1")
     c.macos["mini-2"].update(product_version="26.2", build_version="25C56")
     c.tb["mini-2"]["rdma_enabled"] = None  # no rdma_ctl on PATH
-    assert c.assess().nodes["mini-2"].message == (
-        "mini-2: not capable of RDMA: macOS 26.2 (25C56) has no rdma_ctl; use the ring backend for it "
-        "(a Recovery visit cannot help)")
+    without = c.assess().nodes["mini-2"]
+    assert (without.status, without.reason, without.rdma_status) == ("not_capable", "no rdma_ctl", None)
 
 
 def test_an_unread_macos_version_is_no_verdict_on_it():
@@ -91,10 +89,9 @@ def test_enabled_but_port_down_names_the_port_causes_and_remedy():
         c.tb[host]["ports"][n - 1]["rdma_state"] = "PORT_DOWN"
     a = c.assess()
     assert a.nodes["mini-1"].status == "enabled_not_working"
-    assert a.nodes["mini-1"].message == (
-        "mini-1: enabled but not working: Thunderbolt 2 (rdma_en3, cabled to mini-3) is PORT_DOWN; likely causes: "
-        "the cable, the Thunderbolt Bridge still active, RDMA not enabled on mini-3; restarting both ends "
-        "(mini-1 and mini-3) is the known remedy")
+    assert ports(a, "mini-1") == [(1, "mini-2", "active"), (2, "mini-3", "down")]
+    assert [(p.rdma_device, p.rdma_state) for p in a.nodes["mini-1"].ports if p.outcome == "down"] == [
+        ("rdma_en3", "PORT_DOWN")]
     assert a.summary == ("no Mac needs the Recovery step; the cabling supports ring (no RDMA); mini-1 and mini-3 "
                          "have RDMA enabled but not working")
 
@@ -102,17 +99,16 @@ def test_enabled_but_port_down_names_the_port_causes_and_remedy():
 def test_enabled_without_devices():
     c = minis(2).mesh()
     c.tb["mini-2"]["rdma_devices"] = []
-    assert c.assess().nodes["mini-2"].message == (
-        "mini-2: enabled but not working: rdma_ctl status says enabled but ibv_devices lists no RDMA device; "
-        "restart the Mac (RDMA comes up at boot), and if it stays empty do the Recovery step again")
+    node = c.assess().nodes["mini-2"]
+    assert (node.status, node.rdma_devices, node.ports) == ("enabled_not_working", [], [])
 
 
 def test_mac_studio_port_beside_ethernet():
     c = ReadinessCluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"}).cable("studio-1:1", "studio-2:2")
     c.tb["studio-1"]["ports"][0]["rdma_state"] = "PORT_DOWN"
-    assert c.assess().nodes["studio-1"].message == (
-        "studio-1: enabled but not working: Thunderbolt 1 (rdma_en2, cabled to studio-2) is PORT_DOWN: it is the "
-        "Mac Studio port beside Ethernet, where RDMA never comes up; move the cable to another port")
+    a = c.assess()
+    assert a.nodes["studio-1"].status == "enabled_not_working"
+    assert ports(a, "studio-1") == [(1, "studio-2", "broken port")]
 
 
 def test_jaccl_blocks_with_the_nodes_named():

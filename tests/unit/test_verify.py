@@ -23,12 +23,13 @@ from mlx_fleet.verify import compare, jobs, nodes, report
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import audit
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import coerce
 from mlx_fleet.explain import explain
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import changes_since
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import line
-from mlx_fleet.verify.diagnose import cable_findings, diagnose, failure_lines, node_findings, readiness, rewired
+from mlx_fleet.verify.diagnose import cable_findings, cause, diagnose, failure_lines, node_findings, readiness, rewired
 from mlx_fleet.sim.doubles.macsim.system_profiler import thunderbolt_items
 from mlx_fleet.verify.jobs import Job, Rank
 from mlx_fleet.verify.nodes import Node, _sections
@@ -260,21 +261,24 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     link = c.cables[0]  # a:1 -- b:1; Thunderbolt 1 is en3 on the captured Mac
     bridged = {"service_order": (0, SERVICE_ORDER)}
     found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
-    assert [f.cause for f in found] == ["cable", "no-ipv4", "bridge"]
-    assert [(f.hosts, f.cable) for f in found] == [(["a", "b"], "a:1 -- b:1"), (["a"], "a:1 -- b:1"),
-                                                   (["a"], "a:1 -- b:1")]
-    assert found[0].evidence == ["a: ifconfig en3: status: inactive, inet none"]
+    assert [cause(f) for f in found] == ["cable", "no-ipv4", "bridge"]
+    assert [(f.kind, f.hosts, f.cable, f.ports) for f in found] == [
+        ("link down", ("a", "b"), parse_cable("a:1 -- b:1"), (Port("a", 1),)), ("end address", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),)),
+        ("bridge member", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),))]
+    assert found[1].expected == link.a.interface
+    assert found[0].evidence == ("a: ifconfig en3: status: inactive, inet none",)
     assert found[2].evidence[0].endswith("ifconfig bridge0: member en3")
     both = cable_findings(link, {h: node(h, IFCONFIG_BRIDGED, **bridged) for h in "ab"}, INVENTORY)
-    assert [f.cause for f in both].count("cable") == 1
-    assert both[0].evidence == ["a: ifconfig en3: status: inactive, inet none", "b: ifconfig en3: status: inactive, inet none"]
+    assert [cause(f) for f in both].count("cable") == 1
+    assert (both[0].ports, both[0].evidence) == (link.cable.key, (
+        "a: ifconfig en3: status: inactive, inet none", "b: ifconfig en3: status: inactive, inet none"))
 
 
 def test_a_wrong_address_on_an_active_port():
     ports = HARDWARE_PORTS.replace("Device: en3", "Device: en2")  # this Mac's Thunderbolt 1 is en2
     found = cable_findings(cluster().cables[0], {"b": node("b", IFCONFIG_EN2, ports)}, INVENTORY)
-    assert [(f.cause, f.hosts, f.cable) for f in found] == [("no-ipv4", ["b"], "a:1 -- b:1")]
-    assert found[0].evidence == ["b: ifconfig en2: status: active, inet 169.254.205.255/16"]
+    assert [(cause(f), f.hosts, f.cable) for f in found] == [("no-ipv4", ("b",), parse_cable("a:1 -- b:1"))]
+    assert found[0].evidence == ("b: ifconfig en2: status: active, inet 169.254.205.255/16",)
 
 
 def thunderbolt_json(host: str, cabled: dict[int, tuple[str, int]], receptacles=(1, 2, 3)) -> str:
@@ -296,7 +300,7 @@ def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it():
             "b": node("b", IFCONFIG_EN2, EN2_PORTS, service_order=order,
                       thunderbolt=(0, thunderbolt_json("b", {1: ("a", 3)})))}
     found = cable_findings(link, macs, INVENTORY)
-    assert [(f.cause, f.cable, f.hosts) for f in found] == [("moved", "a:1 -- b:1", ["a", "b"])]
+    assert [(cause(f), f.cable, f.hosts) for f in found] == [("moved", parse_cable("a:1 -- b:1"), ("a", "b"))]
     (moved,) = rewired([link], macs).findings
     assert (moved.kind, moved.expected, moved.found) == ("moved", "a:1 -- b:1", "a:3 -- b:1")
     # The converge's own judgement of the same cables.
@@ -305,11 +309,13 @@ def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it():
 
 
 def test_unreachable_and_interpreter_findings():
-    assert node_findings(Node("a", reachable=False, error="Connection timed out"), "/py", INVENTORY)[0].cause == \
-        "unreachable"
+    (down,) = node_findings(Node("a", reachable=False, error="Connection timed out"), "/py", INVENTORY)
+    assert (down.kind, down.hosts, down.found, cause(down)) == ("unreachable", ("a",), "Connection timed out",
+                                                                "unreachable")
     broken = Node("b", python_error="ModuleNotFoundError: No module named 'mlx'")
-    assert node_findings(broken, "/opt/mlx-fleet/venv/bin/python", INVENTORY)[0].message.startswith(
-        "b: /opt/mlx-fleet/venv/bin/python does not run MLX (ModuleNotFoundError: No module named 'mlx')")
+    (interpreter,) = node_findings(broken, "/opt/mlx-fleet/venv/bin/python", INVENTORY)
+    assert (interpreter.kind, interpreter.hosts, interpreter.expected, interpreter.found) == (
+        "interpreter", ("b",), "/opt/mlx-fleet/venv/bin/python", "ModuleNotFoundError: No module named 'mlx'")
     assert node_findings(node("c", IFCONFIG_EN2), "/py", INVENTORY) == []
 
 
@@ -319,7 +325,7 @@ def rank(number: int, host: str, *records: dict, code: int | None = 0, stderr: t
     return Rank(number, host, lines, events)
 
 
-def job(title: str, kind: str, hostfile: dict, ranks: list[Rank], cable: str | None = None) -> Job:
+def job(title: str, kind: str, hostfile: dict, ranks: list[Rank], cable: Cable | None = None) -> Job:
     return Job(title, title.replace(" ", "_"), kind, hostfile["backend"], hostfile, Path("/logs") / title,
                ranks=ranks, cable=cable)
 
@@ -336,9 +342,9 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
     link = c.cables[0]
     failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
                  [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
-                  rank(1, "b", code=None)], str(link.cable))
+                  rank(1, "b", code=None)], link.cable)
     works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
-                [rank(0, "a", INIT), rank(1, "b", INIT)], str(link.cable))
+                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
     assert failure_lines(failed) == [f"rank 0 on a (rdma_en2): exited with code 1 in mx.distributed.init: {MLX_JACCL}",
                                      "rank 1 on b (rdma_en2): stopped before it finished in mx.distributed.init"]
     rdma_on = {"rdma_ctl": (0, "enabled\n")}
@@ -348,18 +354,18 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
         evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000",
                                                                  f"{link.end(h).address} netmask 0xfffffffc"))
     (finding,) = diagnose([failed, works], c, evidence, INVENTORY)
-    assert finding.cause == "rdma" and finding.cable == "a:1 -- b:1" and finding.rank == 0
-    assert finding.message.startswith(f"cable a:1 -- b:1: RDMA path failed, TCP path works (rank 0 on a (rdma_en2): "
-                                      f"exited with code 1 in mx.distributed.init: {MLX_JACCL})")
+    assert (cause(finding), finding.kind, finding.cable, finding.rank) == ("rdma", "rdma path", parse_cable("a:1 -- b:1"), 0)
+    assert finding.found == failure_lines(failed)[0]
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
     # Every RDMA read made, sw_vers included: a macOS that predates RDMA names the Mac not capable.
     sonoma = {h: Node(h, reads=dict(evidence[h].reads, **RDMA_READ_OUTPUTS)) for h in "ab"}
     (old,) = diagnose([failed, works], c, sonoma, INVENTORY)
-    assert "a: not capable of RDMA: macOS 14.2.1 (23C71) is older than 26.2" in old.message, old.message
+    judged = readiness(failed, c, sonoma)
+    assert judged["a"].status == rdma.NOT_CAPABLE and judged["a"].message in old.fix
     # the same failure with the TCP twin failing too is not called RDMA; explain's knowledge base reads MLX's message
     (unknown,) = diagnose([failed], c, evidence, INVENTORY)
-    assert unknown.cause == "unknown"
-    assert unknown.message.endswith(f"; MLX's message says {explain(MLX_JACCL).first_line} (mlx-fleet explain)")
+    assert (cause(unknown), unknown.cable, unknown.rank) == ("unknown", link.cable, 0)
+    assert explain(MLX_JACCL).first_line in unknown.found
     assert explain(MLX_JACCL).causes
 
 
@@ -393,7 +399,7 @@ def test_a_cable_ends_address_and_bridge_are_judged_by_the_audits_checks(ifconfi
     audit._fabric(["a"], observed, {"a": {"bridge": "disabled"}}, {"model": coerce({parse_cable(text): network for text, network in ADDRESSES.items()})}, checks)
     address, bridge = checks
     assert address == audit.port_address_check("a", 1, device, mac.addresses(device), "192.168.0.5/30")
-    found = [f.cause for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]
+    found = [cause(f) for f in cable_findings(cluster().cables[0], {"a": mac}, INVENTORY)]
     assert found == causes
     assert ("no-ipv4" in found) == (not address.ok) and ("bridge" in found) == (not bridge.ok)
 
@@ -410,19 +416,19 @@ def test_a_macs_rdma_is_judged_as_the_rdma_step_and_the_audit_judge_it(rdma_ctl,
                ibv_devices=(0, ibv_devices), ibv_devinfo=(0, IBV_DEVINFO))
     failed = job("link a:1 -- b:1 jaccl", "link", link_hostfile(c, link, "jaccl", {"a": "en2", "b": "en2"}),
                  [rank(0, "a", {"record": "error", "phase": "init", "message": MLX_JACCL}, code=1),
-                  rank(1, "b", code=None)], str(link.cable))
+                  rank(1, "b", code=None)], link.cable)
     works = job("link a:1 -- b:1 ring", "link", link_hostfile(c, link, "ring"),
-                [rank(0, "a", INIT), rank(1, "b", INIT)], str(link.cable))
+                [rank(0, "a", INIT), rank(1, "b", INIT)], link.cable)
     judged = readiness(failed, c, {"a": mac})
     # What the RDMA step and the audit call (rdma.assess), on the same facts; no cable found on them.
     assessed = rdma.classify_cluster({"a": mac.macos}, {"a": mac.thunderbolt}, [])
     assert judged["a"].status == assessed["a"].status == status
     (finding,) = diagnose([failed, works], c, {"a": mac}, INVENTORY)
-    assert finding.cause == "rdma"
+    assert cause(finding) == "rdma"
     if status == rdma.NEEDS_RECOVERY:
-        assert finding.message.endswith(f"RDMA is off on a: mlx-fleet checklist -i {INVENTORY}")
+        assert finding.fix.endswith(f"mlx-fleet checklist -i {INVENTORY}")
     elif status == rdma.ENABLED_NOT_WORKING:
-        assert judged["a"].message in finding.message
+        assert judged["a"].message in finding.fix
 
 
 def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
@@ -433,8 +439,8 @@ def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
              code=1),
         rank(2, "c", code=None)])
     (finding,) = diagnose([failed], c, {}, INVENTORY)
-    assert (finding.cause, finding.hosts, finding.rank) == ("no-ipv4", ["b"], 1)
-    assert finding.evidence == ["[ring] Couldn't bind socket (error: 99)"]
+    assert (cause(finding), finding.hosts, finding.rank, finding.expected) == ("no-ipv4", ("b",), 1, "192.168.0.6")
+    assert finding.evidence == ("[ring] Couldn't bind socket (error: 99)",)
 
 
 def test_rank_outcomes_and_messages():
@@ -509,7 +515,7 @@ def test_report_figures_schema_summary_and_page(tmp_path):
                                 for s in (1024, 4096))) for r, h in enumerate("ab")]
     link = c.cables[0]
     jobs_ = [job("all_sum", "all_sum", RING, sums), job(f"link {link.cable} ring", "link",
-                                                        link_hostfile(c, link, "ring"), pings, str(link.cable))]
+                                                        link_hostfile(c, link, "ring"), pings, link.cable)]
     outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=["ran"])
     data = report.build(outcome, ["mlx-fleet", "verify", "-i", INVENTORY])
     assert data["schema"] == "mlx-fleet-verify/1" and data["status"] == "passed" and data["exit_code"] == 0

@@ -20,6 +20,8 @@ from mlx_fleet import watch_cli
 from mlx_fleet.verify import nodes
 from captures import THUNDERBOLT_OUTPUTS
 
+AB = Cable(Port("a", 1), Port("b", 2))  # the cable of cabled()
+
 READS = {name: (rc, out) for name, (rc, out, _) in THUNDERBOLT_OUTPUTS.items()} | {
     "sw_vers": (0, load(FIXTURE_DIR / "sw_vers__sudo-is-man-pmset__1.txt")),
     "boottime": (0, load(FIXTURE_DIR / "sysctl-kern.boottime__chef-ohai-uptime__1.txt")),
@@ -50,7 +52,7 @@ def test_ibv_devinfo_that_times_out_is_stale_rdma():
     mac = watch.observe(READS | {"ibv_devinfo": (watch.TIMED_OUT, "")})
     assert mac["rdma_stale"] is True and mac["warnings"] == []
     found = watch.assess(watch.Baseline(["m1"]), {"m1": mac})
-    assert found["stale-rdma m1"].kind == "stale-rdma" and "reboot m1" in found["stale-rdma m1"].fix
+    assert found[("stale-rdma", "m1")].kind == "stale-rdma" and "reboot m1" in found[("stale-rdma", "m1")].fix
 
 
 # --- a two-Mac cluster made from the sim's way of writing ports ------------------------------------------
@@ -89,9 +91,9 @@ def test_a_pulled_cable_names_both_ends_once_and_clears_once():
     pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
     pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
     found = watch.assess(BASE, pulled)
-    assert list(found) == ["cable a:1 -- b:2"]
-    out = found["cable a:1 -- b:2"]
-    assert (out.kind, out.hosts, out.ports) == ("cable", ("a", "b"), (("a", 1), ("b", 2)))
+    assert list(found) == [("cable", AB)]
+    out = found[("cable", AB)]
+    assert (out.kind, out.hosts, out.ports, out.cable) == ("cable", ("a", "b"), (Port("a", 1), Port("b", 2)), Cable(Port("a", 1), Port("b", 2)))
     assert out.found == "a Thunderbolt 1 sees no link, b Thunderbolt 2 sees no link"
     first = watch.events({}, found)
     assert [(e["event"], e["state"], e["cable"]) for e in first] == [("cable", "new", "a:1 -- b:2")]
@@ -103,8 +105,8 @@ def test_a_pulled_cable_names_both_ends_once_and_clears_once():
 def test_a_mac_down_hides_its_cables_and_says_itself():
     macs = cabled() | {"b": watch.unreachable("ssh: connect to host b port 22: Connection timed out")}
     found = watch.assess(BASE, macs)
-    assert list(found) == ["unreachable b"]
-    assert found["unreachable b"].found == "ssh: connect to host b port 22: Connection timed out"
+    assert list(found) == [("unreachable", "b")]
+    assert found[("unreachable", "b")].found == "ssh: connect to host b port 22: Connection timed out"
 
 
 def test_bridge_address_rdma_speed_sleep_and_builds():
@@ -118,9 +120,9 @@ def test_bridge_address_rdma_speed_sleep_and_builds():
         p["speed_gbps"] = 40
     found = watch.assess(BASE, macs)
     assert sorted(f.kind for f in found.values()) == ["bridge", "no-ipv4", "os-mismatch", "rdma-off", "sleep", "slow"]
-    address = found["no-ipv4 b:2"]
+    address = found[("no-ipv4", Port("b", 2))]
     assert (address.hosts, address.ports, address.cable, address.expected) == (
-        ("b",), (("b", 2),), "a:1 -- b:2", "192.168.0.2/30")
+        ("b",), (Port("b", 2),), Cable(Port("a", 1), Port("b", 2)), "192.168.0.2/30")
 
 
 def test_a_reboot_and_an_update_are_said_once():
@@ -185,9 +187,9 @@ def test_a_cabled_rdma_port_without_its_ipv4_mapped_gid_is_said_once():
     assert watch.assess(BASE, macs) == {}
     macs["b"]["ports"][0]["rdma_gids"] = ["fe80::1"]  # a stale table: the address is there, its GID is not
     found = watch.assess(BASE, macs)
-    assert list(found) == ["rdma-gid b:2"]
-    gid = found["rdma-gid b:2"]
-    assert (gid.kind, gid.hosts, gid.ports, gid.cable) == ("rdma-gid", ("b",), (("b", 2),), "a:1 -- b:2")
+    assert list(found) == [("rdma-gid", Port("b", 2))]
+    gid = found[("rdma-gid", Port("b", 2))]
+    assert (gid.kind, gid.hosts, gid.ports, gid.cable) == ("rdma-gid", ("b",), (Port("b", 2),), Cable(Port("a", 1), Port("b", 2)))
     macs["b"]["ports"][0]["rdma_gids"] = None  # not listed (ibv_devinfo without -v): nothing said
     assert watch.assess(BASE, macs) == {}
 
@@ -196,17 +198,18 @@ def test_a_finding_carries_its_cable_as_ends_and_renders_the_same_line():
     pulled = cabled()
     pulled["a"]["ports"][0] = port(1, "A1", inet=["192.168.0.1/30"])
     pulled["b"]["ports"][0] = port(2, "B2", inet=["192.168.0.2/30"])
-    found = watch.assess(BASE, pulled)["cable a:1 -- b:2"]
-    assert Cable.from_ports(found.ports) == Cable(Port("a", 1), Port("b", 2))
+    found = watch.assess(BASE, pulled)[("cable", AB)]
+    assert found.cable == AB == Cable(*found.ports)
     assert found.fix.endswith("if it was moved on purpose: mlx-fleet converge -i inv")
-    event = watch.events({}, {"cable a:1 -- b:2": found})[0]
+    event = watch.events({}, {("cable", AB): found})[0]
     assert (event["cable"], event["ports"]) == ("a:1 -- b:2", [["a", 1], ["b", 2]])
     # status.json keeps the text for a person and the ends for programs; read back, it is the same finding.
-    data = watch.findings_data({"cable a:1 -- b:2": found})
+    data = watch.findings_data({("cable", AB): found})
     assert data["cable a:1 -- b:2"]["cable"] == "a:1 -- b:2" and data["cable a:1 -- b:2"]["ports"] == [["a", 1], ["b", 2]]
-    assert watch.findings_from(data) == {"cable a:1 -- b:2": found}
+    assert data["cable a:1 -- b:2"]["cable_ends"] == [["a", 1], ["b", 2]]
+    assert watch.findings_from(data) == {("cable", AB): found}
     # The picture draws it from the ends, not from the text.
-    dot = watch_page.picture(BASE, [], {"cable a:1 -- b:2": found}, "t")
+    dot = watch_page.picture(BASE, [], {("cable", AB): found}, "t")
     assert '"a" -- "b" [label="OUT: TB1 -- TB2", style=dashed, color=red, fontcolor=red];' in dot
 
 
@@ -215,8 +218,8 @@ def test_a_cable_found_that_the_last_converge_did_not_configure_is_extra():
     macs["a"]["ports"].append(port(2, "A2", "B1"))
     macs["b"]["ports"].append(port(1, "B1", "A2"))
     found = watch.assess(BASE, macs)
-    assert list(found) == ["extra a:2 -- b:1"]
-    assert Cable.from_ports(found["extra a:2 -- b:1"].ports) == Cable(Port("a", 2), Port("b", 1))
+    assert list(found) == [("extra", Cable(Port("a", 2), Port("b", 1)))]
+    assert found[("extra", Cable(Port("a", 2), Port("b", 1)))].cable == Cable(Port("a", 2), Port("b", 1)) == Cable(*found[("extra", Cable(Port("a", 2), Port("b", 1)))].ports)
     assert sorted(watch_page.cables(BASE, watch.links_found(BASE.hosts, macs))) == ["a:1 -- b:2", "a:2 -- b:1"]
 
 
@@ -225,7 +228,7 @@ def test_the_watchs_hints_name_the_clis_commands_with_the_inventory():
     for host in macs:
         macs[host]["ports"][0]["rdma_gids"] = ["fe80::1"]
     found = watch.assess(BASE, macs)
-    assert found["rdma-gid a:1"].fix == ("give the port its IPv4 address back: mlx-fleet converge -i inv "
+    assert found[("rdma-gid", Port("a", 1))].fix == ("give the port its IPv4 address back: mlx-fleet converge -i inv "
                                          "(ibv_devinfo -v then lists ::ffff:<its address>)")
     after = copy.deepcopy(cabled())
     after["b"]["build"] = "26.3 (25D20)"

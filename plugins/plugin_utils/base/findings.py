@@ -8,7 +8,9 @@ and the sentence a person reads; sentences are composed here only, and nothing r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port
 
 FAULT, WARNING, NOTE = "fault", "warning", "note"
 MIXED_BUILDS = "RDMA breaks across mixed builds"  # why every Mac runs one macOS build (the audit, watch, explain)
@@ -17,8 +19,9 @@ MIXED_BUILDS = "RDMA breaks across mixed builds"  # why every Mac runs one macOS
 @dataclass(frozen=True)
 class Kind:
     """What a kind of finding is about (its topic), how bad it is, and its sentence: ``template`` and
-    ``cleared`` (what the watch says once it is gone) are filled with {macs} (the Macs named together), {found},
-    {expected} and {cable}."""
+    ``cleared`` (what the watch says once it is gone) are filled with {macs} (the Macs named together), {at} (the
+    Macs of its ports), {on} (" its Macs:", or nothing), {where} (its cable, else its Macs), {found}, {expected},
+    {cable}, {rank}, {fact} and {fix} (a template naming the fix is the whole line)."""
 
     topic: str
     severity: str
@@ -67,6 +70,33 @@ KINDS: dict[str, Kind] = {
     "rdma-port": Kind("RDMA", FAULT, "{macs} {found} on a cable that links",
                       "{macs} {expected}: RDMA port active again"),
     "rdma-gid": Kind("RDMA", FAULT, "{macs} {found}", "{macs} {expected}: RDMA port has its IPv4-mapped GID again"),
+    # the fabric: the cables found against the plan, the backend, the addresses (what blocks a hostfile is a fault)
+    "plan": Kind("cables", FAULT, "{found}"),
+    "addresses": Kind("addresses", FAULT, "{found}"),
+    "backend": Kind("backend", FAULT, "{found}"),
+    "missing": Kind("cables", FAULT, "missing cable {cable}: {fix}"),
+    "wrong port": Kind("cables", FAULT, "wrong port: {found}"),
+    "slow cable": Kind("cables", FAULT, "slow cable {cable}: {found}"),
+    "thunderbolt 4 cable": Kind("cables", WARNING, "slow cable {cable}: {found}"),
+    "not cabled": Kind("cables", FAULT, "{expected}: {found}"),
+    "no rdma": Kind("RDMA", FAULT, "{expected}: {found}"),
+    "dock": Kind("cables", WARNING, "{at}: {found}"),
+    "outside": Kind("cables", NOTE, "{at}: {found}"),
+    "dead rdma port": Kind("RDMA", WARNING, "{at}: {found}"),
+    "thunderbolt 4": Kind("cables", WARNING, "{cable}: {found}"),
+    "bridge loop": Kind("Thunderbolt Bridge", WARNING, "{macs}: {found}"),
+    # the audit: a fact that differs from the declared state or from the other Macs
+    "drift": Kind("audit", FAULT, "{fact}:{on} expected {expected}; found {found}"),
+    # verify: what the Macs' tools show about a job that failed ({where}: its cable, else its Macs)
+    "unstaged": Kind("network", FAULT, "{macs}: cannot stage the check program ({found})"),
+    "interpreter": Kind("environment", FAULT, "{macs}: {expected} does not run MLX ({found})"),
+    "link down": Kind("cables", FAULT, "cable {cable}: {found}"),
+    "end address": Kind("Thunderbolt addresses", FAULT, "cable {cable}: {found} where the fabric gave it {expected}"),
+    "bridge member": Kind("Thunderbolt Bridge", FAULT, "cable {cable}: {found}, the Thunderbolt Bridge, which is up"),
+    "rank address": Kind("Thunderbolt addresses", FAULT, "{macs} (rank {rank}) cannot use its address {expected}: "
+                         "{found}"),
+    "rdma path": Kind("RDMA", FAULT, "{where}: RDMA path failed, TCP path works ({found})"),
+    "unexplained": Kind("verify", FAULT, "{where}: failed with no fault visible on the Macs' ports; {found}"),
 }
 
 
@@ -78,16 +108,24 @@ def join(names) -> str:
 
 @dataclass(frozen=True)
 class Finding:
-    """Something a check found on one or more Macs (or about the whole cluster: no hosts)."""
+    """Something a check found on one or more Macs (or about the whole cluster: no hosts). The fabric's findings
+    also say where its picture draws them in red: on a cable found (``link``, with the ``note``), or between two
+    Macs without a direct cable (``gap``)."""
 
     kind: str  # a key of KINDS
     hosts: tuple[str, ...] = ()
     found: str = ""
     expected: str = ""
     fix: str = ""
-    ports: tuple[tuple[str, int], ...] = ()  # (host, Thunderbolt port) pairs it concerns
-    cable: str = ""  # the cable it is about, as its text
+    ports: tuple[Port, ...] = ()  # the Thunderbolt ports it concerns
+    cable: Cable | None = None  # the cable it is about (the plan's, or the one found)
     variables: tuple[str, ...] = ()  # the inventory variables whose values it is about
+    link: Cable | None = None  # a cable found the picture draws red, with the note
+    gap: tuple[str, ...] = ()  # two Macs without a direct cable: an edge with the note, dotted for a dock
+    note: str = ""
+    rank: int | None = None  # verify: the rank of a job that failed
+    evidence: tuple[str, ...] = ()  # verify: what the job and the Macs' tools said, as they said it
+    fact: str = ""  # the audit: the fact compared ("pmset sleep", "package mlx")
 
     @property
     def line(self) -> str:
@@ -97,36 +135,51 @@ class Finding:
     def severity(self) -> str:
         return KINDS[self.kind].severity
 
+    @property
+    def fault(self) -> bool:
+        return self.severity == FAULT
+
     def to_dict(self) -> dict:
-        """The finding at the JSON boundary (lists, as JSON reads them back), with its sentence for a person."""
-        return {**asdict(self), "hosts": list(self.hosts), "ports": [list(p) for p in self.ports],
-                "variables": list(self.variables), "message": self.line}
+        """The finding at the JSON boundary (lists, as JSON reads them back), with its sentence for a person:
+        a cable as its ends (``cable_ends``, ``link_ends``), and as text for a person (``cable``, ``link``)."""
+        return {"kind": self.kind, "hosts": list(self.hosts), "found": self.found, "expected": self.expected,
+                "fix": self.fix, "ports": [[p.host, p.receptacle] for p in self.ports],
+                "cable": str(self.cable or ""), "cable_ends": self.cable.ports if self.cable else [],
+                "variables": list(self.variables), "link": str(self.link or ""),
+                "link_ends": self.link.ports if self.link else [], "gap": list(self.gap), "note": self.note,
+                "rank": self.rank, "evidence": list(self.evidence), "fact": self.fact, "severity": self.severity,
+                "fault": self.fault, "message": self.line}
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
+        """A finding as to_dict wrote it (the cables from their ends, never from their text)."""
+        def cable(ends) -> Cable | None:
+            return Cable.from_ports(ends) if ends else None
+
         return cls(data["kind"], tuple(data.get("hosts", ())), data.get("found", ""), data.get("expected", ""),
-                   data.get("fix", ""), tuple(tuple(p) for p in data.get("ports", ())), data.get("cable", ""),
-                   tuple(data.get("variables", ())))
+                   data.get("fix", ""), tuple(Port(str(h), int(n)) for h, n in data.get("ports", ())),
+                   cable(data.get("cable_ends")), tuple(data.get("variables", ())), cable(data.get("link_ends")),
+                   tuple(data.get("gap", ())), data.get("note", ""), data.get("rank"), tuple(data.get("evidence", ())),
+                   data.get("fact", ""))
 
 
 def _fill(template: str, finding: Finding, hosts) -> str:
-    return template.format(macs=join(hosts), found=finding.found, expected=finding.expected, cable=finding.cable)
-
-
-def sentence(subject: str, found: str, fix: str = "") -> str:
-    """A line for a person from its parts: what it is about, what was found, then the fix (the fabric's findings,
-    fabric_discovery.Finding, compose their message with it)."""
-    return f"{subject}: {found}" + (f"; {fix}" if fix else "")
+    where = f"cable {finding.cable}" if finding.cable else f"{len(hosts)} Macs ({', '.join(hosts)})"
+    return template.format(macs=join(hosts), at=join(dict.fromkeys(p.host for p in finding.ports)),
+                           found=finding.found, expected=finding.expected, cable=str(finding.cable or ""),
+                           fix=finding.fix, rank=finding.rank, where=where, fact=finding.fact,
+                           on=f" {join(hosts)}:" if hosts else "")
 
 
 def statement(finding: Finding) -> str:
-    """What was found, in words, without the fix."""
+    """What was found, in words, without the fix (unless its kind's sentence names the fix)."""
     return _fill(KINDS[finding.kind].template, finding, finding.hosts)
 
 
 def line(finding: Finding) -> str:
     """A finding's line for a person: what was found, then the fix."""
-    return statement(finding) + (f"; {finding.fix}" if finding.fix else "")
+    said = "{fix}" in KINDS[finding.kind].template
+    return statement(finding) + (f"; {finding.fix}" if finding.fix and not said else "")
 
 
 def cleared(finding: Finding) -> str:
@@ -136,31 +189,10 @@ def cleared(finding: Finding) -> str:
 
 def lines(findings) -> list[str]:
     """One line per kind and fact: findings alike but for their Macs are said once, naming all of them."""
-    merged: dict[tuple, list[str]] = {}
+    merged: dict[Finding, tuple[list[str], list[Port]]] = {}
     for finding in findings:
-        hosts = merged.setdefault((finding.kind, finding.found, finding.expected, finding.fix, finding.cable), [])
+        hosts, ports = merged.setdefault(replace(finding, hosts=(), ports=()), ([], []))
         hosts += [h for h in finding.hosts if h not in hosts]
-    return [line(Finding(kind, tuple(hosts), found, expected, fix, cable=cable))
-            for (kind, found, expected, fix, cable), hosts in merged.items()]
-
-
-@dataclass(frozen=True)
-class FabricFinding:
-    """Something a fabric check found, as the fabric's picture and the cluster model keep it. ``cable`` is the plan's cable for missing and wrong port, the
-    cable found for extra and slow; ``fault`` findings are errors (no hostfile is written), the
-    others warnings or notes. The last four fields say where the picture draws it in red."""
-
-    kind: str  # the plan: "missing" | "extra" | "wrong port" | "slow"; else what the check is about
-    cable: str
-    message: str
-    fault: bool
-    link: str = ""  # a cable found: drawn red, with the note
-    gap: tuple[str, ...] = ()  # two Macs without a direct cable: an edge with the note, dotted for a dock
-    hosts: tuple[str, ...] = ()  # Macs drawn red
-    note: str = ""
-    # The finding as data (the audit and the model read these, never the message): the ports it concerns
-    # ((host, Thunderbolt port) pairs), what was found, what was expected, and the fix.
-    ports: tuple[tuple[str, int], ...] = ()
-    found: str = ""
-    expected: str = ""
-    fix: str = ""
+        ports += [p for p in finding.ports if p not in ports]
+    return [line(replace(finding, hosts=tuple(hosts), ports=tuple(ports)))
+            for finding, (hosts, ports) in merged.items()]

@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import fie
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import facts as judges
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import MIXED_BUILDS
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import MIXED_BUILDS, Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port, hardware_port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.artifacts import PlanError, locked_packages, python_build
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.versions import version_tuple
@@ -41,7 +41,7 @@ FIX_RECOVERY, FIX_LOCK, FIX_CONVERGE = judges.FIX_RECOVERY, judges.FIX_LOCK, jud
 
 @dataclass
 class Check:
-    """One fact compared: ok, or drift with the fix."""
+    """One fact compared, a row of the audit's table: ok, or drift with the fix (its finding)."""
 
     topic: str  # the row it belongs to in the Macs x facts table ("macOS", "packages", "pmset", ...)
     fact: str  # what was compared ("macOS", "package mlx", "pmset sleep", "cable mini-1:1 -- mini-2:1")
@@ -51,6 +51,14 @@ class Check:
     ok: bool
     fix: str = ""
 
+    @property
+    def drift(self) -> Finding | None:
+        """The finding when the fact differs; None when it matches."""
+        if self.ok:
+            return None
+        return Finding("drift", tuple(m for m in self.macs if m != CLUSTER), self.found, self.expected, self.fix,
+                       fact=self.fact)
+
 
 @dataclass
 class Audit:
@@ -59,8 +67,13 @@ class Audit:
     checks: list[Check] = field(default_factory=list)
 
     @property
-    def findings(self) -> list[Check]:
+    def drifted(self) -> list[Check]:
+        """The rows that differ."""
         return [c for c in self.checks if not c.ok]
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [c.drift for c in self.drifted]
 
     def to_dict(self, generated: str, inventory: str) -> dict:
         return {
@@ -71,7 +84,7 @@ class Audit:
             "not_audited": self.not_audited,
             "facts_compared": len(self.checks),
             "drift": len(self.findings),
-            "findings": [asdict(c) for c in self.findings],
+            "findings": [asdict(c) for c in self.drifted],
             "checks": [asdict(c) for c in self.checks],
         }
 
@@ -391,8 +404,8 @@ def _cables(macs, observed, declared, controller, checks):
     planned = {Cable(*c.key) for c in plan}  # lower end first, as the findings name them
     found = {link.cable: link for link in built.links}
     # Every planned cable, and every cable found that a finding is about (a plan finding names its cable).
-    about = {cable: [f for f in built.findings if f.cable == str(cable)] for cable in planned | found.keys()}
-    for cable in sorted((c for c, flagged in about.items() if c in planned or flagged), key=str):
+    about = {cable: [f for f in built.findings if f.cable == cable] for cable in planned | found.keys()}
+    for cable in sorted((c for c, flagged in about.items() if c in planned or flagged), key=lambda c: c.key):
         flagged = about[cable]
         seen = "; ".join(_cable_found(f) for f in flagged) or \
             f"cabled, {found[cable].speed_gbps if cable in found else 0:g} Gb/s"

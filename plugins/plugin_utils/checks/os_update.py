@@ -280,7 +280,7 @@ def check_after(name: str, before: dict, after: dict, build: str, rdma_expected:
 
 
 def own_findings(name: str, findings) -> list[dict]:
-    """The audit's findings (plugin_utils.checks.audit.Check) about this Mac alone: not the cluster's (the lock, the
+    """The audit's rows that differ (plugin_utils.checks.audit.Audit.drifted) about this Mac alone: not the cluster's (the lock, the
     controller's hostfile), which one Mac's update neither causes nor fixes."""
     return [{k: getattr(f, k) for k in ("topic", "fact", "expected", "found", "fix")} for f in findings
             if f.macs == [name]]

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cables
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import (
-    FULL_SPEED_GBPS, cable_ports, gbps, model_of, sentence)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import FULL_SPEED_GBPS, gbps, model_of
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Link, Port, hardware_port, port_name
 
 
@@ -87,7 +86,7 @@ def changes_since(reference: list[Cable], links: list[Link]) -> list[str]:
     return lines
 
 
-def compare(plan: list[Cable], links: list[Link], models: dict) -> list[FabricFinding]:
+def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]:
     """The findings, in this order: wrong ports (swaps first), missing, extra, slow."""
     found = rewiring(plan, [link.cable for link in links])
     findings = []
@@ -95,24 +94,20 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[FabricFi
         # One fix for both cables; a finding per cable for the picture and the audit.
         what = f"{pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}"
         fix = f"swap the cables in {port_name(Port(host, first))} and {second}"
-        findings += [FabricFinding("wrong port", str(was), sentence("wrong ports", what, fix), True, link=str(now),
-                                   note="swapped", ports=cable_ports(was) + cable_ports(now), found=what,
-                                   expected=str(was), fix=fix) for was, now in pair]
+        findings += [Finding("wrong port", found=what, expected=str(was), fix=fix, ports=was.key + now.key, cable=was,
+                             link=now, note="swapped") for was, now in pair]
     for cable, wrong in found.moves:
-        what, fix = f"{cable} is cabled as {wrong}", _move(cable, wrong)
-        findings.append(FabricFinding("wrong port", str(cable), sentence("wrong port", what, fix), True, link=str(wrong),
-                                      note="wrong port", ports=cable_ports(cable) + cable_ports(wrong), found=what,
-                                      expected=str(cable), fix=fix))
+        findings.append(Finding("wrong port", found=f"{cable} is cabled as {wrong}", expected=str(cable),
+                                fix=_move(cable, wrong), ports=cable.key + wrong.key, cable=cable, link=wrong,
+                                note="wrong port"))
     for cable in found.missing:
-        fix = f"connect {port_name(cable.a)} to {port_name(cable.b)}"
-        findings.append(FabricFinding("missing", str(cable), sentence(f"missing cable {cable}", fix), True,
-                                      gap=(cable.a.host, cable.b.host), note=f"missing {cable}", ports=cable_ports(cable),
-                                      found="missing", expected=str(cable), fix=fix))
+        findings.append(Finding("missing", found="missing", expected=str(cable),
+                                fix=f"connect {port_name(cable.a)} to {port_name(cable.b)}", ports=cable.key,
+                                cable=cable, gap=(cable.a.host, cable.b.host), note=f"missing {cable}"))
     for cable in found.extra:
-        what, fix = "not in the cable plan (mlx_fleet_cables)", "unplug it or add it to the plan"
-        findings.append(FabricFinding("extra", str(cable), sentence(f"extra cable {cable}", what, fix), True,
-                                      link=str(cable), note="extra", ports=cable_ports(cable), found=what,
-                                      expected="no cable", fix=fix))
+        findings.append(Finding("extra", found="not in the cable plan (mlx_fleet_cables)", expected="no cable",
+                                fix="unplug it or add it to the plan", ports=cable.key, cable=cable, link=cable,
+                                note="extra"))
     for link in links:
         if link.speed_gbps >= FULL_SPEED_GBPS:
             continue
@@ -120,11 +115,13 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[FabricFi
         slow_end = next(((host, m) for host, m in ends if m and m.tb_generation < 5), None)
         if slow_end:
             # A Thunderbolt 4 Mac: as fast as it gets; the JACCL warning says what it costs.
-            what, fix = f"{gbps(link.speed_gbps)} because {slow_end[0]} ({slow_end[1].key}) is Thunderbolt 4", ""
+            findings.append(Finding(
+                "thunderbolt 4 cable", found=f"{gbps(link.speed_gbps)} because {slow_end[0]} ({slow_end[1].key}) is "
+                "Thunderbolt 4", expected=gbps(link.speed_gbps), ports=link.cable.key, cable=link.cable,
+                link=link.cable, note="slow"))
         else:
-            what = f"{gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}"
-            fix = "replace it with a Thunderbolt 5 cable"
-        findings.append(FabricFinding("slow", str(link), sentence(f"slow cable {link}", what, fix), not slow_end,
-                                      link=str(link), note="slow", ports=cable_ports(link.cable), found=what,
-                                      expected=gbps(FULL_SPEED_GBPS) if not slow_end else gbps(link.speed_gbps), fix=fix))
+            findings.append(Finding(
+                "slow cable", found=f"{gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}",
+                expected=gbps(FULL_SPEED_GBPS), fix="replace it with a Thunderbolt 5 cable", ports=link.cable.key,
+                cable=link.cable, link=link.cable, note="slow"))
     return findings

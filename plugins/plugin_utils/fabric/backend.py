@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import (
-    FULL_SPEED_GBPS, cable_ports, gbps, model_of, sentence)
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import join
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding, join
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import FULL_SPEED_GBPS, gbps, model_of
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.graph import path_through
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Link, Port, hardware_port, port_name
 
@@ -148,7 +146,7 @@ class Choice:
     reason: str  # why this backend (or why none): always said, auto never silent
     ring: list[int] | None  # ranks round the ring mlx.distributed_config would pick, None without one
     pairs: Pairs
-    findings: list[FabricFinding] = field(default_factory=list)  # the errors when backend is None
+    findings: list[Finding] = field(default_factory=list)  # the errors when backend is None
 
 
 def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, carriers: Carriers,
@@ -164,19 +162,18 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
     no_rdma = [h for h in hosts if h in carriers.hosts]
     ring_text = " -> ".join(hosts[i] for i in ring) if ring else ""
 
-    def gaps(prefix: str, missing: list[tuple[int, int]], rdma: bool) -> list[FabricFinding]:
+    def gaps(prefix: str, missing: list[tuple[int, int]], rdma: bool) -> list[Finding]:
         picker = _PortPicker(facts, links, plan or [], models, rdma)
         found = []
         for i, j in missing:
             what, fix = f"{hosts[i]} and {hosts[j]} are not cabled", picker.connect(hosts[i], hosts[j])
-            found.append(FabricFinding("not cabled", "", sentence(prefix, what, fix), True, gap=(hosts[i], hosts[j]),
-                                       note="needed", found=what, expected=f"a cable between {hosts[i]} and {hosts[j]}",
-                                       fix=fix))
+            # the two Macs as the gap only: the picture draws the missing edge red, not the Macs
+            found.append(Finding("not cabled", found=what, expected=prefix, fix=fix, gap=(hosts[i], hosts[j]),
+                                 note="needed"))
         return found
 
-    def rdma_errors(backend: str) -> list[FabricFinding]:
-        return [FabricFinding("no rdma", "", sentence(f"{backend} needs RDMA on every host", carriers.refusals[h]), True,
-                              hosts=(h,), found=carriers.refusals[h], expected="RDMA on every host")
+    def rdma_errors(backend: str) -> list[Finding]:
+        return [Finding("no rdma", (h,), carriers.refusals[h], f"{backend} needs RDMA on every host")
                 for h in hosts if h in carriers.refusals]
 
     def unable(used: list[Link]) -> list[str]:
@@ -185,7 +182,7 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
                 if link.cable in carriers.cables]
 
     def refused(message: str) -> Choice:
-        return Choice(None, "no backend", None, pairs, [FabricFinding("backend", "", message, True, found=message)])
+        return Choice(None, "no backend", None, pairs, [Finding("backend", found=message)])
 
     if requested not in BACKENDS:
         return refused(f"mlx_fleet_backend: {requested!r} is not one of {', '.join(BACKENDS)}")
@@ -262,7 +259,7 @@ def _has_loop(hosts: list[str], links: list[Link]) -> bool:
 
 
 def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, links: list[Link],
-             ring: list[int] | None) -> list[FabricFinding]:
+             ring: list[int] | None) -> list[Finding]:
     """What will hurt on these cables with this backend: RDMA on a port where it never comes up,
     Thunderbolt 4 under JACCL, an active Thunderbolt Bridge across a loop."""
     found = []
@@ -273,16 +270,16 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 what = (f"{hardware_port(end.receptacle)} ({end.device}) is the {model.model_name} port beside Ethernet, "
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
-                found.append(FabricFinding("rdma-port", str(link), sentence(end.host, what, fix), False, link=str(link),
-                                           note=f"no RDMA on {port_name(end.port)}", ports=((end.host, end.receptacle),),
-                                           found=what, expected="a port where RDMA comes up", fix=fix))
+                found.append(Finding("dead rdma port", found=what, expected="a port where RDMA comes up", fix=fix,
+                                     ports=(end.port,), cable=link.cable, link=link.cable,
+                                     note=f"no RDMA on {port_name(end.port)}"))
             if link.speed_gbps < FULL_SPEED_GBPS:
                 what = f"{gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link"
                 why = ("JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail "
                        "to run it")
-                found.append(FabricFinding("thunderbolt 4", str(link), sentence(str(link), what, why), False,
-                                           link=str(link), note="Thunderbolt 4 for JACCL", ports=cable_ports(link.cable),
-                                           found=what, expected=gbps(FULL_SPEED_GBPS), fix=why))
+                found.append(Finding("thunderbolt 4", found=what, expected=gbps(FULL_SPEED_GBPS), fix=why,
+                                     ports=link.cable.key, cable=link.cable, link=link.cable,
+                                     note="Thunderbolt 4 for JACCL"))
     if _has_loop(hosts, links):
         for host in hosts:
             bridge = facts[host].get("bridge") or {}
@@ -291,6 +288,5 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                         "form a loop")
                 fix = ("it floods frames around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service "
                        "off (a converge's fabric step does, with mlx_fabric_bridge: disabled)")
-                found.append(FabricFinding("bridge", "", sentence(host, what, fix), False, hosts=(host,), found=what,
-                                           expected="the Thunderbolt Bridge off", fix=fix))
+                found.append(Finding("bridge loop", (host,), what, "the Thunderbolt Bridge off", fix))
     return found

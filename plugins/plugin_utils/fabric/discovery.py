@@ -1,24 +1,17 @@
 """The cabling graph: which Thunderbolt port of which Mac is cabled to which (docs/fabric.md section 2).
 
 From every Mac's ``mlx_fleet_thunderbolt`` fact: the direct cables between Macs of the inventory,
-and what else the ports see (a Mac behind a dock, a Mac outside the inventory). Also the
-``FabricFinding`` every fabric check reports: one line for the user, and where the picture draws it.
+and what else the ports see (a Mac behind a dock, a Mac outside the inventory), as findings.
 """
 
 from __future__ import annotations
 
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, End, Link, Port, hardware_port
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import sentence
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS, Model
 
 FULL_SPEED_GBPS = 80  # a Thunderbolt 5 link
-
-
-def cable_ports(cable: Cable) -> tuple[tuple[str, int], ...]:
-    """A cable's ends as a finding's ports."""
-    return tuple((end.host, end.receptacle) for end in cable.key)
 
 
 def gbps(speed: float) -> str:
@@ -30,7 +23,7 @@ def model_of(models: dict, host: str) -> Model | None:
     return MODELS.get(models.get(host))
 
 
-def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[FabricFinding]]:
+def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
     """The direct cables between the hosts (sorted by cable), and warnings about what else the ports see."""
     owner = {port["domain_uuid"]: (host, port) for host in hosts for port in facts[host]["ports"]}
     links: dict[Cable, Link] = {}
@@ -47,16 +40,14 @@ def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[FabricFind
                     what = (f"{hardware_port(port['receptacle'])} reaches {reached} through a dock or hub "
                             f"({dock or 'unnamed'}), not a direct cable")
                     fix = "cable them directly: only a direct cable carries RDMA and fabric addresses"
-                    found.append(FabricFinding(
-                        "dock", "", sentence(host, what, fix), False,
-                        gap=tuple(sorted((host, peer_host))) if peer_host else (), note=f"via {dock or 'a dock'}",
-                        ports=((host, port["receptacle"]),), found=what, expected="a direct cable", fix=fix))
+                    found.append(Finding(
+                        "dock", found=what, expected="a direct cable", fix=fix, ports=(Port(host, port["receptacle"]),),
+                        gap=tuple(sorted((host, peer_host))) if peer_host else (), note=f"via {dock or 'a dock'}"))
                 elif peer_host is None:
                     what = (f"{hardware_port(port['receptacle'])} is cabled to a {peer.get('name') or 'Mac'} "
                             f"({peer.get('model')}) outside the inventory")
-                    found.append(FabricFinding("outside", "", sentence(host, what, "it is not part of the fabric"), False,
-                                               ports=((host, port["receptacle"]),), found=what,
-                                               expected="a Mac of the inventory"))
+                    found.append(Finding("outside", found=what, expected="a Mac of the inventory",
+                                         fix="it is not part of the fabric", ports=(Port(host, port["receptacle"]),)))
                 else:
                     a, b = sorted([End(Port(host, port["receptacle"]), port["device"]),
                                    End(Port(peer_host, peer_port["receptacle"]), peer_port["device"])],

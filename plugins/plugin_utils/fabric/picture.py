@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import (
     Link, gbps, model_of)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text
@@ -23,9 +23,9 @@ def _q(text: str) -> str:
 
 
 def dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[Cable, str], reason: str,
-        findings: list[FabricFinding]) -> str:
+        findings: list[Finding]) -> str:
     """The picture in DOT; reason is its title."""
-    notes: dict[str, list[str]] = {}  # cable found -> what is wrong with it
+    notes: dict[Cable, list[str]] = {}  # cable found -> what is wrong with it
     gaps: dict[tuple[str, ...], str] = {}  # (host, host, note) -> line style: Macs not directly cabled
     red_hosts = set()
     for finding in findings:
@@ -41,7 +41,7 @@ def dot(hosts: list[str], models: dict, links: list[Link], addresses: dict[Cable
         label = f"{host}\n{model.key if model else 'model unknown'}\nrank {rank}"
         lines.append(f"  {_q(host)} [label={_q(label)}{_RED if host in red_hosts else ''}];")
     for link in links:
-        problem = notes.get(str(link), [])
+        problem = notes.get(link.cable, [])
         label = "\n".join(filter(None, [gbps(link.speed_gbps), addresses.get(link.cable)] + problem))
         lines.append(f"  {_q(link.a.host)} -- {_q(link.b.host)} [label={_q(label)}, "
                      f"taillabel={_q(f'TB{link.a.receptacle} {link.a.device}')}, "

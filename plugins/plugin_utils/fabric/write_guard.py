@@ -44,8 +44,8 @@ def refusal(hosts: list[str], active: list[str] | None, plan: dict | None, cable
                     f"{KEPT}: fix {'it' if len(dropped) == 1 else 'them'} and run again")
     if plan is not None:
         before, now = _cables(plan.get("cable_ends") or []), _cables(cables)
-        changes = ([f"{c} is gone" for c in sorted(before - now, key=str)]
-                   + [f"{c} is new" for c in sorted(now - before, key=str)])
+        changes = ([f"{c} is gone" for c in sorted(before - now, key=lambda c: c.key)]
+                   + [f"{c} is new" for c in sorted(now - before, key=lambda c: c.key)])
         if not changes and (plan.get("network") or {}) != network:
             changes = ["the ports' addresses differ from the ones configured"]
         if changes:

@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import addresses as fabric_addresses
@@ -28,6 +28,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.addresses import PortConfig
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import Link, discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.hostfile import Hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import resolve_keys
@@ -37,11 +38,11 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models 
 class Fabric:
     hosts: list[str]  # inventory (rank) order
     links: list[Link]  # sorted by cable
-    findings: list[FabricFinding]  # the cable plan against the cables found
+    findings: list[Finding]  # the cable plan against the cables found
     backend: str | None  # None when no backend can run on these cables
     reason: str  # why this backend (or why none): always said, auto never silent
     errors: list[str]
-    cautions: list[FabricFinding]  # what is wrong yet leaves a hostfile possible
+    cautions: list[Finding]  # what is wrong yet leaves a hostfile possible
     ip_pool: str
     addresses: dict[Cable, str]  # cable -> its /30 (the model keeps the links with both ends' addresses)
     network: dict[str, list[PortConfig]]  # per host, by port number
@@ -58,7 +59,7 @@ class Fabric:
 
     @property
     def warnings(self) -> list[str]:
-        return [f.message for f in self.cautions]
+        return [f.line for f in self.cautions]
 
 
 def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables: list | None = None,
@@ -80,8 +81,8 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     links, seen = discover(hosts, facts)
 
     plan: list[Cable] = []
-    findings: list[FabricFinding] = []
-    plan_errors: list[FabricFinding] = []
+    findings: list[Finding] = []
+    plan_errors: list[Finding] = []
     changes: list[str] = []
     if cables is None and previous and previous.links:
         # The last converge's cables between the hosts (a Mac no longer in the inventory took its cables along).
@@ -91,7 +92,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         try:
             plan = fabric_plan.read_plan(cables, hosts, facts, models)
         except CablePlanError as exc:
-            plan_errors.append(FabricFinding("plan", "", str(exc), True, found=str(exc)))
+            plan_errors.append(Finding("plan", found=str(exc)))
         else:
             findings = fabric_plan.compare(plan, links, models)
 
@@ -102,15 +103,15 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         choice.backend or (backend if backend in fabric_backend.RDMA_BACKENDS else None),
         hosts, facts, models, links, choice.ring)
 
-    address_errors: list[FabricFinding] = []
+    address_errors: list[Finding] = []
     try:
         addresses, network = _addressed(hosts, links, pool, previous)
     except ValueError as exc:
-        address_errors.append(FabricFinding("addresses", "", str(exc), True, found=str(exc)))
+        address_errors.append(Finding("addresses", found=str(exc)))
         addresses, network = {}, {}
 
     everything = seen + plan_errors + findings + choice.findings + cautions + address_errors
-    errors = list(dict.fromkeys(f.message for f in everything if f.fault))  # a swap: one line for two cables
+    errors = list(dict.fromkeys(f.line for f in everything if f.fault))  # a swap: one line for two cables
     hostfile_data = ring_hostfile = None
     if not errors:
         hostfile_data = hostfile.render(choice.backend, hosts, choice.pairs, choice.ring, addresses,
@@ -128,7 +129,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
 
 def _host(name: str, thunderbolt: dict, model: str | None) -> HostModel:
     return HostModel(name, model, tuple(
-        PortModel(p["receptacle"], p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
+        PortModel(Port(name, p["receptacle"]), p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
         for p in thunderbolt.get("ports", [])))
 
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import field_checks
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import cable_ports
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import rewiring
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import port_name
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.state import ACTIVE
 
 # What converges each kind of fact (fixes.fill).
@@ -26,8 +25,8 @@ FIX_LOCK = "{lock}, then " + FIX_ENV
 FIX_CONVERGE = "{site}"
 
 
-def _port(host: str, receptacle: int) -> tuple[tuple[str, int], ...]:
-    return ((host, receptacle),)
+def _port(host: str, receptacle: int) -> tuple[Port, ...]:
+    return (Port(host, receptacle),)
 
 
 # --- a Mac ---------------------------------------------------------------------------------------------------
@@ -109,7 +108,7 @@ def network_manager(host: str, loaded: list[str] | None) -> Finding | None:
 
 
 def port_address(host: str, receptacle: int, device: str | None, found: list[str], want: str | None, *,
-                 cable: str = "") -> Finding | None:
+                 cable: Cable | None = None) -> Finding | None:
     """A Thunderbolt port's addresses (address/prefix, as ifconfig shows them) against the fabric's (None: none)."""
     if found == ([want] if want else []):
         return None
@@ -117,7 +116,7 @@ def port_address(host: str, receptacle: int, device: str | None, found: list[str
                    want or "none", FIX_FABRIC, _port(host, receptacle), cable)
 
 
-def rdma_port(host: str, port: dict, *, enabled: bool | None, seen_ready: bool, cable: str = "") -> Finding | None:
+def rdma_port(host: str, port: dict, *, enabled: bool | None, seen_ready: bool, cable: Cable | None = None) -> Finding | None:
     """An RDMA port not active on a cable that links, on a Mac with RDMA on that the ledger saw ready."""
     if not (enabled and seen_ready and port.get("rdma_device")) or port.get("rdma_state") in (None, ACTIVE):
         return None
@@ -128,7 +127,7 @@ def rdma_port(host: str, port: dict, *, enabled: bool | None, seen_ready: bool, 
                    _port(host, receptacle), cable)
 
 
-def rdma_gid(host: str, port: dict, addresses: list[str], *, cable: str = "") -> Finding | None:
+def rdma_gid(host: str, port: dict, addresses: list[str], *, cable: Cable | None = None) -> Finding | None:
     """A cabled RDMA port without the IPv4-mapped GID JACCL picks (field_checks.rdma_gid)."""
     gid = field_checks.rdma_gid(port, addresses)
     if not gid:
@@ -180,20 +179,19 @@ def cable_out(cable, seen: str) -> Finding:
     return Finding("cable", (a.host, b.host), seen, "a link",
                    f"plug the cable between {port_name(a)} and {port_name(b)} back "
                    f"in firmly at both ends, or replace it; if it was moved on purpose: {FIX_CONVERGE}",
-                   cable_ports(cable), str(cable))
+                   cable.key, cable)
 
 
 def moved(was, now) -> Finding:
     """A cable of the last converge found on other ports of the same two Macs."""
     return Finding("moved", (was.a.host, was.b.host), str(now), str(was),
-                   f"{FIX_CONVERGE} gives it its addresses on its new ports", cable_ports(was) + cable_ports(now),
-                   str(was))
+                   f"{FIX_CONVERGE} gives it its addresses on its new ports", was.key + now.key, was)
 
 
 def extra(cable) -> Finding:
     """A cable the last converge did not configure."""
     return Finding("extra", (cable.a.host, cable.b.host), "not one the last converge configured",
-                   "no cable", f"{FIX_CONVERGE} (or unplug it)", cable_ports(cable), str(cable))
+                   "no cable", f"{FIX_CONVERGE} (or unplug it)", cable.key, cable)
 
 
 def slow(cable, speed_gbps: float, rated_gbps: int) -> Finding | None:
@@ -201,7 +199,7 @@ def slow(cable, speed_gbps: float, rated_gbps: int) -> Finding | None:
         return None
     return Finding("slow", (cable.a.host, cable.b.host), f"{speed_gbps:g} Gb/s", f"these Macs do {rated_gbps} Gb/s",
                    "replace it with a Thunderbolt 5 cable (a Thunderbolt 4 or a damaged cable links at 40 Gb/s)",
-                   cable_ports(cable), str(cable))
+                   cable.key, cable)
 
 
 @dataclass(frozen=True)

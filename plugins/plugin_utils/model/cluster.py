@@ -15,7 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import FabricFinding
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import KINDS, Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError, parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import PREFIX, Cable, End, Link, Port
@@ -29,7 +29,7 @@ LEGACY_FILE = "fabric-addresses.json"  # the address ledger of earlier versions:
 class PortModel:
     """One Thunderbolt port of a Mac as its facts showed it."""
 
-    receptacle: int  # the number macOS names "Thunderbolt N" and the cable plan uses
+    port: Port
     device: str | None  # its network device (en2)
     rdma_device: str | None  # its RDMA device (rdma_en2), None without one
     speed_gbps: float | None
@@ -49,7 +49,7 @@ class ClusterModel:
     hosts: list[HostModel] = field(default_factory=list)
     backend: str | None = None
     reason: str = ""
-    findings: list[FabricFinding] = field(default_factory=list)  # what the fabric found (dicts only in the file)
+    findings: list[Finding] = field(default_factory=list)  # what the fabric found (dicts only in the file)
     version: int = VERSION
 
     def addresses(self) -> dict[Cable, str]:
@@ -64,7 +64,15 @@ class ClusterModel:
         """As JSON keeps it (tuples as lists), so it reads back equal."""
         data = asdict(self)
         data["links"] = [_link_dict(link) for link in self.links]
+        data["findings"] = [finding.to_dict() for finding in self.findings]
+        data["hosts"] = [{"name": h.name, "model": h.model, "ports": [_port_dict(p) for p in h.ports]} for h in self.hosts]
         return json.loads(json.dumps(data))
+
+
+def _port_dict(port: PortModel) -> dict:
+    """A port as cluster.json keeps it, under its Mac: its number, devices and speed."""
+    return {"receptacle": port.port.receptacle, "device": port.device, "rdma_device": port.rdma_device,
+            "speed_gbps": port.speed_gbps}
 
 
 def _link_dict(link: Link) -> dict:
@@ -99,23 +107,18 @@ def _link_from(data: dict) -> Link:
     return Link(a, b, data.get("speed_gbps"), str(network))
 
 
-def _finding_from(data: dict) -> FabricFinding:
-    """A fabric finding as the file keeps it (lists for tuples); fields a newer file adds are left out."""
-    known = {name: value for name, value in data.items() if name in FabricFinding.__dataclass_fields__}
-    return FabricFinding(**known | {name: tuple(known[name]) for name in ("gap", "hosts") if name in known}
-                         | ({"ports": tuple(tuple(p) for p in known["ports"])} if "ports" in known else {}))
-
-
 def from_dict(data: dict) -> ClusterModel:
     if not isinstance(data, dict) or not isinstance(data.get("version"), int):
         raise ValueError("no version")
     if data["version"] > VERSION:
         raise ValueError(f"version {data['version']} is newer than this mlx-fleet's ({VERSION}); update mlx-fleet")
-    hosts = [HostModel(h["name"], h.get("model"), tuple(PortModel(**p) for p in h.get("ports", [])))
-             for h in data.get("hosts", [])]
+    hosts = [HostModel(h["name"], h.get("model"), tuple(
+        PortModel(Port(h["name"], int(p["receptacle"])), p.get("device"), p.get("rdma_device"), p.get("speed_gbps"))
+        for p in h.get("ports", []))) for h in data.get("hosts", [])]
+    # A finding of a kind this mlx-fleet does not know (a newer file's, or an older fabric's) is left out.
+    findings = [Finding.from_dict(f) for f in data.get("findings", []) if f.get("kind") in KINDS]
     return ClusterModel(data.get("pool"), [_link_from(item) for item in data.get("links", [])], hosts,
-                        data.get("backend"), data.get("reason", ""), [_finding_from(f) for f in data.get("findings", [])],
-                        data["version"])
+                        data.get("backend"), data.get("reason", ""), findings, data["version"])
 
 
 def _from_ledger(data: dict) -> ClusterModel:

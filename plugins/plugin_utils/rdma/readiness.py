@@ -151,7 +151,7 @@ def carriers(nodes: dict[str, Readiness], links: list[Link], *,
         if link.speed_gbps < FULL_SPEED_GBPS:
             why.append(f"{gbps(link.speed_gbps)}, a Thunderbolt 4 link: JACCL needs Thunderbolt 5 at both ends")
         for end in (link.a, link.b) if not why else ():  # a port down for a reason above needs no second line
-            state = next((p for p in nodes[end.host].ports if p.receptacle == end.receptacle), None)
+            state = next((p for p in nodes[end.host].ports if p.port == end.port), None)
             if state and state.outcome in ("down", "no device"):
                 why.append(f"RDMA is {state.rdma_state or 'not active'} on {port_name(end.port)}")
         if why:

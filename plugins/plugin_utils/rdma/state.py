@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.versions import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import Model, generation_from_facts, model_for
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import hardware_port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Port, hardware_port
 
 READY = "ready"
 NEEDS_RECOVERY = "needs_recovery"
@@ -26,7 +26,7 @@ ACTIVE = "PORT_ACTIVE"
 class PortState:
     """One cabled Thunderbolt port as RDMA sees it."""
 
-    receptacle: int
+    port: Port
     device: str | None
     rdma_device: str | None
     rdma_state: str | None
@@ -35,7 +35,12 @@ class PortState:
 
     @property
     def name(self) -> str:
-        return hardware_port(self.receptacle)
+        return hardware_port(self.port.receptacle)
+
+    def to_dict(self) -> dict:
+        """As the RDMA step's result keeps it: the port by its number (the Mac is the one it belongs to)."""
+        return {"receptacle": self.port.receptacle, "device": self.device, "rdma_device": self.rdma_device,
+                "rdma_state": self.rdma_state, "peer": self.peer, "outcome": self.outcome}
 
 
 @dataclass
@@ -76,7 +81,8 @@ class Readiness:
         return f"{self.host}: {self.regression_text}" if self.regression_text else None
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "message": self.message, "regression": self.regression}
+        return {**asdict(self), "ports": [p.to_dict() for p in self.ports], "message": self.message,
+                "regression": self.regression}
 
 
 # --- the judgment --------------------------------------------------------------------------------------
@@ -160,5 +166,5 @@ def _port_states(host: str, thunderbolt: dict, cabled: dict[int, str | None] | N
             outcome = "peer not capable"
         else:
             outcome = "down"
-        ports.append(PortState(receptacle, port.get("device"), port.get("rdma_device"), state, peer, outcome))
+        ports.append(PortState(Port(host, receptacle), port.get("device"), port.get("rdma_device"), state, peer, outcome))
     return ports

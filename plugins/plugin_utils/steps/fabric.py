@@ -6,8 +6,6 @@ mlx_fleet.cluster.fabric and fabric_publish only translate Ansible's arguments a
 
 from __future__ import annotations
 
-import dataclasses
-
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import fabric as fab
@@ -87,8 +85,8 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
     built, previous, pool_note = _built(view, run)
     # Before the network step, an active bridge it is about to turn off is no news: the publishing step reads
     # the bridges the network step read back and says so if one stayed on (bridge_cautions).
-    held = [f for f in built.cautions if f.kind == "bridge" and bridge == "disabled"]
-    warnings = [f.message for f in built.cautions if f not in held]
+    held = [f for f in built.cautions if f.kind == "bridge loop" and bridge == "disabled"]
+    warnings = [f.line for f in built.cautions if f not in held]
     run.shown.extend(warnings)
     network = port_arguments(built.network)
     texts = {HOSTFILE: built.hostfile and built.hostfile.text(),
@@ -96,9 +94,9 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
     result = dict(
         backend=built.backend, reason=built.reason, warnings=warnings, errors=built.errors,
         bridges_off=[],  # the publishing step says which bridges the network step turned off
-        bridge_cautions=[{"host": f.hosts[0], "message": f.message} for f in held],
+        bridge_cautions=[{"host": f.hosts[0], "message": f.line} for f in held],
         cables=fab.cable_speeds(built.links), cable_ends=fab.cable_ends(built.links),
-        findings=[dataclasses.asdict(f) for f in built.findings],
+        findings=[f.to_dict() for f in built.findings],
         changes=built.changes, addresses=fab.addresses_result(built.addresses), ip_pool=built.ip_pool, ip_pool_note=pool_note,
         network=network,  # exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports
         configure_on=to_configure(network, thunderbolt, previous),
@@ -169,7 +167,7 @@ def publish(view: ClusterView, run: Run, judged: dict, network_steps: dict, held
     publication = fab.Publication.from_dict(judged["publication"])
     # A bridge the network step turned off is no finding of the cluster it publishes.
     publication.model.findings = [f for f in publication.model.findings if not (
-        f.kind == "bridge" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
+        f.kind == "bridge loop" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
     # The cables on the ports now, against the ones judged; the addresses judged, against the ports read back.
     cables = fab.cable_ends(discover(view.names, facts)[0])
 

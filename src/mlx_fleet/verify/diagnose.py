@@ -13,7 +13,7 @@ judged by the product's own checks: a port's address and the bridge by the audit
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import audit
@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixe
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge import facts as judges
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import line
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.host import role_files
 from mlx_fleet.verify.jobs import Job
 from mlx_fleet.verify.nodes import Node
@@ -30,6 +30,13 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports impor
 from mlx_fleet.verify.plan import Cluster, ring_cables
 
 CAUSES = ("unreachable", "interpreter", "moved", "no-ipv4", "bridge", "cable", "rdma", "unknown")
+# The cause verify.json names for each kind of finding verify makes (plugin_utils.base.findings.KINDS).
+CAUSE = {"unreachable": "unreachable", "unstaged": "unreachable", "interpreter": "interpreter", "moved": "moved",
+         "end address": "no-ipv4", "rank address": "no-ipv4", "bridge member": "bridge", "link down": "cable",
+         "rdma path": "rdma", "unexplained": "unknown"}
+
+
+PLUG_IN = "plug the cable in firmly at both ends, or replace it"
 
 
 def converge(inventory: str) -> str:
@@ -37,30 +44,29 @@ def converge(inventory: str) -> str:
     return fixes.run_command("site", inventory, cli=True)
 
 
-@dataclass
-class Finding:
-    cause: str
-    message: str  # one line: where, what, and the fix
-    hosts: list[str]
-    cable: str | None = None
-    rank: int | None = None
-    evidence: list[str] = field(default_factory=list)
+def cause(finding: Finding) -> str:
+    return CAUSE[finding.kind]
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+
+def finding_dict(finding: Finding) -> dict:
+    """A finding as verify.json keeps it: its cause, its line, the Macs, the cable (text for a person, and its
+    ends), the rank and the evidence."""
+    return {"cause": cause(finding), "message": finding.line, "hosts": list(finding.hosts),
+            "cable": str(finding.cable) if finding.cable else None,
+            "cable_ends": finding.cable.ports if finding.cable else [], "rank": finding.rank,
+            "evidence": list(finding.evidence)}
 
 
 def node_findings(node: Node, python: str, inventory: str) -> list[Finding]:
     """A Mac that cannot take part at all: ssh fails, or the interpreter does not run MLX."""
     if not node.reachable:
-        return [Finding("unreachable", f"{node.host}: unreachable over ssh ({node.error}); check that it is on "
-                                       f"the network and that `ssh {node.host}` works from here", [node.host])]
+        return [Finding("unreachable", (node.host,), node.error, "an answer over ssh",
+                        f"check that it is on the network and that `ssh {node.host}` works from here")]
     if node.error:
-        return [Finding("unreachable", f"{node.host}: cannot stage the check program ({node.error})", [node.host])]
+        return [Finding("unstaged", (node.host,), node.error)]
     if node.python is None:
-        return [Finding("interpreter", f"{node.host}: {python} does not run MLX ({node.python_error}); install the "
-                                       f"environment: {converge(inventory)}", [node.host],
-                        evidence=[node.python_error])]
+        return [Finding("interpreter", (node.host,), node.python_error, python,
+                        f"install the environment: {converge(inventory)}", evidence=(node.python_error,))]
     return []
 
 
@@ -82,26 +88,23 @@ def end_findings(link: Link, end: End, node: Node | None, inventory: str,
     where = f"{end.host} {end.hardware_port} ({device})"
     iface = interfaces[device]
     has = node.addresses(device)
-    seen = f"ifconfig {device}: status: {iface['status']}, inet {', '.join(has) or 'none'}"
+    seen = (f"{end.host}: ifconfig {device}: status: {iface['status']}, inet {', '.join(has) or 'none'}",)
     found = []
     if iface["status"] == "inactive":
-        found.append(Finding("cable", f"cable {link.cable}: {where} has no link (status: inactive); plug the "
-                                      "cable in firmly at both ends, or replace it", [link.a.host, link.b.host],
-                             str(link.cable), evidence=[f"{end.host}: {seen}"]))
+        found.append(Finding("link down", (link.a.host, link.b.host), f"{where} has no link (status: inactive)",
+                             "a link", PLUG_IN, (end.port,), link.cable, evidence=seen))
     if not audit.port_address_check(end.host, end.receptacle, device, has, end.interface).ok:
-        found.append(Finding("no-ipv4", f"cable {link.cable}: {where} has {', '.join(has) or 'no IPv4 address'} "
-                                        f"where the fabric gave it {end.interface}; converge it back: "
-                                        f"{converge(inventory)}", [end.host], str(link.cable),
-                             evidence=[f"{end.host}: {seen}"]))
+        found.append(Finding("end address", (end.host,), f"{where} has {', '.join(has) or 'no IPv4 address'}",
+                             end.interface, f"converge it back: {converge(inventory)}", (end.port,), link.cable,
+                             evidence=seen))
     state = node.bridge
     judged = audit.bridge_check(end.host, state, wanted_bridge(bridge))
     if judged is not None and not judged.ok and device in state["members"]:
         name = state["device"]
-        found.append(Finding("bridge", f"cable {link.cable}: {where} is a member of {name}, the Thunderbolt "
-                                       f"Bridge, which is up; turn it off: {converge(inventory)} (the fabric step)",
-                             [end.host], str(link.cable),
-                             evidence=[f"{end.host}: Thunderbolt Bridge: {judged.found} (expected {judged.expected}); "
-                                       f"ifconfig {name}: member {device}"]))
+        found.append(Finding("bridge member", (end.host,), f"{where} is a member of {name}", judged.expected,
+                             f"turn it off: {converge(inventory)} (the fabric step)", (end.port,), link.cable,
+                             evidence=(f"{end.host}: Thunderbolt Bridge: {judged.found} (expected {judged.expected}); "
+                                       f"ifconfig {name}: member {device}",)))
     return found
 
 
@@ -118,19 +121,17 @@ def cable_findings(link: Link, nodes: dict[str, Node], inventory: str, bridge: s
                    moves: judges.Rewired | None = None) -> list[Finding]:
     """What is wrong with a cable: moved to other ports (as the converge says it), else what its ends show."""
     moves = moves or rewired([link], nodes)
-    moved = [f for f in moves.findings if f.kind == "moved" and f.cable == str(link.cable)]
+    moved = [f for f in moves.findings if f.kind == "moved" and f.cable == link.cable]
     if moved:
-        return [Finding("moved", line(replace(f, fix=fixes.fill(f.fix, inventory, cli=True))), list(f.hosts),
-                        str(link.cable), evidence=[f"Thunderbolt: {f.found} links, {f.expected} does not"])
-                for f in moved]
+        return [replace(f, fix=fixes.fill(f.fix, inventory, cli=True),
+                        evidence=(f"Thunderbolt: {f.found} links, {f.expected} does not",)) for f in moved]
     found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
-    dark = [f for f in found if f.cause == "cable"]
+    dark = [f for f in found if f.kind == "link down"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
         ends = " and ".join(f"{e.host} {e.hardware_port}" for e in link.ends())
-        both = Finding("cable", f"cable {link.cable}: no link at either end ({ends}: status: inactive); plug it in "
-                                "firmly at both ends, or replace it", dark[0].hosts, str(link.cable),
-                       evidence=dark[0].evidence + dark[1].evidence)
-        found = [both] + [f for f in found if f.cause != "cable"]
+        both = replace(dark[0], found=f"no link at either end ({ends}: status: inactive)",
+                       ports=link.cable.key, evidence=dark[0].evidence + dark[1].evidence)
+        found = [both] + [f for f in found if f.kind != "link down"]
     return found
 
 
@@ -187,7 +188,6 @@ def readiness(job: Job, cluster: Cluster, nodes: dict[str, Node]) -> dict[str, r
 
 
 def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory: str) -> Finding:
-    where = f"cable {job.cable}" if job.cable else f"{len(job.hosts)} Macs ({', '.join(job.hosts)})"
     said = [rank_line(job, r) for r in job.failed_ranks() if r.error]
     judged = readiness(job, cluster, nodes)
     off = [h for h, r in judged.items() if r.status == rdma.NEEDS_RECOVERY]
@@ -199,14 +199,15 @@ def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory:
     else:
         fix = ("RDMA is not reported off, yet MLX cannot use it; meanwhile the TCP ring works: "
                f"mlx.launch --hostfile {cluster.folder / RING_HOSTFILE}")
-    return Finding("rdma", f"{where}: RDMA path failed, TCP path works ({said[0] if said else 'no rank said why'}); "
-                           f"{fix}", job.hosts, job.cable, job.failed_ranks()[0].rank if job.failed_ranks() else None,
-                   failure_lines(job) + _rdma_evidence(job, nodes))
+    return Finding("rdma path", tuple(job.hosts), said[0] if said else "no rank said why", "the RDMA path works", fix,
+                   cable=job.cable, rank=job.failed_ranks()[0].rank if job.failed_ranks() else None,
+                   evidence=tuple(failure_lines(job) + _rdma_evidence(job, nodes)))
+
 
 
 def _job_cables(job: Job, cluster: Cluster) -> list[Link]:
     if job.cable:
-        return [link for link in cluster.cables if str(link.cable) == job.cable]
+        return [link for link in cluster.cables if link.cable == job.cable]
     if job.backend == "ring":
         return ring_cables(cluster, job.hostfile)
     return [link for link in cluster.cables if link.a.host in job.hosts and link.b.host in job.hosts]
@@ -228,42 +229,34 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
         for rank, message in messages:
             # The knowledge base `mlx-fleet explain` uses: a rank that cannot bind its own address.
             if job.backend == "ring" and explain.causes_of(message)[:1] == ["no-ipv4"] and not any(
-                    f.cause == "no-ipv4" and rank.host in f.hosts for f in causes):
+                    cause(f) == "no-ipv4" and rank.host in f.hosts for f in causes):
                 ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
-                causes.append(Finding("no-ipv4", f"{rank.host} (rank {rank.rank}) cannot use its address {ips}: "
-                                                 f"{message}; converge it back: {converge(inventory)}", [rank.host],
-                                        rank=rank.rank, evidence=[message]))
+                causes.append(Finding("rank address", (rank.host,), message, ips,
+                                      f"converge it back: {converge(inventory)}", rank=rank.rank, evidence=(message,)))
         first = messages[0] if messages else None
         if not causes and job.backend != "ring" and (job.kind, job.cable) in tcp_works:
             causes.append(_rdma_finding(job, cluster, nodes, inventory))
         elif not causes:
-            where = f"cable {job.cable}" if job.cable else job.title
             said = explain.explain("\n".join(m for _, m in messages)) if messages else None
             reading = f"; MLX's message says {said.first_line} (mlx-fleet explain)" if said and said.causes else ""
-            causes.append(Finding("unknown", f"{where}: failed with no fault visible on the Macs' ports; "
-                                             + "; ".join(failure_lines(job)[:2]) + reading, job.hosts, job.cable,
-                                  first[0].rank if first else None, failure_lines(job)))
+            causes.append(Finding("unexplained", tuple(job.hosts), "; ".join(failure_lines(job)[:2]) + reading,
+                                  cable=job.cable, rank=first[0].rank if first else None,
+                                  evidence=tuple(failure_lines(job))))
         found += causes
     return _merge_rdma(_unique(found))
 
 
 def _merge_rdma(findings: list[Finding]) -> list[Finding]:
     """One RDMA finding: the first (all ranks when the all_sum failed), naming the other cables it holds for."""
-    rdma = [f for f in findings if f.cause == "rdma"]
+    rdma = [f for f in findings if f.kind == "rdma path"]
     if len(rdma) < 2:
         return findings
-    first, others = rdma[0], rdma[1:]
-    first.message += "; the same on cable" + ("s " if len(others) > 1 else " ") + ", ".join(f.cable for f in others
-                                                                                       if f.cable)
-    first.hosts = list(dict.fromkeys(h for f in rdma for h in f.hosts))
-    first.evidence = list(dict.fromkeys(line for f in rdma for line in f.evidence))
-    return [f for f in findings if f.cause != "rdma" or f is first]
+    first, others = rdma[0], [f.cable for f in rdma[1:] if f.cable]
+    merged = replace(first, found=first.found + "; the same on cable" + ("s " if len(others) > 1 else " ")
+                     + ", ".join(map(str, others)), hosts=tuple(dict.fromkeys(h for f in rdma for h in f.hosts)),
+                     evidence=tuple(dict.fromkeys(line for f in rdma for line in f.evidence)))
+    return [merged if f is first else f for f in findings if f.kind != "rdma path" or f is first]
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:
-    seen, kept = set(), []
-    for finding in findings:
-        if finding.message not in seen:
-            seen.add(finding.message)
-            kept.append(finding)
-    return kept
+    return list(dict.fromkeys(findings))

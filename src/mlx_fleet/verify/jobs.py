@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text, load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.check_program import ERR, OUT, read_tagged
 
@@ -130,7 +131,7 @@ class Job:
     killed: bool = False  # the controller stopped mlx.launch at the deadline
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)  # processes the controller had to kill
-    cable: str | None = None  # for a link job
+    cable: Cable | None = None  # for a link job
     reread: list[int] = field(default_factory=list)  # ranks whose output came from their own record
 
     @property

@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import jso
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from mlx_fleet.verify import compare
-from mlx_fleet.verify.diagnose import CAUSES, failure_lines
+from mlx_fleet.verify.diagnose import CAUSES, failure_lines, finding_dict
 from mlx_fleet.verify.jobs import Job
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import TEMPLATES as RECOVERY_TEMPLATES
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
@@ -86,7 +86,7 @@ def link_figures(job: Job) -> list[dict]:
 
 def _job_entry(job: Job, out: Path) -> dict:
     entry = {
-        "name": job.title, "kind": job.kind, "backend": job.backend, "cable": job.cable,
+        "name": job.title, "kind": job.kind, "backend": job.backend, "cable": job.cable and str(job.cable),
         "status": PASSED if job.passed else FAILED, "seconds": job.seconds, "stopped_at_deadline": job.killed,
         "hosts": job.hosts, "failures": failure_lines(job), "leftovers": job.leftovers,
         "logs": str(job.log_dir.relative_to(out)),
@@ -131,7 +131,8 @@ def _links(outcome: Outcome, entries: list[dict]) -> list[dict]:
             ends.append({"host": end.host, "port": end.receptacle, "hardware_port": end.hardware_port,
                          "device": node.ports.get(end.receptacle) if node else None,
                          "address": end.interface})
-        checks = [e for e in entries if e["kind"] == "link" and e["cable"] == str(link.cable)]
+        # entries are the checks' entries, in outcome.checks() order
+        checks = [e for job, e in zip(outcome.checks(), entries) if job.kind == "link" and job.cable == link.cable]
         measured = next((e for e in reversed(checks) if e["status"] == PASSED), None)
         links.append({"cable": str(link.cable), "ends": ends, "status": checks[0]["status"] if checks else "not run",
                       "checks": [{"name": e["name"], "backend": e["backend"], "status": e["status"]} for e in checks],
@@ -209,7 +210,7 @@ def build(outcome: Outcome, command: list[str]) -> dict:
         "links": _links(outcome, entries),
         "checks": entries,
         "rdma": _rdma(outcome),
-        "findings": [f.to_dict() for f in outcome.findings],
+        "findings": [finding_dict(f) for f in outcome.findings],
         "script": script,
         "deliverable": [{"id": key, "item": text, "done": False} for key, text in compare.DELIVERABLE],
         "leftovers": outcome.leftovers,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from mlx_fleet.verify import compare, jobs, nodes
 from mlx_fleet.verify.check_program import __file__ as CHECK_PROGRAM
-from mlx_fleet.verify.diagnose import Finding, cable_findings, diagnose, node_findings, rewired
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Link
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
+from mlx_fleet.verify.diagnose import cable_findings, cause, diagnose, node_findings, rewired
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Link
 from mlx_fleet.verify.plan import Cluster, link_hostfile, single_host_hostfile
 
 PASSED, FAILED, UNREACHABLE = "passed", "failed", "unreachable"
@@ -57,7 +58,7 @@ class Outcome:
 
     @property
     def status(self) -> str:
-        if any(f.cause == "unreachable" for f in self.findings):
+        if any(cause(f) == "unreachable" for f in self.findings):
             return UNREACHABLE
         if self.findings or not all(j.passed for j in self.checks()) or not self.checks():
             return FAILED
@@ -76,7 +77,7 @@ class _Runner:
         self.launcher = launcher
         self.rundir = nodes.rundir_for(outcome.run_id)
 
-    def job(self, name: str, kind: str, hostfile: dict, command: list[str], cable: str | None = None) -> jobs.Job:
+    def job(self, name: str, kind: str, hostfile: dict, command: list[str], cable: Cable | None = None) -> jobs.Job:
         job = jobs.Job(name, _safe(name), kind, hostfile["backend"], hostfile, self.outcome.out / "logs" / _safe(name),
                        cable=cable)
         jobs.run(job, launcher=self.launcher, python=self.outcome.options.python, rundir=self.rundir,
@@ -87,7 +88,7 @@ class _Runner:
         self.outcome.jobs.append(job)
         return job
 
-    def check(self, name: str, kind: str, hostfile: dict, cable: str | None = None) -> jobs.Job:
+    def check(self, name: str, kind: str, hostfile: dict, cable: Cable | None = None) -> jobs.Job:
         sizes = ",".join(str(s) for s in self.outcome.options.sizes)
         return self.job(name, kind, hostfile, ["check_program.py", kind, "--backend",
                                                hostfile["backend"], "--sizes", sizes], cable)
@@ -98,10 +99,10 @@ class _Runner:
             devices = {end.host: self.outcome.nodes[end.host].ports.get(end.receptacle) for end in link.ends()}
             if all(devices.values()):
                 job = self.check(f"link {link.cable} {cluster.backend}", "link",
-                                 link_hostfile(cluster, link, cluster.backend, devices), str(link.cable))
+                                 link_hostfile(cluster, link, cluster.backend, devices), link.cable)
                 if job.passed:
                     return
-        self.check(f"link {link.cable} ring", "link", link_hostfile(cluster, link, "ring"), str(link.cable))
+        self.check(f"link {link.cable} ring", "link", link_hostfile(cluster, link, "ring"), link.cable)
 
     def script(self, hostfile: dict) -> None:
         options = self.outcome.options
@@ -140,7 +141,7 @@ def verify(cluster: Cluster, options: Options, out: Path, launcher: list[str]) -
         moves = rewired(cluster.cables, outcome.nodes)
         outcome.findings += [f for link in cluster.cables
                              for f in cable_findings(link, outcome.nodes, options.inventory, moves=moves)
-                             if f.cause in ("cable", "moved")]
+                             if cause(f) in ("cable", "moved")]
         if outcome.findings:
             outcome.evidence = dict(outcome.nodes)
             return outcome
