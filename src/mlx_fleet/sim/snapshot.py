@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from mlx_fleet.sim import host
+from mlx_fleet.sim.access import CONTROL_PATH_DIR
 from mlx_fleet.sim.cabling import Cabling
 from mlx_fleet.sim.host import SimError, run
 from mlx_fleet.sim.lifecycle import Lifecycle
@@ -23,8 +24,8 @@ from mlx_fleet.sim.state import rmtree
 
 SNAPSHOTS = "snapshots"
 # Not the cluster's saved state: the nodes (saved apart), the snapshots themselves, the sim's own record
-# (saved as its cables and links), and logs, which only grow.
-NOT_CONTROLLER_FILES = ("nodes", SNAPSHOTS, "state.json")
+# (saved as its cables and links), Ansible's SSH connection sockets, and logs, which only grow.
+NOT_CONTROLLER_FILES = ("nodes", SNAPSHOTS, "state.json", CONTROL_PATH_DIR)
 # What a node's record keeps across a restore: its cable to the controller and that link's state.
 SAVED_NODE_KEYS = ("manage_over", "link", "management_ip")
 
@@ -78,8 +79,9 @@ class Snapshots(Lifecycle, Cabling):
             self._stop(node)
         for node in self.node_names():
             _sync(folder / "nodes" / node / "fs", self.fs(node), _load_manifest(folder / "nodes" / node))
-            self._forget_runtime_state(node)  # then it starts as after a restart
+            # Of the disk as saved: what the restart changes next is copied back by the next restore.
             _save_manifest(folder / "nodes" / node, _live_manifest(self.fs(node)))
+            self._forget_runtime_state(node)  # then it starts as after a restart
         self._restore_cables(saved)
         for node, record in saved["nodes"].items():
             live = self.state["nodes"][node]
