@@ -1,6 +1,6 @@
-"""Snapshots of a simulated cluster: its Macs' disks, its cables and the controller's files saved under
-DIR/snapshots/NAME, and put back by restarting every Mac from the saved disk (see docs/macsim.md,
-"Snapshots").
+"""Snapshots of a simulated cluster: its Macs' disks and network state (addresses, routes, links up or down),
+its cables and the controller's files saved under DIR/snapshots/NAME, and put back, every Mac resumed as
+saved rather than booted (see docs/macsim.md, "Snapshots").
 
 A restore copies back only what changed since the snapshot: the snapshot keeps, for every file it
 copied, the inode and change time (ctime) the file had on the live disk; a live file with both
@@ -28,6 +28,8 @@ SNAPSHOTS = "snapshots"
 NOT_CONTROLLER_FILES = ("nodes", SNAPSHOTS, "state.json", CONTROL_PATH_DIR)
 # What a node's record keeps across a restore: its cable to the controller and that link's state.
 SAVED_NODE_KEYS = ("manage_over", "link", "management_ip")
+_ROUTE_WORDS = {"gateway": "via", "dev": "dev", "protocol": "proto", "scope": "scope", "prefsrc": "src",
+                "metric": "metric"}
 
 
 class Snapshots(Lifecycle, Cabling):
@@ -51,6 +53,7 @@ class Snapshots(Lifecycle, Cabling):
             manifest = _live_manifest(self.fs(node))  # before the copy: a file changed meanwhile is copied back
             run(["cp", "-a", str(self.fs(node)), str(partial / "nodes" / node / "fs")])
             _save_manifest(partial / "nodes" / node, manifest)
+            host.write_file(partial / "nodes" / node / "network.json", json.dumps(self._network(node)))
         controller = partial / "controller"
         controller.mkdir()
         for entry in _controller_files(self.dir):
@@ -63,9 +66,35 @@ class Snapshots(Lifecycle, Cabling):
         partial.rename(folder)
         return folder
 
+    def _network(self, node: str) -> dict:
+        """The node's links (up or down) with their addresses, and its routes but the kernel's own."""
+        ns = self.ns(node)
+        links = [{"ifname": link["ifname"], "up": "UP" in link["flags"], "addresses": [
+            {k: a[k] for k in ("family", "local", "prefixlen", "broadcast") if k in a} for a in link.get("addr_info", [])]}
+            for link in json.loads(run(["ip", "-n", ns, "-j", "addr", "show"]).stdout) if link["ifname"] != "lo"]
+        routes = [r for r in json.loads(run(["ip", "-n", ns, "-j", "route", "show", "table", "main"]).stdout)
+                  if r.get("protocol") != "kernel"]
+        return {"links": links, "routes": routes}
+
+    def _set_network(self, node: str, saved: dict) -> None:
+        """The node's links, addresses and routes as saved (after _flush_network)."""
+        ip = ["ip", "-n", self.ns(node)]
+        for link in saved["links"]:
+            run([*ip, "link", "set", link["ifname"], "up" if link["up"] else "down"])
+            for address in link["addresses"]:
+                broadcast = ["broadcast", address["broadcast"]] if address.get("broadcast") else []
+                nodad = ["nodad"] if address["family"] == "inet6" else []  # it was checked when first added
+                run([*ip, "addr", "replace", f"{address['local']}/{address['prefixlen']}", *broadcast,
+                     "dev", link["ifname"], *nodad])
+        for route in saved["routes"]:
+            argv = [route["dst"]] + [word for key in ("gateway", "dev", "protocol", "scope", "prefsrc", "metric")
+                                     if key in route for word in (_ROUTE_WORDS[key], str(route[key]))]
+            run([*ip, "route", "replace", *argv])
+
     def restore(self, name: str) -> list[str]:
-        """Put snapshot NAME back: every Mac powered off, its disk made the saved one, the cables and the
-        controller's link as saved, the controller's files as saved, every Mac started. Returns the Macs."""
+        """Put snapshot NAME back: every Mac powered off, its disk and network state made the saved ones, the
+        cables and the controller's link as saved, the controller's files as saved, every Mac resumed.
+        Returns the Macs."""
         self._require_up()
         folder = self._snapshot_dir(name)
         if not (folder / "state.json").exists():
@@ -79,10 +108,11 @@ class Snapshots(Lifecycle, Cabling):
             self._stop(node)
         for node in self.node_names():
             _sync(folder / "nodes" / node / "fs", self.fs(node), _load_manifest(folder / "nodes" / node))
-            # Of the disk as saved: what the restart changes next is copied back by the next restore.
             _save_manifest(folder / "nodes" / node, _live_manifest(self.fs(node)))
-            self._forget_runtime_state(node)  # then it starts as after a restart
+            self._flush_network(node)
         self._restore_cables(saved)
+        for node in self.node_names():
+            self._set_network(node, json.loads((folder / "nodes" / node / "network.json").read_text()))
         for node, record in saved["nodes"].items():
             live = self.state["nodes"][node]
             if (live.get("link") == "down") != (record.get("link") == "down"):
@@ -97,7 +127,7 @@ class Snapshots(Lifecycle, Cabling):
         self._save()
         self._refresh_links()
         for node in self.node_names():
-            self._start(node)
+            self._start(node, resume=True)
         for node in self.node_names():
             self._wait_for_ssh(node)
         return self.node_names()
