@@ -242,8 +242,11 @@ def test_a_ctrl_c_during_a_preparation_then_a_rerun_installs_no_mac_twice_and_ke
     password_file = tmp_path / "owner-password"
     password_file.write_text((sim.dir / "admin_password").read_text())
     password_file.chmod(0o600)
-    # A preparation long enough that the rerun finds the canary still preparing.
-    sim.cli("offer", "--macos-version", "26.5.2", "--macos-build", "25F84", "--prepare-seconds", "30")
+    # A preparation long enough that the rerun finds the canary (oi-2) still preparing; oi-1, rank 0 and
+    # last, is only reached by the rerun and prepares in a second.
+    offer = ("offer", "--macos-version", "26.5.2", "--macos-build", "25F84")
+    sim.cli(*offer, "oi-2", "--prepare-seconds", "30")
+    sim.cli(*offer, "oi-1", "--prepare-seconds", "1")
     inventory = str(sim.dir / "inventory.yml")
     for option, value in (("--poll", "nan"), ("--timeout", "-5"), ("--poll", "1e9")):
         refused = mlx_fleet("os-update", "-i", inventory, "--password-file", str(password_file), option, value,

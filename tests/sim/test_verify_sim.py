@@ -19,6 +19,7 @@ pytestmark = pytest.mark.sim
 RING = ["vring-1", "vring-2", "vring-3", "vring-4"]  # names of their own: other clusters may be up
 MESH = ["vmesh-1", "vmesh-2", "vmesh-3"]
 SIZES = "1KiB:4MiB"
+CONVERGED = "converged"  # the ring's snapshot once its fabric is configured
 
 
 def plan(path: Path, names: list[str], cables: list[str]) -> str:
@@ -57,8 +58,16 @@ def ring(tmp_path_factory):
     folder = tmp_path_factory.mktemp("plans")
     sim = Sim(topology=plan(folder / "ring.yml", RING, [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]),
               rdma="none")
-    yield converged(sim)
+    converged(sim).cli("snapshot", CONVERGED)
+    yield sim
     sim.down()
+
+
+@pytest.fixture
+def changed_ring(ring):
+    """The ring for a test that changes it and leaves it so: restored to its converged snapshot afterwards."""
+    yield ring
+    ring.cli("restore", CONVERGED)
 
 
 def test_a_converged_ring_passes_with_figures_and_the_seeded_task_reproduces(ring, tmp_path):
@@ -111,7 +120,8 @@ def test_a_task_whose_result_depends_on_the_rank_count_does_not_reproduce(ring, 
     assert f"{worst['got']!r} vs {worst['want']!r}" in done.stdout
 
 
-def test_a_wrong_address_on_one_end_fails_naming_the_cable_and_stops_every_rank(ring, tmp_path):
+def test_a_wrong_address_on_one_end_fails_naming_the_cable_and_stops_every_rank(changed_ring, tmp_path):
+    ring = changed_ring
     cable = f"{RING[0]}:2 -- {RING[1]}:1"
     device = ring.device(RING[0], 2)
     ring.ssh(RING[0], f"sudo ifconfig {device} inet 192.168.250.1 netmask 255.255.255.252")
@@ -120,8 +130,7 @@ def test_a_wrong_address_on_one_end_fails_naming_the_cable_and_stops_every_rank(
     causes = [(f["cause"], f["cable"]) for f in report["findings"]]
     assert ("no-ipv4", cable) in causes, report["findings"]
     finding = next(f for f in report["findings"] if f["cable"] == cable)
-    assert finding["message"].startswith(f"cable {cable}: {RING[0]} Thunderbolt 2 ({device}) has 192.168.250.1/30 "
-                                         "where the fabric gave it ")
+    assert finding["hosts"] == [RING[0]] and "192.168.250.1/30" in finding["message"], finding
     assert f"cable {cable}" in done.stdout and "likely cause: no-ipv4" in done.stdout
     assert by_name(report, "all_sum")["status"] == "failed"
     assert by_name(report, f"link {cable} ring")["status"] == "failed"
@@ -146,13 +155,13 @@ def test_jaccl_on_a_mesh_fails_with_mlx_message_and_the_ring_passes(make_sim, tm
     done, report = verify(sim, tmp_path / "out", "--sizes", "1KiB:16KiB", "--timeout", "30")
     assert done.returncode == 1, done.stdout
     assert report["cluster"]["backend"] == "jaccl"
-    assert report["rdma"] == {"rdma": "failed", "tcp": "works", "statement": "RDMA path failed, TCP path works"}
-    assert "RDMA path failed, TCP path works" in done.stdout.splitlines()[1]
+    assert (report["rdma"]["rdma"], report["rdma"]["tcp"]) == ("failed", "works") and report["rdma"]["statement"]
+    assert report["rdma"]["statement"] in done.stdout.splitlines()[1]
     jaccl = by_name(report, "all_sum")
     failed = next(r for r in jaccl["ranks"] if r["error"])
     # MLX's own words, as the rank printed them in its log
     assert f"RuntimeError: {failed['error']}" in (tmp_path / "out" / failed["log"]).read_text()
-    assert jaccl["failures"][0].startswith(f"rank {failed['rank']} on {failed['host']} (rdma_en")
+    assert failed["host"] in jaccl["failures"][0] and "rdma_en" in jaccl["failures"][0], jaccl["failures"]
     assert by_name(report, "all_sum ring")["status"] == "passed"
     (finding,) = report["findings"]
     assert finding["cause"] == "rdma" and failed["error"] in finding["message"]
@@ -215,8 +224,7 @@ def test_a_cable_out_fails_before_any_job_naming_both_ends(ring, tmp_path):
         ring.cli("plug", f"{RING[1]}:2", f"{RING[2]}:1")
     assert done.returncode == 1, done.stdout
     assert [(f["cause"], f["cable"]) for f in report["findings"]] == [("cable", cable)]
-    assert report["findings"][0]["message"].startswith(
-        f"cable {cable}: no link at either end ({RING[1]} Thunderbolt 2 and {RING[2]} Thunderbolt 1: status: inactive)")
+    assert sorted(report["findings"][0]["hosts"]) == RING[1:3], report["findings"]
     assert report["checks"] == []  # told from the ports before any job, not after one timed out
     assert f"cable {cable}" in done.stdout
 

@@ -18,6 +18,7 @@ from mlx_fleet.sim.state import LIBEXEC, ClusterState
 SIM_ENV_LOCK = Path(__file__).with_name("mlx-env.lock.json")
 # What `up` writes into DIR for the user, and `down` removes.
 ACCESS_FILES = ("ssh_config", "known_hosts", "inventory.yml", "id_ed25519", "id_ed25519.pub", "admin_password")
+CONTROL_PATH_DIR = "cp"  # in DIR: Ansible's persistent SSH connections to this cluster
 
 
 class Access(ClusterState):
@@ -49,7 +50,7 @@ class Access(ClusterState):
                 "ansible_ssh_common_args": f"-F {self.dir / 'ssh_config'}",
                 # Clusters on one machine share node names: keep Ansible's persistent SSH
                 # connections apart, or a run could reuse another cluster's connection.
-                "ansible_control_path_dir": str(self.dir / "cp"),
+                "ansible_control_path_dir": str(self.dir / CONTROL_PATH_DIR),
                 **environment_vars(),
             },
         }}}}

@@ -44,6 +44,10 @@ def add_sim_parser(sub, help_text: str) -> None:
     add.add_argument("--macos-build", help="e.g. 25C56 (default: the sim's)")
     with_dir(ssub.add_parser("down", help="remove everything the cluster made"))
     with_dir(ssub.add_parser("status", help="nodes, their state and the cables"))
+    for name, helptext in (("snapshot", "save every node's disk, the cables and the controller's files as NAME"),
+                           ("restore", "put snapshot NAME back, restarting every node from its saved disk")):
+        with_dir(ssub.add_parser(name, help=helptext)).add_argument("name", nargs="?", default="default",
+                                                                    help="(default: %(default)s)")
     for name, helptext in (("exec", "run a command as root (or --user) on a node's console"),
                            ("recovery", "boot a node into macOS Recovery and run a Terminal command there")):
         p = with_dir(ssub.add_parser(name, help=helptext))
@@ -155,6 +159,10 @@ def run_sim(args) -> int:
         return _run_hub(args, cluster)
     elif cmd == "status":
         _print_status(cluster.status())
+    elif cmd == "snapshot":
+        print(f"snapshot {args.name}: {cluster.snapshot(args.name)}")
+    elif cmd == "restore":
+        print(f"restored snapshot {args.name}: {', '.join(cluster.restore(args.name))} restarted from it")
     elif cmd == "exec":
         return cluster.exec(args.node, _strip_dashes(args.node_command), user=args.user)
     elif cmd == "recovery":

@@ -12,8 +12,8 @@ The layout on the host (see docs/macsim.md):
 
 `Cluster` is the whole: it builds and removes a cluster (here) from parts with one job each: its
 state (state.py), network plumbing (plumbing.py), accounts and sshd (accounts.py), cables
-(cabling.py), power (lifecycle.py), macOS updates (updates.py), the console (console.py) and the
-files the controller reaches it with (access.py).
+(cabling.py), power (lifecycle.py), macOS updates (updates.py), the console (console.py), the
+files the controller reaches it with (access.py) and snapshots (snapshot.py).
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ from mlx_fleet.sim.host import SimError, run
 from mlx_fleet.sim.layout import Layout
 from mlx_fleet.sim.lifecycle import Lifecycle, process_alive
 from mlx_fleet.sim.models import DEFAULT_OS, make_profile
+from mlx_fleet.sim.snapshot import SNAPSHOTS, Snapshots
 from mlx_fleet.sim.state import LIBEXEC, PRIVATE_DIRS, rmtree
 from mlx_fleet.sim.updates import Updates
 
 
-class Cluster(Access, Console, Updates, Lifecycle, Cabling, Accounts):
+class Cluster(Snapshots, Access, Console, Updates, Lifecycle, Cabling, Accounts):
     def up(self, layout: Layout, seed: int = 0) -> None:
         host.require_host_tools()
         if self.state:
@@ -226,6 +227,7 @@ class Cluster(Access, Console, Updates, Lifecycle, Cabling, Accounts):
         self._remove_network()
         self._remove_access_files()
         rmtree(self.dir / "nodes")
+        rmtree(self.dir / SNAPSHOTS)
         with host.registry_lock():
             host.release_index(self.index)
             host.release_shared_resources()

@@ -31,16 +31,13 @@ mkdir -p /run/sshd
 /sbin/ip link set lo up
 exec "$@"
 """
-_BOOT_THEN_SSHD = (
-    "/usr/local/libexec/macsim/boot && "
-    "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config"
-)
+_BOOT = "/usr/local/libexec/macsim/boot"
+_BOOT_THEN_SSHD = _BOOT + " && exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config"
 # FileVault locked at the login window: the data volume (keys, launchd jobs) is unavailable. Since macOS 26 a
 # password login over SSH unlocks it (apple_ssh_and_filevault(7): no session, SSH drops briefly, then everything
 # starts): profile "filevault_locked" "ssh-unlock". Where that is off ("console"), no login works until a person
 # logs in at the Mac.
-_LOCKED_SSHD = ("/usr/local/libexec/macsim/boot && "
-                "exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked{suffix}")
+_LOCKED_SSHD = _BOOT + " && exec /usr/sbin/sshd -D -e -f /usr/local/libexec/macsim/ssh/sshd_config_locked{suffix}"
 
 
 class Lifecycle(ClusterState):
@@ -51,7 +48,8 @@ class Lifecycle(ClusterState):
                 "--", "/bin/sh", "-c", _NODE_INIT, "macsim-init", str(self.fs(name)), name, *command]
         return subprocess.Popen(argv, env=CONSOLE_ENV, **popen)
 
-    def _start(self, name: str) -> None:
+    def _start(self, name: str, resume: bool = False) -> None:
+        """Power on: boot, then Remote Login; `resume`: as restored from a snapshot, without booting again."""
         node = self._require(name)
         log = open(self.dir / "nodes" / name / "console.log", "ab")
         profile = self.profile(name)
@@ -61,6 +59,8 @@ class Lifecycle(ClusterState):
             profile["locked_log_offset"] = console.stat().st_size if console.exists() else 0
             self._write_profile(name, profile)
         command = _LOCKED_SSHD.format(suffix=SSHD_LOCKED[locked][0]) if locked else _BOOT_THEN_SSHD
+        if resume:
+            command = command.replace(_BOOT, _BOOT + " --resume", 1)
         proc = self._spawn(name, ["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
                            stdout=log, stderr=log, start_new_session=True)
         log.close()
@@ -97,14 +97,18 @@ class Lifecycle(ClusterState):
                 os.waitpid(node["pid"], os.WNOHANG)
         node.update(pid=None, status="off")
 
-    def _forget_runtime_state(self, name: str) -> None:
-        """What a reboot loses: addresses and routes set with ifconfig/route, sysctl -w values, /tmp."""
+    def _flush_network(self, name: str) -> None:
+        """Every address and route of the node (set with ifconfig/route, or by its boot)."""
         ns = self.ns(name)
         links = json.loads(run(["ip", "-n", ns, "-j", "link", "show"]).stdout)
         for link in links:
             if link["ifname"] != "lo":
                 run(["ip", "-n", ns, "addr", "flush", "dev", link["ifname"]])
         run(["ip", "-n", ns, "route", "flush", "table", "main"], check=False)
+
+    def _forget_runtime_state(self, name: str) -> None:
+        """What a reboot loses: addresses and routes set with ifconfig/route, sysctl -w values, /tmp."""
+        self._flush_network(name)
         for folder in (self.fs(name) / LIBEXEC / "run", self.fs(name) / "tmp"):
             for child in folder.iterdir() if folder.is_dir() else ():
                 child.unlink() if not child.is_dir() else rmtree(child)

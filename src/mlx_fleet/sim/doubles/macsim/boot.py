@@ -4,7 +4,8 @@ Run as root by the sim controller inside the node's namespaces, at first boot an
 after every simulated reboot (the controller has flushed addresses and wiped the
 run directory). It brings the ports up, gives the management port its DHCP lease,
 applies every enabled network service, sets bridge0 from the Thunderbolt Bridge
-service, names the host and starts RunAtLoad LaunchDaemons.
+service, names the host and starts RunAtLoad LaunchDaemons. With --resume (a restored snapshot: run/
+and the addresses are as saved) it only names the host and joins bridge0's data-path ports again.
 """
 
 import socket
@@ -18,6 +19,10 @@ from .state import Fail
 def main(argv: list[str]) -> int:
     if not state.is_root():
         raise Fail("boot: must be run as root\n", 77)
+    if argv[:1] == ["--resume"]:  # restored from a snapshot (sim restore): the kernel's state is as saved
+        ifconfig.set_bridge_members(ifconfig.bridge_members())  # the ports that really join bridge0, as saved
+        _set_hostname(names.get("LocalHostName"))
+        return 0
     node = state.node()
     now = time.time()
     state.save_runtime("boottime", [int(now), int(now % 1 * 1e6)])  # kern.boottime; run/ is wiped at reboot
