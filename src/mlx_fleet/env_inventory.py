@@ -1,5 +1,5 @@
 """The environment the inventory declares: the mlx_env_* variables of the cluster's group, over the
-role defaults, and the lock file they name."""
+role defaults, the models it declares, and the lock file they name."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environm
 
 def inventory_environment(inventory: str, group: str = CLUSTER_GROUP) -> tuple[dict, str]:
     """The mlx_env_* variables the inventory gives GROUP (one environment per cluster), over
-    the role defaults, and the lock file they name (mlx_env_lock_file, templated)."""
+    the role defaults, with the declared models (mlx_fleet_models), and the lock file they name (mlx_env_lock_file,
+    templated)."""
     from mlx_fleet.inventory_view import (
         InventoryView,
         InventoryViewError,
@@ -25,7 +26,7 @@ def inventory_environment(inventory: str, group: str = CLUSTER_GROUP) -> tuple[d
         per_host = {h: view.values(h, group=group) for h in hosts}
         raw = {key: one_value(key, {h: get(key) for h, get in per_host.items()},
                               why="the environment is one for the whole cluster")
-               for key in (*(f"mlx_env_{k}" for k in DECLARATION_KEYS), "mlx_env_lock_file")}
+               for key in (*(f"mlx_env_{k}" for k in DECLARATION_KEYS), "mlx_env_lock_file", "mlx_fleet_models")}
     except (InventoryViewError, SettingDiffers) as exc:
         raise EnvLockError(str(exc)) from None
     return raw, str(raw.pop("mlx_env_lock_file"))

@@ -8,7 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from mlx_fleet.arguments import seconds
+from mlx_fleet.arguments import long_seconds, seconds
+
+DEFAULT_HUB_LIFETIME = 4 * 3600  # a stand-in a rehearsal forgot stops by itself
 
 DEFAULT_SIM_DIR = os.environ.get("MLX_FLEET_SIM_DIR", ".sim")
 
@@ -83,6 +85,20 @@ def add_sim_parser(sub, help_text: str) -> None:
     plug.add_argument("b")
     plug.add_argument("--speed", type=int, choices=(20, 40, 80), help="a slower cable: 40 is a Thunderbolt 4 cable")
     plug.add_argument("--dock", metavar="NAME", help="a dock or hub between the two Macs, e.g. 'CalDigit TS4'")
+    hub = with_dir(ssub.add_parser("hub", help="a Hugging Face Hub stand-in serving a folder of repos "
+                                               "(HF_ENDPOINT for the controller and the Macs; docs/macsim.md)"))
+    hsub = hub.add_subparsers(dest="hub_command", required=True)
+    serve = hsub.add_parser("serve", help="serve FOLDER/ORG/NAME (revision main) and FOLDER/ORG/NAME@REV in the "
+                                          "background, at the cluster's bridge address (127.0.0.1 without a cluster)")
+    serve.add_argument("folder")
+    serve.add_argument("--port", type=int, default=0, help="the API's port (default: a free one)")
+    serve.add_argument("--gated", action="append", default=[], metavar="ORG/NAME",
+                       help="a gated repo: its files need a login (a token); repeatable")
+    serve.add_argument("--cut", action="append", default=[], metavar="ORG/NAME=BYTES",
+                       help="a download of the repo's files stops after BYTES, as a dropped connection; repeatable")
+    serve.add_argument("--for", dest="lifetime", type=long_seconds, default=DEFAULT_HUB_LIFETIME,
+                       help="stop by itself after this long (default: %(default)s seconds)")
+    hsub.add_parser("stop", help="stop the stand-in (sim down does too)")
     st = with_dir(ssub.add_parser("set", help="change a node's hardware or OS facts, e.g. os_build=25C57"))
     st.add_argument("node")
     st.add_argument("assignments", nargs="+", metavar="KEY=VALUE")
@@ -127,8 +143,16 @@ def run_sim(args) -> int:
         print(f"admin password: {added['password_file']}")
         print(f"host key: {added['fingerprint']} (not in {cluster.dir / 'known_hosts'})")
     elif cmd == "down":
+        from mlx_fleet.sim import hub
+
+        if hub.stop(cluster.dir):
+            print(f"macsim: Hub stand-in of {cluster.dir} stopped")
+            if not cluster.state:
+                return 0
         cluster.down()
         print(f"macsim: cluster in {cluster.dir} removed")
+    elif cmd == "hub":
+        return _run_hub(args, cluster)
     elif cmd == "status":
         _print_status(cluster.status())
     elif cmd == "exec":
@@ -162,6 +186,31 @@ def run_sim(args) -> int:
     elif cmd == "set":
         profile = cluster.set(args.node, args.assignments)
         print(json.dumps({k.split('=')[0]: profile[k.split('=')[0]] for k in args.assignments}))
+    return 0
+
+
+def _run_hub(args, cluster) -> int:
+    from mlx_fleet.sim import host, hub
+
+    if args.hub_command == "stop":
+        stopped = hub.stop(cluster.dir)
+        print(f"macsim: Hub stand-in at {stopped['endpoint']} stopped" if stopped else
+              f"macsim: no Hub stand-in runs for {cluster.dir}")
+        return 0
+    cut = {}
+    for item in args.cut:
+        repo, _, count = item.partition("=")
+        if not repo or not count.isdigit():
+            raise host.SimError(f"--cut {item}: give ORG/NAME=BYTES, e.g. --cut acme/tiny=1048576")
+        cut[repo] = int(count)
+    # The cluster's bridge is the controller's address on the Macs' network: both reach it there.
+    address = f"10.213.{cluster.index}.1" if cluster.state else "127.0.0.1"
+    host.make_cluster_dir(cluster.dir)
+    running = hub.start(cluster.dir, args.folder, address, args.port, args.gated, cut, args.lifetime)
+    faults = [f"{repo} gated" for repo in running["gated"]] + [f"{r} cut after {n} bytes" for r, n in cut.items()]
+    print(f"macsim: Hub stand-in serving {running['folder']} (pid {running['pid']}"
+          f"{'; ' + ', '.join(faults) if faults else ''}); requests: {cluster.dir / hub.LOG}")
+    print(f"HF_ENDPOINT={running['endpoint']}")
     return 0
 
 
