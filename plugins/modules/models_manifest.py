@@ -13,8 +13,8 @@ module: models_manifest
 short_description: The pinned files of every model the inventory declares, for the Macs to be read against
 description:
   - Reads C(mlx_fleet_models) (one value for the whole cluster). A Hub entry's manifest (commit, every file's size
-    and hash) is the one C(mlx-fleet lock) pinned in O(lock_file) (its C(models) list); an entry the lock lacks,
-    or pins at another repo or revision, is listed in C(not_pinned).
+    and hash) is the one C(mlx-fleet lock) pinned in the models' lock, C(.mlx-models.lock.json) beside
+    O(lock_file); an entry the lock lacks, or pins at another repo or revision, is listed in C(not_pinned).
   - A path entry's controller folder is hashed (sha256 of every file); its manifest is recorded in
     C(O(output_dir)/models/<name>.json) with each file's size and modification time, so an unchanged file is not
     read again and a change to the folder since the last record is named (C(changed_folders)). Nothing is
@@ -28,7 +28,8 @@ options:
     type: path
     required: true
   lock_file:
-    description: The lock (C(mlx_env_lock_file)); none or missing leaves every Hub entry not pinned.
+    description: The environment's lock (C(mlx_env_lock_file)), beside which the models' lock is; none, or no
+      models' lock, leaves every Hub entry not pinned.
     type: path
 extends_documentation_fragment:
   - mlx_fleet.cluster.options

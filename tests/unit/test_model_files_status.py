@@ -5,11 +5,13 @@ render's own sentences (the last line what to run next)."""
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files as on_mac
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import HUB, ModelFile, ModelManifest
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import (
+    HUB, ModelFile, ModelFileError, ModelManifest)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import parse_models
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import path_manifest, status
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
@@ -79,12 +81,30 @@ def hub_lock_entry(revision="main") -> dict:
 
 def test_a_hub_entry_is_pinned_only_by_the_lock_as_declared(folder, tmp_path):
     declared = parse_models([{"name": "tiny", "repo": "org/tiny"}, {"name": "local", "path": str(folder)}])
-    without = status.expected(declared, None, "lock", tmp_path / "out", write=False)
+    without = status.expected(declared, {}, tmp_path / "out", write=False)
     assert without.not_pinned == ["tiny"] and [m.name for m in without.manifests] == ["local"]
-    pinned = status.expected(declared, {"models": [hub_lock_entry()]}, "lock", tmp_path / "out", write=False)
+    pinned = status.expected(declared, locked(hub_lock_entry()), tmp_path / "out", write=False)
     assert pinned.not_pinned == [] and [m.name for m in pinned.manifests] == ["tiny", "local"]
-    moved = status.expected(declared, {"models": [hub_lock_entry("v2")]}, "lock", tmp_path / "out", write=False)
+    moved = status.expected(declared, locked(hub_lock_entry("v2")), tmp_path / "out", write=False)
     assert moved.not_pinned == ["tiny"]
+
+
+def locked(entry: dict) -> dict[str, ModelManifest]:
+    return {entry["name"]: ModelManifest.from_json(entry, "lock")}
+
+
+def test_the_models_lock_is_read_beside_the_environments_lock(tmp_path):
+    env_lock = tmp_path / ".mlx-env.lock.json"
+    assert models_step.locked_models(str(env_lock)) == {}  # not pinned yet
+    models_lock = tmp_path / ".mlx-models.lock.json"
+    models_lock.write_text(json.dumps({"format": 1, "models": [hub_lock_entry()]}))
+    assert models_step.locked_models(str(env_lock))["tiny"].commit == "c" * 40
+    models_lock.write_text(json.dumps({"format": 1, "models": [dict(hub_lock_entry(), commit="main")]}))
+    with pytest.raises(ModelFileError, match="commit"):
+        models_step.locked_models(str(env_lock))
+    models_lock.write_text("{")
+    with pytest.raises(ModelFileError, match="not a mlx-fleet models' lock"):
+        models_step.locked_models(str(env_lock))
 
 
 def facts(present: bool, files: list[dict], deep=False, ref=on_mac.REF_OK) -> dict:

@@ -1,9 +1,9 @@
 """`mlx-fleet models status`: what every Mac should hold of the declared models (the pinned manifests), and each
 Mac against them.
 
-A Hub entry's manifest is the lock's (`mlx-fleet lock` pins it: the environment's lock file, its `models` list
-of ModelManifest JSON); an entry the lock lacks, or pins at another repo or revision, is not pinned and cannot be
-judged. A path entry's manifest is hashed here from its controller folder (models.path_manifest).
+A Hub entry's manifest is the models' lock's (`mlx-fleet lock` pins it in `.mlx-models.lock.json` beside the
+environment's lock, `{"format": 1, "models": [ModelManifest JSON]}`); an entry the lock lacks, or pins at another
+repo or revision, is not pinned and cannot be judged. A path entry's manifest is hashed here from its controller folder (models.path_manifest).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files as on_mac
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError, ModelManifest
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelManifest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclaration
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.path_manifest import FolderChange, hash_folder
 
@@ -30,23 +30,15 @@ class Expected:
                 "changed_folders": {name: change.to_json() for name, change in self.changed_folders.items()}}
 
 
-def _locked_hub_manifests(lock: dict | None, where: str) -> dict[str, ModelManifest]:
-    """The lock's Hub manifests by name (none without a lock or a models list)."""
-    listed = (lock or {}).get("models") or []
-    if not isinstance(listed, list):
-        raise ModelFileError(f"{where}: models is not a list")
-    return {m.name: m for m in (ModelManifest.from_json(entry, where) for entry in listed)}
-
-
 def _pinned_as_declared(manifest: ModelManifest | None, declared: ModelDeclaration) -> bool:
     return (manifest is not None and manifest.repo == declared.repo and manifest.revision == declared.revision
             and manifest.repo_type == declared.repo_type)
 
 
-def expected(declared: tuple[ModelDeclaration, ...], lock: dict | None, lock_where: str, output_dir: Path, *,
+def expected(declared: tuple[ModelDeclaration, ...], locked: dict[str, ModelManifest], output_dir: Path, *,
              write: bool) -> Expected:
-    """What every Mac should hold: a path entry hashed (its record rewritten when WRITE), a Hub entry from the lock."""
-    locked = _locked_hub_manifests(lock, lock_where)
+    """What every Mac should hold: a path entry hashed (its record rewritten when WRITE), a Hub entry from LOCKED
+    (the models' lock, by name)."""
     found = Expected()
     for model in declared:
         if model.is_hub:
