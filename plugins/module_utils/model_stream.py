@@ -8,7 +8,8 @@ sending end for the first copy (plugin_utils.models.sync_serve).
 
 The protocol, on one TCP connection per receiver and sender: the receiver sends the run's one-time token as a
 line, then per file a JSON line ``["GET", model, path, offset]`` and reads ``OK <length>`` and the bytes from
-OFFSET to the file's end, or ``NO <why>``; ``["BYE"]`` ends it. A sender serves only the pinned files it was told of, by name, and
+OFFSET to the file's end, or ``NO <why>``, after any number of ``WAIT`` lines (the sender is still receiving that
+file itself); ``["BYE"]`` ends it. A sender serves only the pinned files it was told of, by name, and
 a file it is still receiving only once it verified it.
 """
 
@@ -26,7 +27,10 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_fil
 __metaclass__ = type
 
 _CHUNK = 1 << 20
-IDLE_SECONDS = 60  # a peer silent this long is dead: the copy of that file fails, and resumes at the next sync
+# A peer silent this long is dead: the copy fails (it resumes at the next sync) and a listener no receiver talks to
+# ends, so nothing keeps running on a Mac whose controller or neighbour went away (Ctrl-C, a pulled cable).
+IDLE_SECONDS = 30
+KEEPALIVE_SECONDS = 5  # while a sender waits for a file still arriving, it says so this often
 HUB_PART_SUFFIX = ".incomplete"  # huggingface_hub's own name for a blob being downloaded (file_download.py)
 
 
@@ -47,6 +51,9 @@ def part_path(manifest, final):
         return final + HUB_PART_SUFFIX
     folder, name = os.path.split(final)
     return os.path.join(folder, "." + name + ".mlx-fleet-part")
+
+
+ARRIVING = object()  # Holdings.wait: the file is still arriving
 
 
 class Holdings:
@@ -71,11 +78,13 @@ class Holdings:
             self._changed.notify_all()
 
     def wait(self, key, deadline):
-        """The stored path of KEY once it is ready; None when it is unknown, failed, or not ready by DEADLINE."""
+        """The stored path of KEY once it is ready; None when it is unknown or failed; ARRIVING when it is still
+        arriving at DEADLINE."""
         with self._changed:
             while self._files.get(key, False) is None and time.monotonic() < deadline:
                 self._changed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
-            return self._files.get(key) or None
+            found = self._files.get(key)
+            return ARRIVING if found is None and key in self._files else (found or None)
 
 
 def _read_line(reader):
@@ -109,6 +118,8 @@ class Sender:
         self.sent = 0
         self._lock = threading.Lock()
         self._done = 0
+        self._active = 0  # connections being served
+        self._heard = time.monotonic()  # when a receiver last connected or asked
         self._sockets = []
         for address in addresses:
             listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -123,8 +134,15 @@ class Sender:
             thread.start()
 
     def _finished(self):
+        now = time.monotonic()
         with self._lock:
-            return self._done >= self.clients or time.monotonic() >= self.deadline
+            silent = not self._active and now - self._heard > IDLE_SECONDS
+            return self._done >= self.clients or now >= self.deadline or silent
+
+    def _heard_from(self, active=0):
+        with self._lock:
+            self._heard = time.monotonic()
+            self._active += active
 
     def _accept(self, listener):
         handlers = []
@@ -144,6 +162,7 @@ class Sender:
 
     def _serve(self, conn):
         conn.settimeout(IDLE_SECONDS)
+        self._heard_from(1)
         try:
             with conn, conn.makefile("rb") as reader:
                 if not hmac.compare_digest(_read_line(reader).encode(), self.token):
@@ -154,13 +173,21 @@ class Sender:
                         with self._lock:
                             self._done += 1
                         return
+                    self._heard_from()
                     self._send_file(conn, request)
         except (CopyFailed, OSError):
             return
+        finally:
+            self._heard_from(-1)
 
     def _send_file(self, conn, request):
-        path = self.holdings.wait((request[1], request[2]), self.deadline)
-        if path is None:
+        path = ARRIVING
+        while path is ARRIVING and time.monotonic() < self.deadline:
+            path = self.holdings.wait((request[1], request[2]), min(self.deadline,
+                                                                      time.monotonic() + KEEPALIVE_SECONDS))
+            if path is ARRIVING:
+                conn.sendall(b"WAIT\n")
+        if path is None or path is ARRIVING:
             conn.sendall(b"NO not held\n")
             return
         with open(path, "rb") as handle:
@@ -183,12 +210,13 @@ class Receiver:
 
     def __init__(self, address, port, token, deadline):
         wait = 0.2
+        given_up = min(deadline, time.monotonic() + IDLE_SECONDS)
         while True:  # the sender may still be starting its listener
             try:
                 self.conn = socket.create_connection((address, port), timeout=IDLE_SECONDS)
                 break
             except OSError:
-                if time.monotonic() + wait >= deadline:
+                if time.monotonic() + wait >= given_up:
                     raise CopyFailed("no listener at {0}:{1}".format(address, port))
                 time.sleep(wait)
                 wait = min(wait * 2, 2.0)
@@ -211,7 +239,9 @@ class Receiver:
                 os.remove(part)
                 digester, offset = model_files.Digester(pinned["size"]), 0
         self.conn.sendall(json.dumps(["GET", manifest["name"], pinned["path"], offset]).encode() + b"\n")
-        answer = _read_line(self.reader).split(" ", 1)
+        answer = ["WAIT"]
+        while answer == ["WAIT"]:  # the sender is still receiving the file itself
+            answer = _read_line(self.reader).split(" ", 1)
         if answer[0] != "OK" or not answer[1].isdigit():
             raise CopyFailed("the sender has no verified copy" if answer[0] == "NO" else "the sender's answer is odd")
         length = int(answer[1])

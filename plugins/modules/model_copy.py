@@ -39,7 +39,8 @@ options:
     type: path
     default: /opt/mlx-fleet/models
   receive:
-    description: Per sender, its C(address), C(port) and the C(files) (C(model), C(path)) to pull from it.
+    description: Per sender, its C(address), C(port), C(sender) (its name, for the report) and the C(files)
+      (C(model), C(path)) to pull from it.
     type: list
     elements: dict
     default: []
@@ -75,7 +76,8 @@ ansible_facts:
   type: dict
   contains:
     mlx_fleet_model_copy:
-      description: C(received) (per file C(model), C(path), C(bytes) that crossed the wire, C(from)), C(failed)
+      description: C(received) (per file C(model), C(path), C(bytes) that crossed the wire, C(from) the sender's
+        name), C(failed)
         (C(model), C(path), C(from), C(why)), C(bytes), C(seconds), C(served_bytes), C(refs) (the Hub entries whose
         ref was written).
       type: dict
@@ -93,7 +95,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults,
 
 def _pull(params, manifests, sender, holdings, deadline, found):
     """Every file of SENDER pulled in turn; a failed file does not stop the others."""
-    source = sender["address"]
+    source = sender.get("sender") or sender["address"]  # a Mac's name, or the controller
     try:
         receiver = model_stream.Receiver(source, sender["port"], params["token"], deadline)
     except model_stream.CopyFailed as exc:
@@ -160,8 +162,12 @@ def copy(params):
     serve = params["serve"] or {}
     sender = None
     if serve.get("clients"):
-        sender = model_stream.Sender(serve["addresses"], serve["port"], params["token"], holdings, serve["clients"],
-                                     deadline)
+        try:
+            sender = model_stream.Sender(serve["addresses"], serve["port"], params["token"], holdings,
+                                         serve["clients"], deadline)
+        except OSError as exc:  # the port taken: another sync still running on this Mac, or another program
+            raise model_stream.CopyFailed("cannot listen on {0} port {1}: {2}".format(
+                ", ".join(serve["addresses"]), serve["port"], exc.strerror or exc))
     found = {"received": [], "failed": [], "refs": []}
     pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found))
              for s in params["receive"]]
@@ -192,7 +198,10 @@ def main():
     if module.check_mode or not (wanted or (module.params["serve"] or {}).get("clients")):
         module.exit_json(changed=bool(wanted), diff=diff, ansible_facts={"mlx_fleet_model_copy": {
             "received": [], "failed": [], "refs": [], "bytes": 0, "seconds": 0, "served_bytes": 0}})
-    found = copy(module.params)
+    try:
+        found = copy(module.params)
+    except model_stream.CopyFailed as exc:
+        module.fail_json(msg=str(exc))
     module.exit_json(changed=bool(found["received"] or found["refs"]), diff=diff,
                      ansible_facts={"mlx_fleet_model_copy": found})
 

@@ -5,6 +5,7 @@ the one-shot listener that feeds the first Mac over the management network (modu
 from __future__ import annotations
 
 import socket
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,10 +39,17 @@ def controller_folders(declared: tuple[ModelDeclaration, ...], manifests: list[d
             for name, paths in sorted(wanted.items())}
 
 
-def address_towards(host: str, port: int = 22) -> str:
-    """This controller's address on its route to HOST (the one the Mac can reach it at); no packet is sent."""
+def address_towards(host: str) -> str:
+    """This controller's address on its route to HOST, a Mac's ansible_host (the one the Mac can reach it at): the
+    name resolved as ssh resolves it (`ssh -G`: its ssh_config's HostName), then the route asked; no packet is
+    sent."""
+    try:
+        shown = subprocess.run(["ssh", "-G", host], capture_output=True, text=True, timeout=10, check=True).stdout
+        host = next(line.split(" ", 1)[1] for line in shown.splitlines() if line.startswith("hostname "))
+    except (OSError, subprocess.SubprocessError, StopIteration):
+        pass  # no ssh here: the name as it is
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect((host, port))
+        probe.connect((socket.gethostbyname(host), 9))
         return probe.getsockname()[0]
 
 

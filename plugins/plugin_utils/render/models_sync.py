@@ -7,11 +7,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixe
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.models_status import size
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key
 
-_CONTROLLER = "the controller"
-
-
 def _sender(receive: dict) -> str:
-    return _CONTROLLER if receive["address"] is None else f"{receive['sender']} ({receive['address']})"
+    return receive["sender"] if receive["address"] is None else f"{receive['sender']} ({receive['address']})"
 
 
 def plan_lines(plan: dict) -> list[str]:
@@ -35,7 +32,7 @@ def report_lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
     for row in report["rows"]:
         if row["received"]:
             out.append(f"{row['mac']}: received {row['received']} files, {size(row['bytes'])} in "
-                       f"{row['seconds']:.1f} s ({_rate(row)}) from {', '.join(s or _CONTROLLER for s in row['senders'])}")
+                       f"{row['seconds']:.1f} s ({_rate(row)}) from {', '.join(row['senders'])}")
         for failed in row["failed"]:
             out.append(f"{row['mac']}: {failed['model']}/{failed['path']} not copied: {failed['why']}")
         if not row["done"] and not row["failed"] and row["planned"] > row["received"]:

@@ -92,7 +92,8 @@ def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> 
     links = list(model.links) if model else []
     found = sync.plan(chosen, facts, view.names, links, view.setting("mlx_fleet_models_port"))
     if found.short_of_space:
-        raise StepFailed([models_sync.short_of_space(entry) for entry in found.short_of_space])
+        raise StepFailed([models_sync.short_of_space(entry) for entry in found.short_of_space],
+                         result={"short_of_space": found.short_of_space})
     plan = dict(found.to_json(sync.cable_addresses(links)), manifests=chosen, folders={})
     wanted: dict[str, list[str]] = {}
     for entry in found.from_controller():
