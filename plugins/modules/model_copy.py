@@ -97,7 +97,7 @@ def _pull(params, manifests, sender, holdings, deadline, found):
     """Every file of SENDER pulled in turn; a failed file does not stop the others."""
     source = sender.get("sender") or sender["address"]  # a Mac's name, or the controller
     try:
-        receiver = model_stream.Receiver(source, sender["port"], params["token"], deadline)
+        receiver = model_stream.Receiver(sender["address"], sender["port"], params["token"], deadline)
     except model_stream.CopyFailed as exc:
         for wanted in sender["files"]:
             holdings.failed((wanted["model"], wanted["path"]))
