@@ -64,6 +64,14 @@ def management_bytes(sim) -> int:
     return total
 
 
+def still_listening(sim) -> list[str]:
+    """The Macs where anything still listens on the sync's port: none once a sync has returned."""
+    state = sim.state()
+    return [name for name in state["nodes"]
+            if subprocess.run(["ip", "netns", "exec", f"mfs{state['index']}-{name}", "ss", "-Hltn", "sport = :47181"],
+                              capture_output=True, text=True, check=True).stdout.strip()]
+
+
 def held(sim, mac: str, name: str) -> Path:
     return sim.dir / "nodes" / mac / "fs" / "opt" / "mlx-fleet" / "models" / name
 
@@ -118,6 +126,7 @@ def test_models_sync_copies_once_over_the_cables_resumes_nothing_twice_repairs_a
     result, found = run(sim, env, "models", "sync")
     assert result.returncode == 0, result.stdout + result.stderr
     crossed = management_bytes(sim) - counted
+    assert still_listening(sim) == []  # every Mac's listener ended with the run
     total = path_bytes + hub_bytes
     assert total <= crossed < 1.5 * total, crossed  # one copy over the management network, not four
     (report,) = [res["report"] for res in found["mlx_fleet.cluster.models_sync_report"].values()]
