@@ -86,6 +86,7 @@ ansible_facts:
                "failed": [], "bytes": 120, "seconds": 0.4, "served_bytes": 0, "refs": []}
 """
 
+import os
 import threading
 import time
 
@@ -123,14 +124,16 @@ def _pull(params, manifests, sender, holdings, deadline, found):
 
 
 def _finish_hub_entries(params, manifests, found):
-    """Each Hub entry's snapshot links, then its ref: last, and only once every file of it arrived."""
+    """Each Hub entry's snapshot links, then its ref: last, and only once every blob of it is in place (a ref lost
+    on its own is written again too)."""
     failed = set(f["model"] for f in found["failed"])
-    touched = set(f["model"] for f in found["received"])
-    for name in sorted(touched - failed):
+    for name in sorted(set(manifests) - failed):
         manifest = manifests[name]
         if manifest["source"] != model_files.HUB:
             continue
         root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+        if not all(os.path.isfile(model_files.blob_path(root, pinned)) for pinned in manifest["files"]):
+            continue  # not this Mac's to finish: a blob is missing
         try:
             for pinned in manifest["files"]:
                 model_stream.link_snapshot(manifest, root, pinned)
@@ -195,7 +198,7 @@ def main():
     )
     wanted = ["{0}/{1}".format(f["model"], f["path"]) for s in module.params["receive"] for f in s["files"]]
     diff = {"before": "", "after": "".join(line + "\n" for line in wanted)}
-    if module.check_mode or not (wanted or (module.params["serve"] or {}).get("clients")):
+    if module.check_mode:
         module.exit_json(changed=bool(wanted), diff=diff, ansible_facts={"mlx_fleet_model_copy": {
             "received": [], "failed": [], "refs": [], "bytes": 0, "seconds": 0, "served_bytes": 0}})
     try:

@@ -152,3 +152,31 @@ def test_a_mac_short_of_space_refuses_the_plan_before_anything_is_routed():
     held = {"m1": facts({"a": "missing", "b": "ok"}), "m2": facts({"a": "missing", "b": "missing"}, free=14)}
     plan = sync_plan.plan([MANIFEST], held, macs, ring(*macs), 1)
     assert plan.short_of_space == [{"mac": "m2", "needed": 15, "free": 14}] and plan.pulls == {}
+
+
+def test_a_mac_pulls_a_hub_entry_into_huggingface_hubs_layout_and_a_lost_ref_is_written_again(tmp_path, run_module):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import model_copy
+
+    data = {"model.safetensors": os.urandom(200_000), "config.json": b"{}"}
+    commit = "a" * 40
+    manifest = {"name": "m", "source": "hub", "repo": "acme/tiny", "repo_type": "model", "revision": "main",
+                "commit": commit, "files": [pinned_file(name, blob) for name, blob in data.items()]}
+    sender = serving(tmp_path, data)
+    cache = str(tmp_path / "hub")
+    params = {"models": [manifest], "hf_cache": cache, "models_dir": str(tmp_path / "models"), "token": TOKEN,
+              "timeout": 30, "serve": None,
+              "receive": [{"sender": "controller", "address": "127.0.0.1", "port": sender.port,
+                           "files": [{"model": "m", "path": name} for name in data]}]}
+    checked = run_module(model_copy.main, dict(params, _ansible_check_mode=True))
+    assert checked["changed"] is True and not os.path.exists(cache)  # check mode: said, not done
+    found = model_copy.copy(params)
+    assert ([f["path"] for f in found["received"]], found["failed"], found["refs"]) == (list(data), [], ["m"])
+    assert found["bytes"] == sum(len(blob) for blob in data.values()) and sender.wait() == found["bytes"]
+    assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
+
+    root = model_files.model_root(manifest, cache, "/unused")
+    os.remove(model_files.ref_path(root, "main"))
+    again = model_copy.copy(dict(params, receive=[]))
+    assert (again["received"], again["refs"]) == ([], ["m"])
+    assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
+    assert model_copy.copy(dict(params, receive=[]))["refs"] == []

@@ -107,13 +107,10 @@ def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> 
 
 
 def copy_arguments(plan: dict, mac: str) -> dict:
-    """MAC's model_copy arguments from PLAN (its senders, whom it serves); the controller's files, if it feeds it."""
+    """MAC's model_copy arguments from PLAN: every model synced (it may serve any, and finishes each Hub entry's
+    links and ref), its senders, whom it serves."""
     mine = plan["macs"].get(mac, {"receive": [], "serve": None})
-    names = {f["model"] for sender in mine["receive"] for f in sender["files"]}
-    if mine["serve"]:
-        names = {m["name"] for m in plan["manifests"]}  # it serves what it holds of any of them
-    return {"models": [m for m in plan["manifests"] if m["name"] in names], "receive": mine["receive"],
-            "serve": mine["serve"], "token": plan["token"]}
+    return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"], "token": plan["token"]}
 
 
 def from_controller(arguments: dict) -> list[dict]:
