@@ -149,7 +149,7 @@ class Sender:
         try:
             while not self._finished():
                 try:
-                    conn, _ = listener.accept()
+                    conn = listener.accept()[0]
                 except socket.timeout:
                     continue
                 handler = threading.Thread(target=self._serve, args=(conn,), daemon=True)
@@ -183,8 +183,8 @@ class Sender:
     def _send_file(self, conn, request):
         path = ARRIVING
         while path is ARRIVING and time.monotonic() < self.deadline:
-            path = self.holdings.wait((request[1], request[2]), min(self.deadline,
-                                                                      time.monotonic() + KEEPALIVE_SECONDS))
+            until = min(self.deadline, time.monotonic() + KEEPALIVE_SECONDS)
+            path = self.holdings.wait((request[1], request[2]), until)
             if path is ARRIVING:
                 conn.sendall(b"WAIT\n")
         if path is None or path is ARRIVING:

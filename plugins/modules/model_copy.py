@@ -57,7 +57,7 @@ options:
     type: int
     default: 3600
 extends_documentation_fragment:
-  - mlx_fleet.cluster.attributes
+  - mlx_fleet.cluster.attributes.changes
 """
 
 EXAMPLES = r"""

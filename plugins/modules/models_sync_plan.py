@@ -14,7 +14,7 @@ short_description: Plan a models sync, which Mac pulls which file from where, wi
 description:
   - From O(expected) (M(mlx_fleet.cluster.models_manifest)'s result) and every Mac's C(mlx_fleet_model_files)
     facts (M(mlx_fleet.cluster.model_files_facts), every byte hashed), the files each Mac lacks or holds with other
-    bytes. Refuses, naming each Mac with the bytes needed and free, when a Mac has too little space: before any
+    bytes. Refuses, naming each Mac with the bytes needed and free, when a Mac has too little space, before any
     byte moves.
   - Per file, the Macs holding it verified are its sources; a file no Mac holds comes from the controller to one
     Mac only (the management network carries one copy). Every other copy goes Mac to Mac along the cables of the

@@ -7,6 +7,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixe
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.models_status import size
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key
 
+
 def _sender(receive: dict) -> str:
     return receive["sender"] if receive["address"] is None else f"{receive['sender']} ({receive['address']})"
 
