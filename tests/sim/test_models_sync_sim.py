@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -165,6 +167,33 @@ def test_models_sync_copies_once_over_the_cables_resumes_nothing_twice_repairs_a
     assert result.returncode == 0, result.stdout + result.stderr
     assert received(found) == {macs[2]: [f"tiny/{FLIPPED}"]}
     assert weights.read_bytes() == (source / FLIPPED).read_bytes()
+
+    # Ctrl-C while the Macs copy: exit 130, every Mac's part ends on its own (nothing listens any more), no file
+    # under its final name that fails its hash; the next sync completes the copy.
+    more = sim.dir / "models-src" / "more"
+    make_model(more, {"model-00001-of-00001.safetensors": 24 << 20})
+    cluster_vars["mlx_fleet_models"].append({"name": "more", "path": str(more)})
+    (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    interrupted = subprocess.Popen([MLX_FLEET, "models", "sync", "-i", str(sim.dir / "inventory.yml")], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in interrupted.stderr:
+        if line.startswith("[4] "):  # model_copy started on the Macs
+            interrupted.send_signal(signal.SIGINT)
+            break
+    interrupted.stderr.read()
+    assert interrupted.wait(timeout=120) == 130
+    for _ in range(90):  # the idle bound (30 s) ends a part whose peer went away
+        if not still_listening(sim):
+            break
+        time.sleep(1)
+    assert still_listening(sim) == []
+    result, found = run(sim, env, "models", "status", "--deep")
+    (status,) = [res["report"] for res in found["mlx_fleet.cluster.models_status"].values()]
+    assert [(row["mac"], row["differing"]) for row in status["rows"] if row["differing"]] == []
+    result, found = run(sim, env, "models", "sync")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert all(held(sim, mac, "more").joinpath("model-00001-of-00001.safetensors").read_bytes()
+               == (more / "model-00001-of-00001.safetensors").read_bytes() for mac in macs)
 
     # Too little space on one Mac: refused, naming it, before any byte moves anywhere.
     big = sim.dir / "models-src" / "big"
