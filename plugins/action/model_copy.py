@@ -8,7 +8,7 @@ plugin_utils.models.sync_sources)."""
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_stream
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.sync_sources import first_copy_listener
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
 
@@ -24,6 +24,10 @@ class ActionModule(ActionBase):
             "hf_cache": {"type": "path", "default": defaults.MODELS_HF_CACHE},
             "models_dir": {"type": "path", "default": defaults.MODELS_DIR},
             "timeout": {"type": "int", "default": 3600}})
+        if models_step.nothing_to_do(args["plan"], task_vars["inventory_hostname"]):
+            # Its read showed every file verified: the same facts as the module's, and no connection.
+            result.update(changed=False, ansible_facts={"mlx_fleet_model_copy": model_stream.nothing_copied()})
+            return result
         module_args = dict(models_step.copy_arguments(args["plan"], task_vars["inventory_hostname"]),
                            hf_cache=args["hf_cache"], models_dir=args["models_dir"], timeout=args["timeout"])
         fed = models_step.from_controller(module_args)

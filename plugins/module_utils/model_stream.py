@@ -34,6 +34,11 @@ KEEPALIVE_SECONDS = 5  # while a sender waits for a file still arriving, it says
 HUB_PART_SUFFIX = ".incomplete"  # huggingface_hub's own name for a blob being downloaded (file_download.py)
 
 
+def nothing_copied():
+    """What a Mac's part of a sync says when it copied nothing (the model_copy module's fact)."""
+    return {"received": [], "failed": [], "refs": [], "bytes": 0, "seconds": 0, "served_bytes": 0}
+
+
 class CopyFailed(Exception):
     """One file could not be copied: why, in a few words."""
 

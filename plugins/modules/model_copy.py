@@ -171,7 +171,7 @@ def copy(params):
         except OSError as exc:  # the port taken: another sync still running on this Mac, or another program
             raise model_stream.CopyFailed("cannot listen on {0} port {1}: {2}".format(
                 ", ".join(serve["addresses"]), serve["port"], exc.strerror or exc))
-    found = {"received": [], "failed": [], "refs": []}
+    found = model_stream.nothing_copied()
     pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found))
              for s in params["receive"]]
     for pull in pulls:
@@ -199,8 +199,8 @@ def main():
     wanted = ["{0}/{1}".format(f["model"], f["path"]) for s in module.params["receive"] for f in s["files"]]
     diff = {"before": "", "after": "".join(line + "\n" for line in wanted)}
     if module.check_mode:
-        module.exit_json(changed=bool(wanted), diff=diff, ansible_facts={"mlx_fleet_model_copy": {
-            "received": [], "failed": [], "refs": [], "bytes": 0, "seconds": 0, "served_bytes": 0}})
+        module.exit_json(changed=bool(wanted), diff=diff,
+                         ansible_facts={"mlx_fleet_model_copy": model_stream.nothing_copied()})
     try:
         found = copy(module.params)
     except model_stream.CopyFailed as exc:

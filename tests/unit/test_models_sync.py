@@ -180,3 +180,18 @@ def test_a_mac_pulls_a_hub_entry_into_huggingface_hubs_layout_and_a_lost_ref_is_
     assert (again["received"], again["refs"]) == ([], ["m"])
     assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
     assert model_copy.copy(dict(params, receive=[]))["refs"] == []
+
+
+def test_a_hub_entry_holding_every_file_without_its_ref_is_finished_and_a_mac_with_nothing_to_do_runs_nothing():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+
+    hub = dict(MANIFEST, name="h", source="hub", repo="acme/h", revision="main", commit="c" * 40)
+    macs = ["m1", "m2"]
+    held = {mac: {"deep": True, "models": [dict(facts({"a": "ok", "b": "ok"})["models"][0], name="h", ref="ok")]}
+            for mac in macs}
+    held["m1"]["models"][0]["present"] = True
+    held["m2"]["models"][0]["ref"] = "missing"
+    found = sync_plan.plan([hub], held, macs, ring(*macs), 1).to_json({})
+    assert found["macs"] == {"m2": {"receive": [], "finish": ["h"], "serve": None, "files": 0, "bytes": 0}}
+    plan = dict(found, manifests=[hub])
+    assert [models_step.nothing_to_do(plan, mac) for mac in macs] == [True, False]

@@ -29,6 +29,7 @@ class SyncPlan:
     pulls: dict[str, dict[str, list[dict]]] = field(default_factory=dict)  # mac -> sender -> files
     serves: dict[str, set[str]] = field(default_factory=dict)  # mac -> the neighbours that pull from it
     short_of_space: list[dict] = field(default_factory=list)  # {mac, needed, free}
+    finish: dict[str, list[str]] = field(default_factory=dict)  # mac -> Hub entries whose blobs are all there, not present
     sizes: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def from_controller(self) -> list[dict]:
@@ -39,13 +40,13 @@ class SyncPlan:
         """Per Mac its model_copy arguments (receive: per sender its address, port and files; serve), and what it
         receives in all (files, bytes). ADDRESSES: (mac, neighbour) -> the mac's address on their cable."""
         macs = {}
-        for mac in sorted(set(self.pulls) | set(self.serves)):
+        for mac in sorted(set(self.pulls) | set(self.serves) | set(self.finish)):
             receive = [{"sender": sender, "address": None if sender == CONTROLLER else addresses[(sender, mac)],
                         "port": None if sender == CONTROLLER else self.port, "files": files}
                        for sender, files in sorted(self.pulls.get(mac, {}).items())]
             clients = sorted(self.serves.get(mac, ()))
             wanted = [f for sender in receive for f in sender["files"]]
-            macs[mac] = {"receive": receive,
+            macs[mac] = {"receive": receive, "finish": self.finish.get(mac, []),
                          "serve": {"addresses": sorted({addresses[(mac, c)] for c in clients}), "port": self.port,
                                    "clients": len(clients)} if clients else None,
                          "files": len(wanted), "bytes": sum(self.sizes[(f["model"], f["path"])] for f in wanted)}
@@ -62,13 +63,17 @@ def cable_addresses(links: list[Link]) -> dict[tuple[str, str], str]:
     return found
 
 
-def needs(manifests: list[dict], facts: dict[str, dict]) -> dict[str, list[tuple[str, str]]]:
-    """Per Mac the (model, path) it lacks or holds with other bytes (its read: status.mac_rows)."""
-    found = {}
+def needs(manifests: list[dict], facts: dict[str, dict]) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[str]]]:
+    """Per Mac the (model, path) it lacks or holds with other bytes (its read: status.mac_rows), and the Hub
+    entries it holds every file of but not as present (their ref lost or naming another commit)."""
+    found, finish = {}, {}
     for mac, held in facts.items():
         for row in status.mac_rows(mac, manifests, held):
-            found.setdefault(mac, []).extend((row["model"], path) for path in row["missing"] + sorted(row["differing"]))
-    return found
+            lacking = row["missing"] + sorted(row["differing"])
+            found.setdefault(mac, []).extend((row["model"], path) for path in lacking)
+            if row["source"] == "hub" and not row["present"] and not lacking:
+                finish.setdefault(mac, []).append(row["model"])
+    return found, finish
 
 
 def plan(manifests: list[dict], facts: dict[str, dict], macs: list[str], links: list[Link], port: int) -> SyncPlan:
@@ -76,7 +81,7 @@ def plan(manifests: list[dict], facts: dict[str, dict], macs: list[str], links: 
     order, along LINKS (the cluster model's cables with their addresses)."""
     found = SyncPlan(secrets.token_hex(16), port)
     found.sizes = {(m["name"], f["path"]): f["size"] for m in manifests for f in m["files"]}
-    lacking = needs(manifests, facts)
+    lacking, found.finish = needs(manifests, facts)
     for mac in macs:
         needed = sum(found.sizes[key] for key in lacking.get(mac, []))
         free = min((m.get("free_bytes") or 0 for m in facts.get(mac, {}).get("models", [])), default=0)

@@ -113,6 +113,12 @@ def copy_arguments(plan: dict, mac: str) -> dict:
     return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"], "token": plan["token"]}
 
 
+def nothing_to_do(plan: dict, mac: str) -> bool:
+    """Whether MAC receives nothing, serves no neighbour and has no Hub entry to finish: no module need run."""
+    mine = plan["macs"].get(mac)
+    return not mine or not (mine["receive"] or mine["serve"] or mine["finish"])
+
+
 def from_controller(arguments: dict) -> list[dict]:
     """The files a Mac's arguments pull from the controller."""
     return [f for sender in arguments["receive"] if sender["sender"] == sync.CONTROLLER for f in sender["files"]]
