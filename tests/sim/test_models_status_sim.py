@@ -1,11 +1,13 @@
 """`mlx-fleet models status` against simulated Macs (issue 28): a path entry of a few MB of random bytes
 (safetensors-named weights, a config.json, a tokenizer.json) on mini-1 and mini-2 and not on mini-3 -> exit 1
 naming mini-3 and every file it lacks; present on every Mac -> 0 with one module run per Mac; one flipped byte
-on one Mac is missed by sizes and found by --deep, naming the Mac and the file. The report is read from the run's
-own JSON events (ansible-runner's, under OUTPUT_DIR/runs), never from its sentences."""
+on one Mac is missed by sizes and found by --deep, naming the Mac and the file. A Hub entry pinned by the models'
+lock, laid out as huggingface_hub does on each Mac, counts only where its ref names the pinned commit. The report
+is read from the run's own JSON events (ansible-runner's, under OUTPUT_DIR/runs), never from its sentences."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +35,23 @@ def make_model(folder: Path) -> None:
 def on_mac(sim, mac: str) -> Path:
     """Where the path entry lives on MAC (the simulated Mac's own /opt)."""
     return sim.dir / "nodes" / mac / "fs" / "opt" / "mlx-fleet" / "models" / "tiny"
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def lay_out_hub(sim, mac: str, source: Path, ref: str = COMMIT) -> None:
+    """The Hub entry org/tiny in MAC's cache as huggingface_hub leaves it: blobs by sha256, relative links, the ref."""
+    root = sim.dir / "nodes" / mac / "fs" / "opt" / "mlx-fleet" / "huggingface" / "hub" / "models--org--tiny"
+    for path in sorted(source.iterdir()):
+        blob = root / "blobs" / hashlib.sha256(path.read_bytes()).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, blob)
+        entry = root / "snapshots" / COMMIT / path.name
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.symlink_to(os.path.relpath(blob, entry.parent))
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(ref)
 
 
 def status(sim, *extra: str):
@@ -93,3 +112,28 @@ def test_models_status_names_the_mac_that_lacks_a_model_and_a_flipped_byte(make_
     (source / "config.json").write_text('{"changed": true}')
     code, report, reads = status(sim)
     assert report["changed_folders"] == {"tiny": {"added": [], "removed": [], "changed": ["config.json"]}}
+
+
+def test_a_hub_entry_counts_only_with_its_ref_on_the_pinned_commit(make_sim):
+    """The models' lock pins org/tiny (beside the environment's lock given with -e); mini-1 and mini-2 hold its
+    snapshot, mini-3's ref names another commit: exit 1 naming mini-3; its files are all there."""
+    sim = make_sim(nodes=3, topology="line")
+    source = sim.dir / "models-src" / "tiny"
+    make_model(source)
+    files = [{"path": p.name, "size": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+             for p in sorted(source.iterdir())]
+    (sim.dir / ".mlx-models.lock.json").write_text(json.dumps({"format": 1, "models": [
+        {"name": "tiny", "source": "hub", "repo": "org/tiny", "repo_type": "model", "revision": "main",
+         "commit": COMMIT, "files": files}]}))
+    inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
+    inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = [{"name": "tiny", "repo": "org/tiny"}]
+    (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    for mac in ("mini-1", "mini-2"):
+        lay_out_hub(sim, mac, source)
+    lay_out_hub(sim, "mini-3", source, ref="f" * 40)
+
+    code, report, reads = status(sim, "--deep", "-e", f"mlx_env_lock_file={sim.dir / '.mlx-env.lock.json'}")
+    assert (code, report["lacking"], report["not_pinned"]) == (1, ["mini-3"], [])
+    rows = {row["mac"]: row for row in report["rows"]}
+    assert (rows["mini-3"]["ref"], rows["mini-3"]["ref_commit"], rows["mini-3"]["missing"]) == ("other", "f" * 40, [])
+    assert [(rows[m]["verified"], rows[m]["commit"]) for m in ("mini-1", "mini-2")] == [(True, COMMIT)] * 2
