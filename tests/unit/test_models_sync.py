@@ -195,3 +195,29 @@ def test_a_hub_entry_holding_every_file_without_its_ref_is_finished_and_a_mac_wi
     assert found["macs"] == {"m2": {"receive": [], "finish": ["h"], "serve": None, "files": 0, "bytes": 0}}
     plan = dict(found, manifests=[hub])
     assert [models_step.nothing_to_do(plan, mac) for mac in macs] == [True, False]
+
+
+def test_without_cables_every_mac_is_fed_by_the_controller_and_the_step_warns(tmp_path):
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run
+
+    macs = ["m1", "m2"]
+    plan = sync_plan.plan([MANIFEST], {mac: facts({"a": "missing", "b": "ok"}) for mac in macs}, macs, [], 1)
+    assert {mac: list(senders) for mac, senders in plan.pulls.items()} == {"m1": ["controller"], "m2": ["controller"]}
+
+    class View:
+        names = macs
+
+        def setting(self, key):
+            return {"mlx_fleet_models_port": 1, "mlx_fleet_models": [{"name": "m", "path": str(tmp_path)}]}[key]
+
+        def having(self, wanted):
+            return self
+
+        def facts(self, fact):
+            return {mac: facts({"a": "missing", "b": "ok"}) for mac in macs}
+
+    run = Run(tmp_path, write=False, holder="test")
+    found = models_step.sync_plan(View(), run, {"manifests": [MANIFEST], "not_pinned": []}, [])
+    assert len(run.shown) == 1 and found["plan"]["folders"] == {}  # check mode: nothing fetched
+    assert [r["sender"] for r in found["plan"]["macs"]["m2"]["receive"]] == ["controller"]

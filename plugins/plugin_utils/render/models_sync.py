@@ -59,3 +59,8 @@ def not_declared(names: list[str], declared: list[str]) -> str:
 def not_pinned(names: list[str], inventory: str, *, cli: bool) -> str:
     return (f"Hub models not pinned as declared: {', '.join(names)}; pin them first: "
             f"{fixes.run_command('lock', inventory, cli=cli)}")
+
+
+def no_cables(inventory: str, *, cli: bool) -> str:
+    return ("no cable addresses are known yet: every Mac gets its copy over the management network; converge "
+            f"first to copy over the cables: {fixes.run_command('site', inventory, cli=cli)}")

@@ -90,6 +90,8 @@ def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> 
         raise StepFailed([str(exc)], bad_input=True) from None
     facts = view.having(FACTS).facts(FACTS[0])
     links = list(model.links) if model else []
+    if not links and len(view.names) > 1:
+        run.shown.append(models_sync.no_cables(run.inventory, cli=run.cli))
     found = sync.plan(chosen, facts, view.names, links, view.setting("mlx_fleet_models_port"))
     if found.short_of_space:
         raise StepFailed([models_sync.short_of_space(entry) for entry in found.short_of_space],
