@@ -30,6 +30,9 @@ _CHUNK = 1 << 20
 # A peer silent this long is dead: the copy fails (it resumes at the next sync) and a listener no receiver talks to
 # ends, so nothing keeps running on a Mac whose controller or neighbour went away (Ctrl-C, a pulled cable).
 IDLE_SECONDS = 30
+# Until its first receiver came, a listener waits longer, and a receiver tries this long to reach its sender: the
+# Macs' parts start at once but each through its own ssh session, slow on a loaded controller.
+STARTUP_SECONDS = 120
 KEEPALIVE_SECONDS = 5  # while a sender waits for a file still arriving, it says so this often
 HUB_PART_SUFFIX = ".incomplete"  # huggingface_hub's own name for a blob being downloaded (file_download.py)
 
@@ -116,10 +119,12 @@ def _request(line):
 
 class Sender:
     """A one-shot listener on ADDRESSES:PORT serving HOLDINGS to CLIENTS receivers that show TOKEN, until each said
-    BYE or DEADLINE (time.monotonic) passed. Serves in threads; `wait` joins them and returns the bytes sent."""
+    BYE, DEADLINE (time.monotonic) passed, or no receiver was heard of for IDLE_SECONDS (STARTUP seconds before
+    the first came). Serves in threads; `wait` joins them and returns the bytes sent."""
 
-    def __init__(self, addresses, port, token, holdings, clients, deadline):
+    def __init__(self, addresses, port, token, holdings, clients, deadline, startup=STARTUP_SECONDS):
         self.token, self.holdings, self.clients, self.deadline = token.encode(), holdings, clients, deadline
+        self._silence = startup  # IDLE_SECONDS once a receiver came
         self.sent = 0
         self._lock = threading.Lock()
         self._done = 0
@@ -141,13 +146,14 @@ class Sender:
     def _finished(self):
         now = time.monotonic()
         with self._lock:
-            silent = not self._active and now - self._heard > IDLE_SECONDS
+            silent = not self._active and now - self._heard > self._silence
             return self._done >= self.clients or now >= self.deadline or silent
 
     def _heard_from(self, active=0):
         with self._lock:
             self._heard = time.monotonic()
             self._active += active
+            self._silence = IDLE_SECONDS
 
     def _accept(self, listener):
         handlers = []
@@ -215,7 +221,7 @@ class Receiver:
 
     def __init__(self, address, port, token, deadline):
         wait = 0.2
-        given_up = min(deadline, time.monotonic() + IDLE_SECONDS)
+        given_up = min(deadline, time.monotonic() + STARTUP_SECONDS)
         while True:  # the sender may still be starting its listener
             try:
                 self.conn = socket.create_connection((address, port), timeout=IDLE_SECONDS)

@@ -182,7 +182,7 @@ def test_models_sync_copies_once_over_the_cables_resumes_nothing_twice_repairs_a
             break
     interrupted.stderr.read()
     assert interrupted.wait(timeout=120) == 130
-    for _ in range(90):  # the idle bound (30 s) ends a part whose peer went away
+    for _ in range(180):  # the bounds of silence (30 s, 120 s before a first receiver) end a part alone
         if not still_listening(sim):
             break
         time.sleep(1)

@@ -61,7 +61,8 @@ def first_copy_listener(mac_host: str, folders: dict[str, str], files: list[dict
     for wanted in files:
         holdings.ready((wanted["model"], wanted["path"]), str(Path(folders[wanted["model"]]) / wanted["path"]))
     address = address_towards(mac_host)
-    sender = model_stream.Sender([address], 0, token, holdings, 1, time.monotonic() + timeout)
+    # No rule of silence here: the listener lives exactly as long as the task that runs the Mac's part.
+    sender = model_stream.Sender([address], 0, token, holdings, 1, time.monotonic() + timeout, startup=timeout)
     try:
         yield address, sender.port
     finally:
