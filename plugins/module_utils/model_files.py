@@ -43,19 +43,41 @@ REF_OK, REF_MISSING, REF_OTHER = "ok", "missing", "other"
 FileDigests = collections.namedtuple("FileDigests", "size sha256 git_sha1")
 
 
+class Digester:
+    """The sha256 and git blob id of a file of SIZE bytes, fed its bytes in order (a copy hashes while it writes)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.sha256 = hashlib.sha256()
+        self.git = hashlib.sha1("blob {0}\0".format(size).encode(), usedforsecurity=False)
+
+    def update(self, chunk):
+        self.sha256.update(chunk)
+        self.git.update(chunk)
+
+    def feed(self, handle, length):
+        """Hash LENGTH bytes read from HANDLE; the bytes read (fewer only at its end)."""
+        read = 0
+        while read < length:
+            chunk = handle.read(min(_CHUNK, length - read))
+            if not chunk:
+                break
+            self.update(chunk)
+            read += len(chunk)
+        return read
+
+    def digests(self):
+        return FileDigests(self.size, self.sha256.hexdigest(), self.git.hexdigest())
+
+
 def digest_file(path):
     """Size, sha256 and git blob id of a file, read once."""
-    sha256 = hashlib.sha256()
     with open(path, "rb") as handle:
         size = handle.seek(0, 2)
         handle.seek(0)
-        git = hashlib.sha1("blob {0}\0".format(size).encode(), usedforsecurity=False)
-        chunk = handle.read(_CHUNK)
-        while chunk:
-            sha256.update(chunk)
-            git.update(chunk)
-            chunk = handle.read(_CHUNK)
-    return FileDigests(size, sha256.hexdigest(), git.hexdigest())
+        digester = Digester(size)
+        digester.feed(handle, size)
+    return digester.digests()
 
 
 def digests_match(pinned, digests):

@@ -1,5 +1,6 @@
-"""`mlx-fleet models status`: runs mlx_fleet.cluster.models_status (read-only on the Macs) and prints its report
-(logic: plugin_utils.steps.models, plugin_utils.models.status; sentences: plugin_utils.render.models_status)."""
+"""`mlx-fleet models status` and `mlx-fleet models sync`: run mlx_fleet.cluster.models_status (read-only on the Macs)
+or mlx_fleet.cluster.models and print their report (logic: plugin_utils.steps.models, plugin_utils.models; sentences:
+plugin_utils.render.models_status and models_sync)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from mlx_fleet import runner
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK
 
 STATUS_ACTION = "mlx_fleet.cluster.models_status"
+PLAN_ACTION = "mlx_fleet.cluster.models_sync_plan"
+REPORT_ACTION = "mlx_fleet.cluster.models_sync_report"
 
 
 def add_models_parser(sub, command) -> None:
     models = command(sub, "models", "the declared models (mlx_fleet_models) on the Macs",
                      "The models the inventory declares (mlx_fleet_models: Hub entries pinned by `mlx-fleet lock`, "
                      "folders of the controller), at the same path on every Mac.",
-                     "  mlx-fleet models status -i inventory/mine\n  mlx-fleet models status -i inventory/mine --deep")
+                     "  mlx-fleet models status -i inventory/mine\n  mlx-fleet models status -i inventory/mine --deep\n"
+                     "  mlx-fleet models sync -i inventory/mine --check\n  mlx-fleet models sync -i inventory/mine qwen3-4b")
     actions = models.add_subparsers(dest="models_command", required=True)
     status = actions.add_parser("status", help="per Mac and model: present, verified, missing files and bytes",
                                 description="Read every Mac's declared models (one read-only call each) against "
@@ -26,9 +30,22 @@ def add_models_parser(sub, command) -> None:
                                             "lacks one (or a Hub model is not pinned).")
     runner.add_playbook_options(status, read_only=True)
     status.add_argument("--deep", action="store_true", help="hash every byte of every file, not only sizes")
+    sync = actions.add_parser("sync", help="copy the declared models to the Macs that lack them, over the cables",
+                              description="Copy every declared model (or those NAMEd) to the Macs that lack files "
+                                          "of it or hold them with other bytes: a Hub model fetched once on the "
+                                          "controller, one copy to one Mac over the management network, every "
+                                          "other Mac to Mac over the Thunderbolt cables, every byte verified at the "
+                                          "receiver; an interrupted copy resumes. Refused before any byte moves "
+                                          "when a Mac has too little space. --check: what each Mac would receive. "
+                                          "Exit status 0: every Mac holds every model, 1: one could not be "
+                                          "completed, 2: bad input.")
+    sync.add_argument("names", nargs="*", metavar="NAME", help="only these models of mlx_fleet_models")
+    runner.add_playbook_options(sync)
 
 
 def run_models(args) -> int:
+    if args.models_command == "sync":
+        return run_sync(args)
     extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0],
                      mlx_fleet_models_deep=args.deep)
     report = runner.run_playbook("models_status", args.inventory, runner.options_from(args, "models status", False),
@@ -39,3 +56,22 @@ def run_models(args) -> int:
     print(terminal_text(result["msg"].splitlines()))
     status = report.exit_status
     return EXIT_ATTENTION if status == EXIT_OK and not result["report"]["complete"] else status
+
+
+def run_sync(args) -> int:
+    extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0],
+                     mlx_fleet_models_sync_names=list(args.names))
+    report = runner.run_playbook("models", args.inventory, runner.options_from(args, "models sync", False),
+                                 extravars=extravars, output_dir=runner.output_dir_from(args))
+    planned = report.result(PLAN_ACTION)
+    done = report.result(REPORT_ACTION)
+    if not planned or "plan" not in planned:  # refused before any byte moved: bad input, too little space
+        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    if args.check:
+        print(terminal_text(planned["msg"].splitlines()))
+        return report.exit_status
+    if not done or "report" not in done:
+        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    print(terminal_text(done["msg"].splitlines()))
+    status = report.exit_status
+    return EXIT_ATTENTION if status == EXIT_OK and not done["report"]["complete"] else status

@@ -9,6 +9,7 @@ itself and never by mlx-fleet. huggingface_hub is imported only when a Hub model
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import (
@@ -95,29 +96,36 @@ def hub_client():
 
 def _ask(hub, model: ModelDeclaration, revision: str, *, files_metadata: bool):
     """The repo's info at REVISION; each of the Hub's refusals as one line naming the model and the Hub."""
+    with hub_refusals(hub.endpoint, model, revision):
+        return hub.repo_info(model.repo, repo_type=model.repo_type, revision=revision, files_metadata=files_metadata)
+
+
+@contextmanager
+def hub_refusals(endpoint: str, model: ModelDeclaration, revision: str):
+    """A call to the Hub at ENDPOINT about MODEL at REVISION: each of its refusals as one ModelsLockError line."""
     from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled,
                                         RepositoryNotFoundError, RevisionNotFoundError)
 
     what = f"model {model.name}: {model.repo_type} {model.repo}"
     try:
-        return hub.repo_info(model.repo, repo_type=model.repo_type, revision=revision, files_metadata=files_metadata)
+        yield
     except GatedRepoError:  # before its parent, RepositoryNotFoundError
-        raise ModelsLockError(f"{what} is gated on the Hub at {hub.endpoint}: accept its terms on the Hub with your "
+        raise ModelsLockError(f"{what} is gated on the Hub at {endpoint}: accept its terms on the Hub with your "
                               "account, then log in here: hf auth login") from None
     except RepositoryNotFoundError:
-        raise ModelsLockError(f"{what} is not on the Hub at {hub.endpoint} (or is private: log in with an account "
+        raise ModelsLockError(f"{what} is not on the Hub at {endpoint} (or is private: log in with an account "
                               "that may read it: hf auth login)") from None
     except RevisionNotFoundError:
         if revision != model.revision:
             raise ModelsLockError(f"{what}: its pinned commit {revision} (of revision {model.revision}) is no longer on "
-                                  f"the Hub at {hub.endpoint}", repin=model.name) from None
-        raise ModelsLockError(f"{what} has no revision {revision!r} on the Hub at {hub.endpoint}") from None
+                                  f"the Hub at {endpoint}", repin=model.name) from None
+        raise ModelsLockError(f"{what} has no revision {revision!r} on the Hub at {endpoint}") from None
     except OfflineModeIsEnabled:
         raise ModelsLockError(f"{what}: pinning needs the Hub, and HF_HUB_OFFLINE is set") from None
     except HfHubHTTPError as exc:
-        raise ModelsLockError(f"{what}: the Hub at {hub.endpoint} answered {_first_line(exc)}") from None
+        raise ModelsLockError(f"{what}: the Hub at {endpoint} answered {_first_line(exc)}") from None
     except Exception as exc:  # the client's transport errors (httpx2's): the Hub did not answer
-        raise ModelsLockError(f"{what}: the Hub at {hub.endpoint} did not answer ({type(exc).__name__}: "
+        raise ModelsLockError(f"{what}: the Hub at {endpoint} did not answer ({type(exc).__name__}: "
                               f"{_first_line(exc)})") from None
 
 

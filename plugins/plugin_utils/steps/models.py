@@ -10,9 +10,13 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError, ModelManifest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclarationError, parse_models
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import status
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import sync_plan as sync
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import ModelsLockError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.path_manifest import PathEntryError
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_status
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.sync_sources import controller_folders
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_status, models_sync
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run, StepFailed
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
 
@@ -60,3 +64,85 @@ def judge(view: ClusterView, run: Run, expected: dict) -> dict:
     found = status.report(expected, facts, unread)
     return {"changed": False, "report": found,
             "msg": "\n".join(models_status.lines(found, run.inventory, cli=run.cli))}
+
+
+# `mlx-fleet models sync`: the plan (with the controller's folders, a Hub entry fetched once), each Mac's part
+# (model_copy: its arguments, the controller feeding the first copy), then the report.
+SYNC_SETTINGS = dict(SETTINGS, mlx_fleet_models_port=defaults.MODELS_SYNC_PORT)
+COPY_FACTS = ("mlx_fleet_model_copy",)
+
+
+def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> dict:
+    """Which Mac pulls which file from where (sync_plan.plan), the files each would receive (msg), and the
+    controller's folders to send from (a Hub entry fetched here, not in check mode). StepFailed: a name not
+    declared or a Hub entry not pinned (bad input), a Mac short of space (refused before any byte moves)."""
+    declared = {m["name"] for m in expected["manifests"]} | set(expected["not_pinned"])
+    unknown = sorted(set(names) - declared)
+    if unknown:
+        raise StepFailed([models_sync.not_declared(unknown, sorted(declared))], bad_input=True)
+    chosen = [m for m in expected["manifests"] if not names or m["name"] in names]
+    not_pinned = [n for n in expected["not_pinned"] if not names or n in names]
+    if not_pinned:
+        raise StepFailed([models_sync.not_pinned(not_pinned, run.inventory, cli=run.cli)], bad_input=True)
+    try:
+        model = read_model(run.output_dir)
+    except ValueError as exc:
+        raise StepFailed([str(exc)], bad_input=True) from None
+    facts = view.having(FACTS).facts(FACTS[0])
+    links = list(model.links) if model else []
+    if not links and len(view.names) > 1:
+        run.shown.append(models_sync.no_cables(run.inventory, cli=run.cli))
+    found = sync.plan(chosen, facts, view.names, links, view.setting("mlx_fleet_models_port"))
+    if found.short_of_space:
+        raise StepFailed([models_sync.short_of_space(entry) for entry in found.short_of_space],
+                         result={"short_of_space": found.short_of_space})
+    plan = dict(found.to_json(sync.cable_addresses(links)), manifests=chosen, folders={})
+    wanted: dict[str, list[str]] = {}
+    for entry in found.from_controller():
+        wanted.setdefault(entry["model"], []).append(entry["path"])
+    if run.write:
+        try:
+            plan["folders"] = controller_folders(parse_models(view.setting("mlx_fleet_models")), chosen, wanted)
+        except ModelsLockError as exc:
+            raise StepFailed([str(exc)]) from None
+    return {"changed": False, "plan": plan, "msg": "\n".join(models_sync.plan_lines(plan))}
+
+
+def copy_arguments(plan: dict, mac: str) -> dict:
+    """MAC's model_copy arguments from PLAN: every model synced (it may serve any, and finishes each Hub entry's
+    links and ref), its senders, whom it serves."""
+    mine = plan["macs"].get(mac, {"receive": [], "serve": None})
+    return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"], "token": plan["token"]}
+
+
+def nothing_to_do(plan: dict, mac: str) -> bool:
+    """Whether MAC receives nothing, serves no neighbour and has no Hub entry to finish: no module need run."""
+    mine = plan["macs"].get(mac)
+    return not mine or not (mine["receive"] or mine["serve"] or mine["finish"])
+
+
+def from_controller(arguments: dict) -> list[dict]:
+    """The files a Mac's arguments pull from the controller."""
+    return [f for sender in arguments["receive"] if sender["sender"] == sync.CONTROLLER for f in sender["files"]]
+
+
+def sync_report(view: ClusterView, run: Run, plan: dict) -> dict:
+    """What every Mac's part did against PLAN: per Mac the files and bytes received, from where, at what rate, the
+    files that failed; `complete` when every planned file arrived on every Mac."""
+    facts = view.having(COPY_FACTS).facts(COPY_FACTS[0])
+    rows = []
+    for mac in view.names:
+        planned = plan["macs"].get(mac, {"files": 0, "bytes": 0})
+        done = facts.get(mac)
+        if done is None:
+            rows.append({"mac": mac, "planned": planned["files"], "received": 0, "bytes": 0, "seconds": 0,
+                         "senders": [], "failed": [], "done": planned["files"] == 0})
+            continue
+        rows.append({"mac": mac, "planned": planned["files"], "received": len(done["received"]),
+                     "bytes": done["bytes"], "seconds": done["seconds"],
+                     "senders": sorted({f["from"] for f in done["received"]}), "failed": done["failed"],
+                     "done": not done["failed"] and len(done["received"]) == planned["files"]})
+    found = {"rows": rows, "complete": all(row["done"] for row in rows),
+             "bytes": sum(row["bytes"] for row in rows)}
+    return {"changed": any(row["received"] for row in rows), "report": found,
+            "msg": "\n".join(models_sync.report_lines(found, run.inventory, cli=run.cli))}

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""Controller side of model_copy: the Mac's part of the sync plan as the module's arguments, and for the Mac fed by
+the controller a one-shot listener here while the module runs (logic: plugin_utils.steps.models,
+plugin_utils.models.sync_sources)."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_stream
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.sync_sources import first_copy_listener
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("plan", "hf_cache", "models_dir", "timeout"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        dummy, args = self.validate_argument_spec(argument_spec={
+            "plan": {"type": "dict", "required": True},
+            "hf_cache": {"type": "path", "default": defaults.MODELS_HF_CACHE},
+            "models_dir": {"type": "path", "default": defaults.MODELS_DIR},
+            "timeout": {"type": "int", "default": 3600}})
+        if models_step.nothing_to_do(args["plan"], task_vars["inventory_hostname"]):
+            # Its read showed every file verified: the same facts as the module's, and no connection.
+            result.update(changed=False, ansible_facts={"mlx_fleet_model_copy": model_stream.nothing_copied()})
+            return result
+        module_args = dict(models_step.copy_arguments(args["plan"], task_vars["inventory_hostname"]),
+                           hf_cache=args["hf_cache"], models_dir=args["models_dir"], timeout=args["timeout"])
+        fed = models_step.from_controller(module_args)
+        if not fed or self._task.check_mode:
+            result.update(self._execute_module(module_name="mlx_fleet.cluster.model_copy", module_args=module_args,
+                                               task_vars=task_vars))
+            return result
+        mac = task_vars.get("ansible_host") or task_vars["inventory_hostname"]
+        with first_copy_listener(mac, args["plan"]["folders"], fed, module_args["token"], args["timeout"]) as where:
+            for sender in module_args["receive"]:
+                if sender["address"] is None:
+                    sender["address"], sender["port"] = where
+            result.update(self._execute_module(module_name="mlx_fleet.cluster.model_copy", module_args=module_args,
+                                               task_vars=task_vars))
+        return result

@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+"""What every Mac's part of the models sync did (logic: plugin_utils.steps.models)."""
+
+from __future__ import annotations
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.glue.actions import ClusterAction
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+
+
+class ActionModule(ClusterAction):
+    ARGS = {
+        "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
+        "output_dir": {"type": "path", "required": True},
+        "plan": {"type": "dict", "required": True},
+    }
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.arguments()
+        view = self.view(task_vars, args["group"])
+        run = self.step_run(task_vars, args["output_dir"])
+        with self.translated(run, result):
+            result.update(models_step.sync_report(view, run, args["plan"]))
+        self._display.display(result["msg"])
+        return result

@@ -1,0 +1,213 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: mlx-fleet contributors
+# Apache License 2.0
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: model_copy
+short_description: One Mac's part of a models sync, receiving its missing files and serving its neighbours
+description:
+  - Pulls the files of O(receive) from their senders over a raw TCP stream (a cable's address, or the
+    controller's for the first copy), hashing every byte while it writes under a temporary name, resuming a
+    temporary file left by an interrupted copy, and renaming a file into place only when it matches its pin. A Hub
+    entry's blob is linked from its snapshot once verified, and its C(refs/<revision>) written last.
+  - Meanwhile serves, on O(serve) (a one-shot listener on this Mac's cable addresses), the files it holds or has
+    just verified to the neighbours the plan gave it, until each said it is done or O(timeout) passed. Both ends
+    show the run's one-time O(token). Nothing keeps running after the module returns.
+  - The plan (which Mac pulls which file from where) is the C(mlx_fleet.cluster.models_sync_plan) action's; the
+    C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller.
+  - Never removes a file it did not write (a temporary file that fails its hash is its own).
+version_added: "0.5.0"
+author: mlx-fleet contributors (!UNKNOWN)
+options:
+  models:
+    description: The pinned manifests of the models concerned, as C(mlx_fleet.cluster.models_manifest) returns them.
+    type: list
+    elements: dict
+    required: true
+  hf_cache:
+    description: The Hugging Face cache of the Hub entries (C(mlx_fleet_models_hf_cache)).
+    type: path
+    default: /opt/mlx-fleet/huggingface/hub
+  models_dir:
+    description: The folder of the path entries (C(mlx_fleet_models_dir)).
+    type: path
+    default: /opt/mlx-fleet/models
+  receive:
+    description: Per sender, its C(address), C(port), C(sender) (its name, for the report) and the C(files)
+      (C(model), C(path)) to pull from it.
+    type: list
+    elements: dict
+    default: []
+  serve:
+    description: C(addresses) (this Mac's cable addresses to listen on), C(port), C(clients) (how many neighbours
+      pull from it); none when no neighbour does.
+    type: dict
+  token:
+    description: The run's one-time token, shown by every receiver to its sender.
+    type: str
+    required: true
+  timeout:
+    description: Seconds after which every wait ends (a dead peer never hangs the run); what did not arrive fails.
+    type: int
+    default: 3600
+extends_documentation_fragment:
+  - mlx_fleet.cluster.attributes.changes
+"""
+
+EXAMPLES = r"""
+- name: Copy this Mac's missing model files and serve its neighbours
+  mlx_fleet.cluster.model_copy:
+    models: "{{ mlx_fleet_models_pinned.manifests }}"
+    receive: [{address: 192.168.0.1, port: 47181, files: [{model: tiny, path: config.json}]}]
+    token: "{{ mlx_fleet_models_sync_plan.token }}"
+  become: true
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: What this Mac's part of the sync did.
+  returned: success
+  type: dict
+  contains:
+    mlx_fleet_model_copy:
+      description: C(received) (per file C(model), C(path), C(bytes) that crossed the wire, C(from) the sender's
+        name), C(failed)
+        (C(model), C(path), C(from), C(why)), C(bytes), C(seconds), C(served_bytes), C(refs) (the Hub entries whose
+        ref was written).
+      type: dict
+      returned: success
+      sample: {"received": [{"model": "tiny", "path": "config.json", "bytes": 120, "from": "192.168.0.1"}],
+               "failed": [], "bytes": 120, "seconds": 0.4, "served_bytes": 0, "refs": []}
+"""
+
+import os
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_files, model_stream
+
+
+def _pull(params, manifests, sender, holdings, deadline, found):
+    """Every file of SENDER pulled in turn; a failed file does not stop the others."""
+    source = sender.get("sender") or sender["address"]  # a Mac's name, or the controller
+    try:
+        receiver = model_stream.Receiver(sender["address"], sender["port"], params["token"], deadline)
+    except model_stream.CopyFailed as exc:
+        for wanted in sender["files"]:
+            holdings.failed((wanted["model"], wanted["path"]))
+            found["failed"].append(dict(wanted, **{"from": source, "why": str(exc)}))
+        return
+    try:
+        for wanted in sender["files"]:
+            key = (wanted["model"], wanted["path"])
+            manifest = manifests[wanted["model"]]
+            pinned = next(f for f in manifest["files"] if f["path"] == wanted["path"])
+            root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+            final = model_stream.stored_path(manifest, root, pinned)
+            try:
+                moved = receiver.fetch(manifest, pinned, final)
+            except (model_stream.CopyFailed, OSError) as exc:
+                holdings.failed(key)
+                found["failed"].append(dict(wanted, **{"from": source, "why": str(exc)}))
+                continue
+            holdings.ready(key, final)
+            found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
+    finally:
+        receiver.close()
+
+
+def _finish_hub_entries(params, manifests, found):
+    """Each Hub entry's snapshot links, then its ref: last, and only once every blob of it is in place (a ref lost
+    on its own is written again too)."""
+    failed = set(f["model"] for f in found["failed"])
+    for name in sorted(set(manifests) - failed):
+        manifest = manifests[name]
+        if manifest["source"] != model_files.HUB:
+            continue
+        root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+        if not all(os.path.isfile(model_files.blob_path(root, pinned)) for pinned in manifest["files"]):
+            continue  # not this Mac's to finish: a blob is missing
+        try:
+            for pinned in manifest["files"]:
+                model_stream.link_snapshot(manifest, root, pinned)
+            if model_stream.write_ref(root, manifest.get("revision"), manifest["commit"]):
+                found["refs"].append(name)
+        except (model_stream.CopyFailed, OSError) as exc:
+            found["failed"].append({"model": name, "path": "refs", "from": None, "why": str(exc)})
+
+
+def holdings_of(params, manifests):
+    """What this Mac may serve: every file of the manifests, ready, except those it is about to receive."""
+    holdings = model_stream.Holdings()
+    for manifest in manifests.values():
+        root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+        for pinned in manifest["files"]:
+            holdings.ready((manifest["name"], pinned["path"]), model_stream.stored_path(manifest, root, pinned))
+    for sender in params["receive"]:
+        for wanted in sender["files"]:
+            holdings.arriving((wanted["model"], wanted["path"]))
+    return holdings
+
+
+def copy(params):
+    """Receive and serve at once; what happened (the mlx_fleet_model_copy fact)."""
+    manifests = dict((m["name"], m) for m in params["models"])
+    started = time.monotonic()
+    deadline = started + params["timeout"]
+    holdings = holdings_of(params, manifests)
+    serve = params["serve"] or {}
+    sender = None
+    if serve.get("clients"):
+        try:
+            sender = model_stream.Sender(serve["addresses"], serve["port"], params["token"], holdings,
+                                         serve["clients"], deadline)
+        except OSError as exc:  # the port taken: another sync still running on this Mac, or another program
+            raise model_stream.CopyFailed("cannot listen on {0} port {1}: {2}".format(
+                ", ".join(serve["addresses"]), serve["port"], exc.strerror or exc))
+    found = model_stream.nothing_copied()
+    pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found))
+             for s in params["receive"]]
+    for pull in pulls:
+        pull.start()
+    for pull in pulls:
+        pull.join()
+    seconds = time.monotonic() - started
+    _finish_hub_entries(params, manifests, found)
+    found.update(bytes=sum(f["bytes"] for f in found["received"]), seconds=round(seconds, 3),
+                 served_bytes=sender.wait() if sender else 0)
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(models=dict(type="list", elements="dict", required=True),
+                           hf_cache=dict(type="path", default=defaults.MODELS_HF_CACHE),
+                           models_dir=dict(type="path", default=defaults.MODELS_DIR),
+                           receive=dict(type="list", elements="dict", default=[]),
+                           serve=dict(type="dict"),
+                           token=dict(type="str", required=True, no_log=True),
+                           timeout=dict(type="int", default=3600)),
+        supports_check_mode=True,
+    )
+    wanted = ["{0}/{1}".format(f["model"], f["path"]) for s in module.params["receive"] for f in s["files"]]
+    diff = {"before": "", "after": "".join(line + "\n" for line in wanted)}
+    if module.check_mode:
+        module.exit_json(changed=bool(wanted), diff=diff,
+                         ansible_facts={"mlx_fleet_model_copy": model_stream.nothing_copied()})
+    try:
+        found = copy(module.params)
+    except model_stream.CopyFailed as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=bool(found["received"] or found["refs"]), diff=diff,
+                     ansible_facts={"mlx_fleet_model_copy": found})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""`mlx-fleet models sync` in sentences: what each Mac would receive (the plan, all `--check` prints), one line per
+Mac of what moved, from where and at what rate, the refusals, and a last line."""
+
+from __future__ import annotations
+
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.models_status import size
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key
+
+
+def _sender(receive: dict) -> str:
+    return receive["sender"] if receive["address"] is None else f"{receive['sender']} ({receive['address']})"
+
+
+def plan_lines(plan: dict) -> list[str]:
+    """Per Mac the files and bytes it would receive, and from whom."""
+    out = []
+    for mac in sorted(plan["macs"], key=natural_key):
+        mine = plan["macs"][mac]
+        if mine["files"]:
+            senders = ", ".join(_sender(r) for r in mine["receive"])
+            out.append(f"{mac}: to receive {mine['files']} files, {size(mine['bytes'])}, from {senders}")
+    return out or ["every Mac holds every model: nothing to copy"]
+
+
+def _rate(row: dict) -> str:
+    return f"{size(int(row['bytes'] / row['seconds']))}/s" if row["seconds"] else "-"
+
+
+def report_lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
+    """One line per Mac that received or should have; the files that failed, each with why; a last line."""
+    out = []
+    for row in report["rows"]:
+        if row["received"]:
+            out.append(f"{row['mac']}: received {row['received']} files, {size(row['bytes'])} in "
+                       f"{row['seconds']:.1f} s ({_rate(row)}) from {', '.join(row['senders'])}")
+        for failed in row["failed"]:
+            out.append(f"{row['mac']}: {failed['model']}/{failed['path']} not copied: {failed['why']}")
+        if not row["done"] and not row["failed"] and row["planned"] > row["received"]:
+            out.append(f"{row['mac']}: {row['planned'] - row['received']} files not copied (the Mac did not answer)")
+    if report["complete"]:
+        out.append(f"every Mac holds every model ({size(report['bytes'])} copied)")
+    else:
+        lacking = ", ".join(row["mac"] for row in report["rows"] if not row["done"])
+        out.append(f"not complete on {lacking}: run {fixes.run_command('models', inventory, cli=cli)} again "
+                   "to resume")
+    return out
+
+
+def short_of_space(entry: dict) -> str:
+    return (f"{entry['mac']}: too little space for the models: {size(entry['needed'])} needed, "
+            f"{size(entry['free'])} free; nothing was copied")
+
+
+def not_declared(names: list[str], declared: list[str]) -> str:
+    return f"mlx_fleet_models declares no model {', '.join(names)} (declared: {', '.join(declared) or 'none'})"
+
+
+def not_pinned(names: list[str], inventory: str, *, cli: bool) -> str:
+    return (f"Hub models not pinned as declared: {', '.join(names)}; pin them first: "
+            f"{fixes.run_command('lock', inventory, cli=cli)}")
+
+
+def no_cables(inventory: str, *, cli: bool) -> str:
+    return ("no cable addresses are known yet: every Mac gets its copy over the management network; converge "
+            f"first to copy over the cables: {fixes.run_command('site', inventory, cli=cli)}")

@@ -1,0 +1,223 @@
+"""The models sync's pieces without Ansible (issue 28): the verified raw stream over loopback (a file appears under
+its final name only when it hashes to its pin, an interrupted copy resumes from the bytes that arrived, a receiver
+without the run's token is served nothing, a Hub entry's ref comes last), and the plan (one copy from the
+controller, the others along the cables from the nearest Mac holding the file, refused for space)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+
+import pytest
+
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files, model_stream
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import End, Link, Port
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import sync_plan
+
+TOKEN = "0123456789abcdef"
+
+
+def pinned_file(path: str, data: bytes) -> dict:
+    return {"path": path, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def serving(tmp_path, files: dict[str, bytes], clients: int = 1):
+    """A Sender on loopback holding FILES of model `m` (written under tmp_path/src)."""
+    holdings = model_stream.Holdings()
+    for name, data in files.items():
+        (tmp_path / "src").mkdir(exist_ok=True)
+        (tmp_path / "src" / name).write_bytes(data)
+        holdings.ready(("m", name), str(tmp_path / "src" / name))
+    return model_stream.Sender(["127.0.0.1"], 0, TOKEN, holdings, clients, time.monotonic() + 30)
+
+
+def test_a_file_is_renamed_into_place_only_when_its_bytes_hash_to_the_pin(tmp_path):
+    data = os.urandom(300_000)
+    sender = serving(tmp_path, {"w.safetensors": data, "other.bin": data[:-1] + b"x"})
+    manifest = {"name": "m", "source": "path"}
+    receiver = model_stream.Receiver("127.0.0.1", sender.port, TOKEN, time.monotonic() + 10)
+    final = str(tmp_path / "dst" / "w.safetensors")
+    assert receiver.fetch(manifest, pinned_file("w.safetensors", data), final) == len(data)
+    with pytest.raises(model_stream.CopyFailed):  # the sender's bytes are not the pinned ones
+        receiver.fetch(manifest, dict(pinned_file("other.bin", data), path="other.bin"), str(tmp_path / "dst" / "o"))
+    receiver.close()
+    assert sender.wait() == 2 * len(data)
+    assert sorted(os.listdir(tmp_path / "dst")) == ["w.safetensors"]  # nothing else, no temporary file left
+    assert (tmp_path / "dst" / "w.safetensors").read_bytes() == data
+
+
+def test_an_interrupted_copy_resumes_from_the_bytes_that_arrived(tmp_path):
+    data = os.urandom(500_000)
+    manifest = {"name": "m", "source": "path"}
+    final = str(tmp_path / "dst" / "w.safetensors")
+    os.makedirs(os.path.dirname(final))
+    with open(model_stream.part_path(manifest, final), "wb") as part:
+        part.write(data[:123_456])  # what a cut copy left under the temporary name
+    sender = serving(tmp_path, {"w.safetensors": data})
+    receiver = model_stream.Receiver("127.0.0.1", sender.port, TOKEN, time.monotonic() + 10)
+    moved = receiver.fetch(manifest, pinned_file("w.safetensors", data), final)
+    receiver.close()
+    assert (moved, sender.wait()) == (len(data) - 123_456, len(data) - 123_456)
+    assert open(final, "rb").read() == data
+
+
+def test_a_receiver_without_the_token_is_served_nothing(tmp_path):
+    data = os.urandom(1000)
+    sender = serving(tmp_path, {"w.bin": data})
+    stranger = model_stream.Receiver("127.0.0.1", sender.port, "not-the-token", time.monotonic() + 10)
+    with pytest.raises(model_stream.CopyFailed):
+        stranger.fetch({"name": "m", "source": "path"}, pinned_file("w.bin", data), str(tmp_path / "dst" / "w.bin"))
+    assert not (tmp_path / "dst" / "w.bin").exists()
+    sender.deadline = time.monotonic()
+    assert sender.wait() == 0
+
+
+def test_a_file_still_arriving_is_served_once_verified_and_a_failed_one_never(tmp_path):
+    holdings = model_stream.Holdings()
+    holdings.arriving(("m", "a"))
+    holdings.arriving(("m", "b"))
+    threading.Timer(0.2, holdings.ready, (("m", "a"), "/x/a")).start()
+    threading.Timer(0.2, holdings.failed, (("m", "b"),)).start()
+    assert holdings.wait(("m", "a"), time.monotonic() + 5) == "/x/a"
+    assert holdings.wait(("m", "b"), time.monotonic() + 5) is None
+    assert holdings.wait(("m", "unknown"), time.monotonic() + 5) is None
+
+
+def test_a_hub_entry_is_linked_from_its_snapshot_and_its_ref_written_last(tmp_path):
+    data = b"weights" * 1000
+    commit = "c" * 40
+    manifest = {"name": "m", "source": "hub", "repo": "acme/tiny", "repo_type": "model", "revision": "main",
+                "commit": commit, "files": [pinned_file("sub/w.safetensors", data)]}
+    root = model_files.model_root(manifest, str(tmp_path), "/unused")
+    pinned = manifest["files"][0]
+    os.makedirs(os.path.dirname(model_files.blob_path(root, pinned)))
+    with open(model_files.blob_path(root, pinned), "wb") as blob:
+        blob.write(data)
+    assert model_files.read_model(manifest, str(tmp_path), "/unused", True)["present"] is False
+    assert model_stream.link_snapshot(manifest, root, pinned) is True
+    assert model_files.read_model(manifest, str(tmp_path), "/unused", True)["present"] is False  # no ref yet
+    assert model_stream.write_ref(root, "main", commit) is True
+    assert model_files.read_model(manifest, str(tmp_path), "/unused", True)["present"] is True
+    assert (model_stream.link_snapshot(manifest, root, pinned), model_stream.write_ref(root, "main", commit)) == (
+        False, False)
+
+
+def ring(*macs: str) -> list[Link]:
+    """Cables M0-M1, M1-M2, ..., the last back to M0, each with its /30."""
+    links = []
+    for index, mac in enumerate(macs):
+        other = macs[(index + 1) % len(macs)]
+        links.append(Link(End(Port(mac, 1), None, f"192.168.{index}.1"), End(Port(other, 2), None, f"192.168.{index}.2"),
+                          None, f"192.168.{index}.0/30"))
+    return links
+
+
+MANIFEST = {"name": "m", "source": "path", "files": [{"path": "a", "size": 10, "sha256": "0" * 64},
+                                                      {"path": "b", "size": 5, "sha256": "1" * 64}]}
+
+
+def facts(states: dict[str, str], free: int = 10**9) -> dict:
+    return {"deep": True, "models": [{"name": "m", "present": False, "free_bytes": free,
+                                      "files": [{"path": p, "state": s, "size": None} for p, s in states.items()]}]}
+
+
+def test_a_file_no_mac_holds_crosses_from_the_controller_once_then_along_the_cables():
+    macs = ["m1", "m2", "m3", "m4"]
+    plan = sync_plan.plan([MANIFEST], {mac: facts({"a": "missing", "b": "missing"}) for mac in macs}, macs,
+                          ring(*macs), 47181)
+    assert {mac: sorted(senders) for mac, senders in plan.pulls.items()} == {
+        "m1": ["controller"], "m2": ["m1"], "m4": ["m1"], "m3": ["m2"]}
+    assert [f["path"] for f in plan.from_controller()] == ["a", "b"]
+    found = plan.to_json(sync_plan.cable_addresses(ring(*macs)))
+    assert found["macs"]["m2"]["receive"] == [{"sender": "m1", "address": "192.168.0.1", "port": 47181,
+                                                "files": [{"model": "m", "path": "a"}, {"model": "m", "path": "b"}]}]
+    assert found["macs"]["m1"]["serve"] == {"addresses": ["192.168.0.1", "192.168.3.2"], "port": 47181, "clients": 2}
+    assert (found["macs"]["m3"]["files"], found["macs"]["m3"]["bytes"]) == (2, 15)
+
+
+def test_a_file_one_mac_lacks_comes_from_a_neighbour_that_holds_it_and_nothing_else_moves():
+    macs = ["m1", "m2", "m3", "m4"]
+    held = {mac: facts({"a": "ok", "b": "ok"}) for mac in macs}
+    held["m3"] = facts({"a": "hash_differs", "b": "ok"})
+    plan = sync_plan.plan([MANIFEST], held, macs, ring(*macs), 47181)
+    assert plan.pulls == {"m3": {"m2": [{"model": "m", "path": "a"}]}} and plan.from_controller() == []
+    assert sync_plan.plan([MANIFEST], {mac: facts({"a": "ok", "b": "ok"}) for mac in macs}, macs, ring(*macs),
+                          1).pulls == {}
+
+
+def test_a_mac_short_of_space_refuses_the_plan_before_anything_is_routed():
+    macs = ["m1", "m2"]
+    held = {"m1": facts({"a": "missing", "b": "ok"}), "m2": facts({"a": "missing", "b": "missing"}, free=14)}
+    plan = sync_plan.plan([MANIFEST], held, macs, ring(*macs), 1)
+    assert plan.short_of_space == [{"mac": "m2", "needed": 15, "free": 14}] and plan.pulls == {}
+
+
+def test_a_mac_pulls_a_hub_entry_into_huggingface_hubs_layout_and_a_lost_ref_is_written_again(tmp_path, run_module):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import model_copy
+
+    data = {"model.safetensors": os.urandom(200_000), "config.json": b"{}"}
+    commit = "a" * 40
+    manifest = {"name": "m", "source": "hub", "repo": "acme/tiny", "repo_type": "model", "revision": "main",
+                "commit": commit, "files": [pinned_file(name, blob) for name, blob in data.items()]}
+    sender = serving(tmp_path, data)
+    cache = str(tmp_path / "hub")
+    params = {"models": [manifest], "hf_cache": cache, "models_dir": str(tmp_path / "models"), "token": TOKEN,
+              "timeout": 30, "serve": None,
+              "receive": [{"sender": "controller", "address": "127.0.0.1", "port": sender.port,
+                           "files": [{"model": "m", "path": name} for name in data]}]}
+    checked = run_module(model_copy.main, dict(params, _ansible_check_mode=True))
+    assert checked["changed"] is True and not os.path.exists(cache)  # check mode: said, not done
+    found = model_copy.copy(params)
+    assert ([f["path"] for f in found["received"]], found["failed"], found["refs"]) == (list(data), [], ["m"])
+    assert found["bytes"] == sum(len(blob) for blob in data.values()) and sender.wait() == found["bytes"]
+    assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
+
+    root = model_files.model_root(manifest, cache, "/unused")
+    os.remove(model_files.ref_path(root, "main"))
+    again = model_copy.copy(dict(params, receive=[]))
+    assert (again["received"], again["refs"]) == ([], ["m"])
+    assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
+    assert model_copy.copy(dict(params, receive=[]))["refs"] == []
+
+
+def test_a_hub_entry_holding_every_file_without_its_ref_is_finished_and_a_mac_with_nothing_to_do_runs_nothing():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+
+    hub = dict(MANIFEST, name="h", source="hub", repo="acme/h", revision="main", commit="c" * 40)
+    macs = ["m1", "m2"]
+    held = {mac: {"deep": True, "models": [dict(facts({"a": "ok", "b": "ok"})["models"][0], name="h", ref="ok")]}
+            for mac in macs}
+    held["m1"]["models"][0]["present"] = True
+    held["m2"]["models"][0]["ref"] = "missing"
+    found = sync_plan.plan([hub], held, macs, ring(*macs), 1).to_json({})
+    assert found["macs"] == {"m2": {"receive": [], "finish": ["h"], "serve": None, "files": 0, "bytes": 0}}
+    plan = dict(found, manifests=[hub])
+    assert [models_step.nothing_to_do(plan, mac) for mac in macs] == [True, False]
+
+
+def test_without_cables_every_mac_is_fed_by_the_controller_and_the_step_warns(tmp_path):
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run
+
+    macs = ["m1", "m2"]
+    plan = sync_plan.plan([MANIFEST], {mac: facts({"a": "missing", "b": "ok"}) for mac in macs}, macs, [], 1)
+    assert {mac: list(senders) for mac, senders in plan.pulls.items()} == {"m1": ["controller"], "m2": ["controller"]}
+
+    class View:
+        names = macs
+
+        def setting(self, key):
+            return {"mlx_fleet_models_port": 1, "mlx_fleet_models": [{"name": "m", "path": str(tmp_path)}]}[key]
+
+        def having(self, wanted):
+            return self
+
+        def facts(self, fact):
+            return {mac: facts({"a": "missing", "b": "ok"}) for mac in macs}
+
+    run = Run(tmp_path, write=False, holder="test")
+    found = models_step.sync_plan(View(), run, {"manifests": [MANIFEST], "not_pinned": []}, [])
+    assert len(run.shown) == 1 and found["plan"]["folders"] == {}  # check mode: nothing fetched
+    assert [r["sender"] for r in found["plan"]["macs"]["m2"]["receive"]] == ["controller"]
