@@ -11,9 +11,11 @@ import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files as on_mac
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import (
-    HUB, ModelFile, ModelFileError, ModelManifest)
+    HUB, ModelFile, ModelManifest)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import parse_models
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import path_manifest, status
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import (
+    ModelsLockError, load_models_lock, models_lock_path)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_status
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
@@ -93,18 +95,14 @@ def locked(entry: dict) -> dict[str, ModelManifest]:
     return {entry["name"]: ModelManifest.from_json(entry, "lock")}
 
 
-def test_the_models_lock_is_read_beside_the_environments_lock(tmp_path):
+def test_the_manifests_take_hub_pins_from_the_models_lock_beside_the_environments_lock(tmp_path):
     env_lock = tmp_path / ".mlx-env.lock.json"
-    assert models_step.locked_models(str(env_lock)) == {}  # not pinned yet
     models_lock = tmp_path / ".mlx-models.lock.json"
     models_lock.write_text(json.dumps({"format": 1, "models": [hub_lock_entry()]}))
-    assert models_step.locked_models(str(env_lock))["tiny"].commit == "c" * 40
+    assert load_models_lock(models_lock_path(env_lock))["tiny"].commit == "c" * 40
     models_lock.write_text(json.dumps({"format": 1, "models": [dict(hub_lock_entry(), commit="main")]}))
-    with pytest.raises(ModelFileError, match="commit"):
-        models_step.locked_models(str(env_lock))
-    models_lock.write_text("{")
-    with pytest.raises(ModelFileError, match="not a mlx-fleet models' lock"):
-        models_step.locked_models(str(env_lock))
+    with pytest.raises(ModelsLockError, match="commit"):
+        load_models_lock(models_lock_path(env_lock))
 
 
 def facts(present: bool, files: list[dict], deep=False, ref=on_mac.REF_OK) -> dict:

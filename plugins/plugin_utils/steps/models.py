@@ -4,44 +4,24 @@ judged against them. The action plugins models_manifest and models_status only t
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError, ModelManifest
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclarationError, parse_models
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import status
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import sync_plan as sync
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import ModelsLockError
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import (
+    ModelsLockError, load_models_lock, models_lock_path)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.path_manifest import PathEntryError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.sync_sources import controller_folders
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_status, models_sync
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run, StepFailed
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
 
 FACTS = ("mlx_fleet_model_files",)
 SETTINGS = {"mlx_fleet_models": None, "mlx_fleet_models_hf_cache": defaults.MODELS_HF_CACHE,
             "mlx_fleet_models_dir": defaults.MODELS_DIR}
-
-
-MODELS_LOCK_NAME = ".mlx-models.lock.json"  # beside the environment's lock, as `mlx-fleet lock` writes it
-
-
-def locked_models(env_lock_file: str | None) -> dict[str, ModelManifest]:
-    """The models' lock's pinned manifests by name (none before `mlx-fleet lock` wrote it); ModelFileError when it
-    is not one mlx-fleet wrote. (w5-hub's models.lock_file.load_models_lock reads the same file: one replaces the
-    other when both branches meet.)"""
-    path = Path(env_lock_file).with_name(MODELS_LOCK_NAME) if env_lock_file else None
-    if path is None or not path.is_file():
-        return {}
-    try:
-        data = load_json(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"{path} is not a mlx-fleet models' lock ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != 1 or not isinstance(data.get("models"), list):
-        raise ModelFileError(f"{path} is not a mlx-fleet models' lock of format 1")
-    return {m.name: m for m in (ModelManifest.from_json(entry, str(path)) for entry in data["models"])}
 
 
 def manifests(view: ClusterView, run: Run, lock_file: str | None) -> dict:
@@ -50,8 +30,9 @@ def manifests(view: ClusterView, run: Run, lock_file: str | None) -> dict:
     environment's lock, beside which the models' lock is. Writes a path entry's record."""
     try:
         declared = parse_models(view.setting("mlx_fleet_models"))
-        found = status.expected(declared, locked_models(lock_file), run.output_dir, write=run.write)
-    except (ModelDeclarationError, ModelFileError, PathEntryError) as exc:
+        pinned = load_models_lock(models_lock_path(lock_file)) if lock_file else {}
+        found = status.expected(declared, pinned, run.output_dir, write=run.write)
+    except (ModelDeclarationError, ModelFileError, ModelsLockError, PathEntryError) as exc:
         raise StepFailed([str(exc)], bad_input=True) from None
     return dict(found.to_json(), changed=False, hf_cache=view.setting("mlx_fleet_models_hf_cache"),
                 models_dir=view.setting("mlx_fleet_models_dir"))
