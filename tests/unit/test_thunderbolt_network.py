@@ -6,7 +6,8 @@ import re
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
-from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network as tn
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as tn
+from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
 from conftest import FIXTURE_DIR, load
 
 # An Intel MacBook Pro with Thunderbolt 1 = en3, Thunderbolt 2 = en4 and an enabled Thunderbolt Bridge.
@@ -265,10 +266,10 @@ def test_a_service_whose_getinfo_names_no_method_is_set_and_not_restored():
 def test_documentation_matches_the_argument_spec():
     import yaml
 
-    doc = yaml.safe_load(tn.DOCUMENTATION)
+    doc = yaml.safe_load(thunderbolt_network.DOCUMENTATION)
     assert doc["module"] == "thunderbolt_network"
-    yaml.safe_load(tn.EXAMPLES)
-    assert all("description" in v for v in yaml.safe_load(tn.RETURN).values())
+    yaml.safe_load(thunderbolt_network.EXAMPLES)
+    assert all("description" in v for v in yaml.safe_load(thunderbolt_network.RETURN).values())
 
     def compare(options, spec):
         assert sorted(options) == sorted(spec)
@@ -280,7 +281,7 @@ def test_documentation_matches_the_argument_spec():
             if "suboptions" in option:
                 compare(option["suboptions"], spec[name]["options"])
 
-    compare(doc["options"], tn.ARGUMENT_SPEC)
+    compare(doc["options"], thunderbolt_network.ARGUMENT_SPEC)
 
 
 # --- state=present, exclusive: a cable moved to another port ---------------------------------------
