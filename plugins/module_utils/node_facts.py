@@ -171,13 +171,14 @@ def thunderbolt(module, results):
     }
 
 
-def gather(module, with_macos=True, with_thunderbolt=False):
-    """The facts asked for, {fact name: value}, from one round of reads."""
+def gather(module, with_macos=True, with_thunderbolt=False, extra_reads=()):
+    """(the facts asked for, {fact name: value}; the reads' results) from one round of reads, with EXTRA_READS
+    (names in READS another caller plans with) in the same round."""
     reads = (MACOS_READS if with_macos else ()) + (THUNDERBOLT_READS if with_thunderbolt else ())
-    results = run_reads(module, reads)
+    results = run_reads(module, reads + tuple(extra_reads))
     facts = {}
     if with_macos:
         facts["mlx_fleet_macos"] = macos(module, results)
     if with_thunderbolt:
         facts["mlx_fleet_thunderbolt"] = thunderbolt(module, results)
-    return facts
+    return facts, results
