@@ -232,7 +232,7 @@ def validated(spec, options):
     if options is None:
         return None
     checked = ArgumentSpecValidator(spec).validate(options)
-    return None if checked.errors else checked.validated_parameters
+    return None if checked.error_messages else checked.validated_parameters
 
 
 def node_settings(module, params, reads):

@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as tn
 from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import network_step
 from conftest import FIXTURE_DIR, load
 
 # An Intel MacBook Pro with Thunderbolt 1 = en3, Thunderbolt 2 = en4 and an enabled Thunderbolt Bridge.
@@ -362,3 +363,30 @@ def test_plan_live_leaves_a_service_put_back_for_a_port_no_longer_cabled():
                {"service": "Thunderbolt 3", "hardware_port": "Thunderbolt 3", "device": "en5", "removed": False,
                 "changed": False}]
     assert tn.plan_live(results, {"Thunderbolt 1"}, {"en4": {"inet": []}, "en5": {"inet": []}}) == ([], [])
+
+
+def converged_mac(addresses=("192.168.77.1",)):
+    """What the preflight reads (macos_facts' network) on a Mac whose TB1 has its service and address."""
+    services = [s if s["device"] != "bridge0" else dict(s, enabled=False, order=None) for s in ORDER]
+    services = [s for s in services if not mp.is_thunderbolt_port(s.get("hardware_port") or "")] + [
+        s for s in services if mp.is_thunderbolt_port(s.get("hardware_port") or "")] + [
+        service("Thunderbolt 1", "Thunderbolt 1", "en3")]
+    config = tn.snapshot(services[-1], mp.parse_network_service_info(MANUAL_INFO), [])
+    return {"hardware_ports": HW, "services": services, "configs": {"Thunderbolt 1": config},
+            "record": tn.empty_record(), "interfaces": {"en3": {"inet": [{"address": a, "prefixlen": 30}
+                                                                         for a in addresses]}}}
+
+
+def test_the_controller_runs_the_network_step_only_where_the_modules_plan_differs():
+    """The fabric's differs_on: thunderbolt_network's own plan (plan_state) from each Mac's preflight read."""
+    macs = {"converged": converged_mac(), "address-gone": converged_mac(addresses=()),
+            "stray-address": converged_mac(addresses=("192.168.77.1", "10.9.9.9")),
+            "bridge-on": dict(converged_mac(), services=ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3")]),
+            "unread": None}
+    names = sorted(macs)
+    network = dict.fromkeys(names, [TB1])
+    assert network_step.macs_that_differ(names, network, macs, "disabled") == [
+        "address-gone", "bridge-on", "stray-address", "unread"]
+    # A port the module would refuse: it runs, and says why.
+    assert network_step.macs_that_differ(["converged"], {"converged": [dict(TB1, device="en9")]}, macs,
+                                         "disabled") == ["converged"]
