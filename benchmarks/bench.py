@@ -202,12 +202,12 @@ class Cluster:
         """Seconds of one round of NOOP_READS and NOOP_EXTRA_READS on every Mac at once, one cold ssh session each (no ControlMaster),
         each Mac's reads side by side as the modules run them."""
         cold = ("-o", "ControlMaster=no", "-o", "ControlPath=none")
-        hosts = [dataclasses.replace(host, ssh_options=host.ssh_options + cold)
-                 for host in plan.read_inventory([str(self.inventory)])[1]]
+        targets = [dataclasses.replace(host.ssh, args=host.ssh.args + cold)
+                   for host in plan.read_inventory([str(self.inventory)])[1]]
         reads = [remote_command(macos_commands.READS[name]) for name in NOOP_READS] + list(NOOP_EXTRA_READS)
         script = " ".join(f"{{ {read}; }} 2>/dev/null &" for read in reads) + " wait"
         started = time.monotonic()
-        answers = ssh_nodes.probe(hosts, script, ssh_nodes.CONNECT_TIMEOUT, ssh_nodes.SSH_TIMEOUT)
+        answers = ssh_nodes.probe(targets, script, ssh_nodes.CONNECT_TIMEOUT, ssh_nodes.SSH_TIMEOUT)
         seconds = time.monotonic() - started
         if unreachable := [name for name, node in answers.items() if not node.reachable]:
             raise SystemExit(f"the floor's reads: {', '.join(unreachable)} did not answer")
