@@ -88,13 +88,18 @@ NOOP_READS = tuple(dict.fromkeys(node_facts.MACOS_READS + node_facts.THUNDERBOLT
     "pmset", "sysctl", "computer_name", "local_host_name", "auto_install_macos")))
 # The roles' defaults the bench's clusters keep (roles/mlx_env, roles/mlx_fabric) and the sim's target Python.
 VENV, STORE, HOSTFILES, TARGET_PYTHON = "/opt/mlx-fleet/venv", "/opt/mlx-fleet/store", "/opt/mlx-fleet", "/usr/bin/python3"
-# Each a shell command: thunderbolt_network's record and every Thunderbolt service's configuration
-# (networksetup -getinfo and -getadditionalroutes each), the Mac's copies of the hostfiles, and mlx_env_facts'
-# reads (uname -m, the target Python's probe, the venv's probe that imports MLX, the store's files hashed).
+# The preflight reads ifconfig first (with the hardware ports and the service order): it names the Thunderbolt
+# services whose configuration it reads, those whose port holds an address (NOOP_FIRST, in $i).
+NOOP_FIRST = "i=$(env LC_ALL=C ifconfig 2>/dev/null);"
+# Each a shell command: thunderbolt_network's record and those services' configurations (networksetup -getinfo
+# and -getadditionalroutes each), the Mac's copies of the hostfiles, and mlx_env_facts' reads (uname -m, the
+# target Python's probe, the venv's probe that imports MLX, the store's files hashed).
 NOOP_EXTRA_READS = (
     remote_command(["cat", thunderbolt_services.RECORD]),
-    "networksetup -listallhardwareports | sed -n 's/^Hardware Port: \\(Thunderbolt [0-9]*\\)$/\\1/p' | "
-    "while read -r s; do networksetup -getinfo \"$s\" & networksetup -getadditionalroutes \"$s\" & done; wait",
+    "networksetup -listallhardwareports | awk '/^Hardware Port: /{p=substr($0,16)} /^Device: /{if (p ~ "
+    "/^Thunderbolt [0-9]+$/) print $2, p}' | while read -r d p; do printf '%s\\n' \"$i\" | awk -v d=\"$d\" "
+    "'index($0, d\":\")==1{f=1;next} /^[^ \\t]/{f=0} f&&/inet /{ok=1} END{exit !ok}' && { networksetup -getinfo "
+    "\"$p\" & networksetup -getadditionalroutes \"$p\" & }; done; wait",
     f"cat {HOSTFILES}/hostfile*.json",
     remote_command(["uname", "-m"]),
     remote_command([TARGET_PYTHON, "-I", "-B", "-c", mlx_env.PROBE]),
@@ -204,8 +209,8 @@ class Cluster:
         cold = ("-o", "ControlMaster=no", "-o", "ControlPath=none")
         targets = [dataclasses.replace(host.ssh, args=host.ssh.args + cold)
                    for host in plan.read_inventory([str(self.inventory)])[1]]
-        reads = [remote_command(macos_commands.READS[name]) for name in NOOP_READS] + list(NOOP_EXTRA_READS)
-        script = " ".join(f"{{ {read}; }} 2>/dev/null &" for read in reads) + " wait"
+        reads = [remote_command(macos_commands.READS[name]) for name in NOOP_READS if name != "ifconfig"]
+        script = NOOP_FIRST + " ".join(f"{{ {read}; }} 2>/dev/null &" for read in reads + list(NOOP_EXTRA_READS)) + " wait"
         started = time.monotonic()
         answers = ssh_nodes.probe(targets, script, ssh_nodes.CONNECT_TIMEOUT, ssh_nodes.SSH_TIMEOUT)
         seconds = time.monotonic() - started

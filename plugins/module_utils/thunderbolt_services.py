@@ -418,12 +418,19 @@ def load_record(path):
 
 def configs_to_read(ports, exclusive, services, record):
     """The services whose configuration state=present compares: the ports' (check_ports), and with exclusive the
-    recorded ones. PORTS None (a read before the fabric is planned): every Thunderbolt service and the recorded."""
-    if ports is None:
-        names = [s["name"] for s in services if parsers.is_thunderbolt_port(s.get("hardware_port") or "")]
-    else:
-        names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
-    return names + (sorted(record["previous"]) if ports is None or exclusive else [])
+    recorded ones."""
+    names = [s["name"] for s in (service_for(p, services) for p in ports) if s]
+    return names + (sorted(record["previous"]) if exclusive else [])
+
+
+def configs_to_read_ahead(services, record, interfaces):
+    """What a read before the fabric is planned compares (the preflight's): the recorded services, and the
+    Thunderbolt services whose port holds an IPv4 address, as every port of a converged Mac's fabric does. A planned
+    port whose service is not read makes the network step run there (plugin_utils.fabric.network_step), so a port
+    left out here can never make it skip."""
+    addressed = [s["name"] for s in services if parsers.is_thunderbolt_port(s.get("hardware_port") or "")
+                 and node_facts.port_addresses(interfaces, s.get("device"))]
+    return addressed + sorted(record["previous"])
 
 
 def plan_state(params, mac):

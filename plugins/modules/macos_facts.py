@@ -222,7 +222,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_fact
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as services_utils
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
-    output_of, parse_or_fail, parse_or_warn)
+    output_of, parse_or_fail, parse_or_warn, run_reads)
 
 NETWORK_READS = ("hardware_ports", "service_order", "ifconfig")
 
@@ -247,7 +247,8 @@ def node_settings(module, params, reads):
 
 
 def network_state(module, reads):
-    """mlx_fleet_network: what thunderbolt_network compares, before the fabric says which ports it configures."""
+    """mlx_fleet_network: what thunderbolt_network compares, before the fabric says which ports it configures;
+    None when its record cannot be read (the module then runs and says why)."""
     try:
         record = services_utils.load_record(services_utils.RECORD)
     except services_utils.RecordError:
@@ -256,10 +257,11 @@ def network_state(module, reads):
     services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
     interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, reads, "ifconfig"))
     devices = parsers.thunderbolt_interfaces(hardware_ports).values()
+    interfaces = dict((d, {"inet": interfaces[d].get("inet", [])}) for d in devices if d in interfaces)
     configs = services_utils.read_configs(module, services,
-                                          services_utils.configs_to_read(None, True, services, record))
+                                          services_utils.configs_to_read_ahead(services, record, interfaces))
     return {"hardware_ports": hardware_ports, "services": services, "configs": configs, "record": record,
-            "interfaces": dict((d, {"inet": interfaces[d].get("inet", [])}) for d in devices if d in interfaces)}
+            "interfaces": interfaces}
 
 
 def main():
@@ -271,17 +273,20 @@ def main():
     node = validated(node_plan.ARGUMENT_SPEC, params["node"])
     env = validated(mlx_env_state.ARGUMENT_SPEC, params["mlx_env"])
     env = None if env is None or mlx_env_state.problem(env) else env
-    with ThreadPoolExecutor(max_workers=1) as beside:  # the environment's probes run beside the other reads
+    # The network's first reads (quick ones) name the services to read: those reads then run beside all the
+    # others, and the environment's probes beside them too, so the slowest read sets the time.
+    first = run_reads(module, NETWORK_READS) if params["network"] else {}
+    with ThreadPoolExecutor(max_workers=2) as beside:
         env_state = beside.submit(mlx_env_state.read, module, env) if env else None
-        extra = (node_plan.needed_reads(node) if node else []) + list(NETWORK_READS if params["network"] else ())
-        facts, reads = node_facts.gather(module, with_thunderbolt=params["thunderbolt"], extra_reads=extra)
+        network = beside.submit(network_state, module, first) if first else None
+        facts, reads = node_facts.gather(module, with_thunderbolt=params["thunderbolt"], done=first,
+                                         extra_reads=node_plan.needed_reads(node) if node else ())
         if params["hostfile_dir"]:
             facts["mlx_fleet_hostfiles"] = digests(module, params["hostfile_dir"], HOSTFILE_FOLDER)
         if params["node"] is not None:
             facts["mlx_fleet_node"] = node_settings(module, node, reads)
-        network = network_state(module, reads) if params["network"] else None
-        if network is not None:
-            facts["mlx_fleet_network"] = network
+        if network is not None and network.result() is not None:
+            facts["mlx_fleet_network"] = network.result()
         if env_state is not None:
             facts["mlx_fleet_env"] = env_state.result()
     module.exit_json(changed=False, ansible_facts=facts)

@@ -390,3 +390,13 @@ def test_the_controller_runs_the_network_step_only_where_the_modules_plan_differ
     # A port the module would refuse: it runs, and says why.
     assert network_step.macs_that_differ(["converged"], {"converged": [dict(TB1, device="en9")]}, macs,
                                          "disabled") == ["converged"]
+
+
+def test_the_preflight_reads_the_services_of_addressed_ports_and_the_recorded_ones():
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3"), service("Thunderbolt 2", "Thunderbolt 2", "en4")]
+    record = dict(tn.empty_record(), previous={"Old TB": {}})
+    interfaces = {"en3": {"inet": [{"address": "192.168.77.1", "prefixlen": 30}]}, "en4": {"inet": []}}
+    assert tn.configs_to_read_ahead(services, record, interfaces) == ["Thunderbolt 1", "Old TB"]
+    # A planned port whose service was not read: the network step runs there, and reads it.
+    mac = dict(converged_mac(), configs={})
+    assert network_step.macs_that_differ(["m"], {"m": [TB1]}, {"m": mac}, "disabled") == ["m"]

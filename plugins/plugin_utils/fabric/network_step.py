@@ -21,6 +21,9 @@ def macs_that_differ(names: list[str], network: dict[str, list[dict]], read: dic
 def _differs(ports: list[dict], mac: dict | None, bridge: str) -> bool:
     if mac is None:
         return True
+    # A port whose service the preflight did not read (it held no address then): the module reads and decides.
+    if any(s and s["name"] not in mac["configs"] for s in (services.service_for(p, mac["services"]) for p in ports)):
+        return True
     try:
         plan = services.plan_state(dict(STEP_OPTIONS, ports=ports, bridge=bridge), mac)
     except services.PlanError:  # the module refuses the ports, with its own message
