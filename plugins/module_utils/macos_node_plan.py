@@ -173,4 +173,3 @@ def reload_daemon(module, label, path, plist):
     module.set_owner_if_different(path, "root", False)
     module.set_group_if_different(path, "wheel", False)
     settings_utils.run_checked(module, [launchctl, "bootstrap", "system", path])
-

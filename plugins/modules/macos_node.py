@@ -136,7 +136,5 @@ def main():
     module.exit_json(**result)
 
 
-
-
 if __name__ == "__main__":
     main()

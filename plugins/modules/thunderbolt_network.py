@@ -201,6 +201,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands i
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import write_json
 
+
 def save_record(module, path, record):
     """Atomically replace the record (removed when it holds nothing)."""
     if not services_utils.is_empty(record):
