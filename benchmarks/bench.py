@@ -65,7 +65,7 @@ from pathlib import Path
 
 import yaml
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, mlx_env, node_facts, thunderbolt_services
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
 from mlx_fleet.capture import remote_command
 from mlx_fleet.sim.layout import generated_cables
@@ -80,11 +80,32 @@ REMOTE_COMMAND = re.compile(r"^<([^>]+)> SSH: EXEC ")
 OURS, BASELINE, THEIRS, FLOOR = "mlx-fleet", "baseline", "comparison", "floor"
 SITE_SIZES = {4: "mesh", 8: "ring", 16: "ring"}  # the site figure's clusters: Macs -> topology
 REPOSITORY = Path(__file__).resolve().parent.parent
-# The reads (macos_commands.READS) a converge with nothing to do makes on each Mac: the preflight's
-# (macos_facts with thunderbolt), macos_node's (pmset, sysctl, the names, the automatic-install default) and
-# thunderbolt_network's (the ports again, with the services: all among the preflight's).
+# The reads (macos_commands.READS) a converge with nothing to do makes on each Mac, all in the preflight's one
+# macos_facts run: the Mac and its Thunderbolt ports, macos_node's (pmset, sysctl, the names, the automatic-install
+# default) and thunderbolt_network's (the ports, the service order, ifconfig: all among the others); with them
+# NOOP_EXTRA_READS, the reads that are not READS.
 NOOP_READS = tuple(dict.fromkeys(node_facts.MACOS_READS + node_facts.THUNDERBOLT_READS + (
     "pmset", "sysctl", "computer_name", "local_host_name", "auto_install_macos")))
+# The roles' defaults the bench's clusters keep (roles/mlx_env, roles/mlx_fabric) and the sim's target Python.
+VENV, STORE, HOSTFILES, TARGET_PYTHON = "/opt/mlx-fleet/venv", "/opt/mlx-fleet/store", "/opt/mlx-fleet", "/usr/bin/python3"
+# The preflight reads ifconfig first (with the hardware ports and the service order): it names the Thunderbolt
+# services whose configuration it reads, those whose port holds an address (NOOP_FIRST, in $i).
+NOOP_FIRST = "i=$(env LC_ALL=C ifconfig 2>/dev/null);"
+# Each a shell command: thunderbolt_network's record and those services' configurations (networksetup -getinfo
+# and -getadditionalroutes each), the Mac's copies of the hostfiles, and mlx_env_facts' reads (uname -m, the
+# target Python's probe, the venv's probe that imports MLX, the store's files hashed).
+NOOP_EXTRA_READS = (
+    remote_command(["cat", thunderbolt_services.RECORD]),
+    "networksetup -listallhardwareports | awk '/^Hardware Port: /{p=substr($0,16)} /^Device: /{if (p ~ "
+    "/^Thunderbolt [0-9]+$/) print $2, p}' | while read -r d p; do printf '%s\\n' \"$i\" | awk -v d=\"$d\" "
+    "'index($0, d\":\")==1{f=1;next} /^[^ \\t]/{f=0} f&&/inet /{ok=1} END{exit !ok}' && { networksetup -getinfo "
+    "\"$p\" & networksetup -getadditionalroutes \"$p\" & }; done; wait",
+    f"cat {HOSTFILES}/hostfile*.json",
+    remote_command(["uname", "-m"]),
+    remote_command([TARGET_PYTHON, "-I", "-B", "-c", mlx_env.PROBE]),
+    remote_command([f"{VENV}/bin/python", "-I", "-B", "-c", mlx_env.PROBE, "installed", "prove"]),
+    f"sha256sum {STORE}/wheels/*.whl {STORE}/uv",
+)
 
 
 def run(argv: list[str], env: dict | None = None, timeout: float = 3600) -> tuple[float, str]:
@@ -183,14 +204,15 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def floor(self) -> float:
-        """Seconds of one round of NOOP_READS on every Mac at once, one cold ssh session each (no ControlMaster),
+        """Seconds of one round of NOOP_READS and NOOP_EXTRA_READS on every Mac at once, one cold ssh session each (no ControlMaster),
         each Mac's reads side by side as the modules run them."""
         cold = ("-o", "ControlMaster=no", "-o", "ControlPath=none")
-        hosts = [dataclasses.replace(host, ssh_options=host.ssh_options + cold)
-                 for host in plan.read_inventory([str(self.inventory)])[1]]
-        script = " ".join(f"{remote_command(macos_commands.READS[name])} 2>/dev/null &" for name in NOOP_READS) + " wait"
+        targets = [dataclasses.replace(host.ssh, args=host.ssh.args + cold)
+                   for host in plan.read_inventory([str(self.inventory)])[1]]
+        reads = [remote_command(macos_commands.READS[name]) for name in NOOP_READS if name != "ifconfig"]
+        script = NOOP_FIRST + " ".join(f"{{ {read}; }} 2>/dev/null &" for read in reads + list(NOOP_EXTRA_READS)) + " wait"
         started = time.monotonic()
-        answers = ssh_nodes.probe(hosts, script, ssh_nodes.CONNECT_TIMEOUT, ssh_nodes.SSH_TIMEOUT)
+        answers = ssh_nodes.probe(targets, script, ssh_nodes.CONNECT_TIMEOUT, ssh_nodes.SSH_TIMEOUT)
         seconds = time.monotonic() - started
         if unreachable := [name for name, node in answers.items() if not node.reachable]:
             raise SystemExit(f"the floor's reads: {', '.join(unreachable)} did not answer")

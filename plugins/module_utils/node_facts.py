@@ -171,13 +171,15 @@ def thunderbolt(module, results):
     }
 
 
-def gather(module, with_macos=True, with_thunderbolt=False):
-    """The facts asked for, {fact name: value}, from one round of reads."""
-    reads = (MACOS_READS if with_macos else ()) + (THUNDERBOLT_READS if with_thunderbolt else ())
-    results = run_reads(module, reads)
+def gather(module, with_macos=True, with_thunderbolt=False, extra_reads=(), done=None):
+    """(the facts asked for, {fact name: value}; the reads' results) from one round of reads, with EXTRA_READS
+    (names in READS another caller plans with) in the same round; DONE: results already read, not read again."""
+    done = done or {}
+    reads = (MACOS_READS if with_macos else ()) + (THUNDERBOLT_READS if with_thunderbolt else ()) + tuple(extra_reads)
+    results = dict(done, **run_reads(module, [name for name in reads if name not in done]))
     facts = {}
     if with_macos:
         facts["mlx_fleet_macos"] = macos(module, results)
     if with_thunderbolt:
         facts["mlx_fleet_thunderbolt"] = thunderbolt(module, results)
-    return facts
+    return facts, results

@@ -35,6 +35,25 @@ options:
         this folder, as M(mlx_fleet.cluster.thunderbolt_network)'s RV(mlx_fleet.cluster.thunderbolt_network#module:hostfiles)
         does, so the hostfiles are written only on the Macs whose copies differ, with no other call.
     type: path
+  node:
+    description:
+      - The options of M(mlx_fleet.cluster.macos_node) (as a converge passes them); also compare those settings with
+        the Mac, with that module's own code, and return the fact C(mlx_fleet_node) (whether any differs), so a
+        converge runs M(mlx_fleet.cluster.macos_node) only on a Mac where one does.
+    type: dict
+  mlx_env:
+    description:
+      - The options of M(mlx_fleet.cluster.mlx_env_facts); also read the MLX environment as that module does and
+        return it as the fact C(mlx_fleet_env), which the mlx_env role then reads instead of asking again.
+      - Options that module would refuse leave the fact out, so it runs and says why.
+    type: dict
+  network:
+    description:
+      - Also read what M(mlx_fleet.cluster.thunderbolt_network) compares (the services of the Thunderbolt ports, its
+        record, the ports' addresses) and return it as the fact C(mlx_fleet_network), so the controller plans each
+        Mac's network step with that module's own code and runs it only where something differs.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
 notes:
@@ -172,19 +191,104 @@ ansible_facts:
       type: dict
       returned: when O(hostfile_dir) is given
       sample: {"hostfile.json": "6742ef4107e0c1d6...", "hostfile-ring.json": null, "hostfile.held": null}
+    mlx_fleet_node:
+      description: With O(node), what M(mlx_fleet.cluster.macos_node) would change (C(changes)) and whether it would
+        write anything (C(differs); true too when it would refuse its options or a read).
+      type: dict
+      returned: when O(node) is given
+      sample: {"differs": false, "changes": {"power": {}, "names": {}}}
+    mlx_fleet_env:
+      description: With O(mlx_env), the environment as M(mlx_fleet.cluster.mlx_env_facts) returns it.
+      type: dict
+      returned: when O(mlx_env) is given and that module would accept it
+    mlx_fleet_network:
+      description:
+        - With O(network), what M(mlx_fleet.cluster.thunderbolt_network) compares, read as it reads it -
+          C(hardware_ports), C(services) (in order), C(configs) (of every Thunderbolt service and every recorded one),
+          C(record), C(interfaces) (the Thunderbolt ports' IPv4 addresses).
+        - Left out when the record cannot be read (that module says why).
+      type: dict
+      returned: when O(network) is true
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_node_plan as node_plan
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env_state
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as services_utils
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    output_of, parse_or_fail, parse_or_warn, run_reads)
+
+NETWORK_READS = ("hardware_ports", "service_order", "ifconfig")
+
+
+def validated(spec, options):
+    """The options as a module with this argument spec would take them, or None when it would refuse them."""
+    if options is None:
+        return None
+    checked = ArgumentSpecValidator(spec).validate(options)
+    return None if checked.error_messages else checked.validated_parameters
+
+
+def node_settings(module, params, reads):
+    """mlx_fleet_node: what macos_node would change, planned with its code from this round's reads."""
+    if params is None or node_plan.params_problem(params):
+        return {"differs": True, "changes": {}}
+    try:
+        plan = node_plan.plan(module, params, reads)
+    except ValueError:
+        return {"differs": True, "changes": {}}
+    return {"differs": any(p["writes"] for p in plan), "changes": node_plan.report(module, plan)["changes"]}
+
+
+def network_state(module, reads):
+    """mlx_fleet_network: what thunderbolt_network compares, before the fabric says which ports it configures;
+    None when its record cannot be read (the module then runs and says why)."""
+    try:
+        record = services_utils.load_record(services_utils.RECORD)
+    except services_utils.RecordError:
+        return None
+    hardware_ports = parse_or_warn(module, parsers.parse_hardware_ports, output_of(module, reads, "hardware_ports"))
+    services = parse_or_fail(module, parsers.parse_network_service_order, output_of(module, reads, "service_order"))
+    interfaces = parse_or_fail(module, parsers.parse_ifconfig, output_of(module, reads, "ifconfig"))
+    devices = parsers.thunderbolt_interfaces(hardware_ports).values()
+    interfaces = dict((d, {"inet": interfaces[d].get("inet", [])}) for d in devices if d in interfaces)
+    configs = services_utils.read_configs(module, services,
+                                          services_utils.configs_to_read_ahead(services, record, interfaces))
+    return {"hardware_ports": hardware_ports, "services": services, "configs": configs, "record": record,
+            "interfaces": interfaces}
 
 
 def main():
     module = AnsibleModule(argument_spec={"thunderbolt": {"type": "bool", "default": False},
-                                          "hostfile_dir": {"type": "path"}}, supports_check_mode=True)
-    facts = node_facts.gather(module, with_thunderbolt=module.params["thunderbolt"])
-    if module.params["hostfile_dir"]:
-        facts["mlx_fleet_hostfiles"] = digests(module, module.params["hostfile_dir"], HOSTFILE_FOLDER)
+                                          "hostfile_dir": {"type": "path"}, "node": {"type": "dict"},
+                                          "mlx_env": {"type": "dict"}, "network": {"type": "bool", "default": False}},
+                           supports_check_mode=True)
+    params = module.params
+    node = validated(node_plan.ARGUMENT_SPEC, params["node"])
+    env = validated(mlx_env_state.ARGUMENT_SPEC, params["mlx_env"])
+    env = None if env is None or mlx_env_state.problem(env) else env
+    # The network's first reads (quick ones) name the services to read: those reads then run beside all the
+    # others, and the environment's probes beside them too, so the slowest read sets the time.
+    first = run_reads(module, NETWORK_READS) if params["network"] else {}
+    with ThreadPoolExecutor(max_workers=2) as beside:
+        env_state = beside.submit(mlx_env_state.read, module, env) if env else None
+        network = beside.submit(network_state, module, first) if first else None
+        facts, reads = node_facts.gather(module, with_thunderbolt=params["thunderbolt"], done=first,
+                                         extra_reads=node_plan.needed_reads(node) if node else ())
+        if params["hostfile_dir"]:
+            facts["mlx_fleet_hostfiles"] = digests(module, params["hostfile_dir"], HOSTFILE_FOLDER)
+        if params["node"] is not None:
+            facts["mlx_fleet_node"] = node_settings(module, node, reads)
+        if network is not None and network.result() is not None:
+            facts["mlx_fleet_network"] = network.result()
+        if env_state is not None:
+            facts["mlx_fleet_env"] = env_state.result()
     module.exit_json(changed=False, ansible_facts=facts)
 
 

@@ -59,7 +59,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_fact
 
 def main():
     module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    module.exit_json(changed=False, ansible_facts=node_facts.gather(module, with_macos=False, with_thunderbolt=True))
+    module.exit_json(changed=False, ansible_facts=node_facts.gather(module, with_macos=False, with_thunderbolt=True)[0])
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ off stays off, a Mac never configured is left alone, and the record survives two
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
-from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network as tn
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as tn
 from conftest import FIXTURE_DIR, load
 
 # An Intel MacBook Pro with Thunderbolt 1 = en3, Thunderbolt 2 = en4 and an enabled Thunderbolt Bridge.

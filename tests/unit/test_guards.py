@@ -27,7 +27,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env a
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_settings import normalize_power, plan_power
 from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env as mlx_env_module
-from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch, thunderbolt_network
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services
+from ansible_collections.mlx_fleet.cluster.plugins.modules import mlx_env_switch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
@@ -476,10 +477,10 @@ def test_two_ports_given_one_address_are_refused():
            "peer": "192.168.77.2"}
     two = {"hardware_port": "Thunderbolt 2", "device": "en3", "address": "192.168.77.5", "prefix": 30,
            "peer": "192.168.77.6"}
-    assert [p["address"] for p in thunderbolt_network.check_ports([one, two], hardware)] == ["192.168.77.1",
+    assert [p["address"] for p in thunderbolt_services.check_ports([one, two], hardware)] == ["192.168.77.1",
                                                                                             "192.168.77.5"]
-    with pytest.raises(thunderbolt_network.PlanError, match="192.168.77.1 is listed twice"):
-        thunderbolt_network.check_ports([one, dict(two, address="192.168.77.1", peer="192.168.77.2")], hardware)
+    with pytest.raises(thunderbolt_services.PlanError, match="192.168.77.1 is listed twice"):
+        thunderbolt_services.check_ports([one, dict(two, address="192.168.77.1", peer="192.168.77.2")], hardware)
 
 
 def test_ctrl_c_interrupts_the_playbook_waits_the_grace_then_kills_its_groups_never_the_cli_s(monkeypatch):

@@ -8,7 +8,7 @@ import os
 import pytest
 from ansible.module_utils import basic
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_settings
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_node_plan, macos_settings
 from ansible_collections.mlx_fleet.cluster.plugins.modules import macos_node
 
 NODE = {"sleep": 0, "disksleep": 0, "womp": 1, "autorestart": 1}
@@ -63,7 +63,7 @@ def mac(monkeypatch, tmp_path):
     monkeypatch.setattr(macos_commands, "capture", lambda module, argv: found.run(list(argv)))
     monkeypatch.setattr(basic.AnsibleModule, "set_owner_if_different", lambda self, path, owner, changed: changed)
     monkeypatch.setattr(basic.AnsibleModule, "set_group_if_different", lambda self, path, group, changed: changed)
-    monkeypatch.setattr(macos_node, "LAUNCH_DAEMONS", str(tmp_path))
+    monkeypatch.setattr(macos_node_plan, "LAUNCH_DAEMONS", str(tmp_path))
     found.plist = tmp_path / f"{LABEL}.plist"
     return found
 

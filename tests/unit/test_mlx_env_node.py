@@ -203,7 +203,7 @@ def test_the_stores_uv_is_used_only_with_its_locked_hash(tmp_path):
 
 
 def test_folders_to_make_leave_an_existing_parent_alone(tmp_path):
-    from ansible_collections.mlx_fleet.cluster.plugins.modules.mlx_env_facts import _to_make
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env_state import _to_make
 
     uid = os.getuid()
     venv, store = tmp_path / "mlx-fleet" / "venv", tmp_path / "mlx-fleet" / "store"

@@ -142,3 +142,26 @@ def test_hostfile_dir_adds_the_digests_of_the_hostfiles_and_the_hold_in_the_same
         "hostfile.held": None}
     assert sorted(set(commands.calls)) == sorted(READS[name] for name in node_facts.MACOS_READS)  # no other tool
     assert "mlx_fleet_hostfiles" not in facts(monkeypatch, "192.168.64.7 50122 192.168.64.1 22")["ansible_facts"]
+
+
+NODE = {"power_settings": {"sleep": 0, "womp": 1}, "computer_name": "studio-1", "wired_limit_mb": 0}
+
+
+def node_compared(monkeypatch, sleep, **options):
+    """mlx_fleet_node of a Mac whose pmset says SLEEP, read with the node option (macos_node's options)."""
+    monkeypatch.setenv("SSH_CONNECTION", "192.168.64.7 50122 192.168.64.1 22")
+    commands = outputs(pmset=(0, f"AC Power:\n sleep                {sleep}\n womp                 1\n", ""),
+                       computer_name=(0, "studio-1\n", ""))
+    result = run_module(macos_facts.main, {"node": dict(NODE, **options)}, commands)
+    assert not result.get("failed"), result["msg"]
+    return result["ansible_facts"]["mlx_fleet_node"]
+
+
+def test_the_preflight_compares_the_node_settings_with_macos_nodes_own_plan(monkeypatch):
+    assert node_compared(monkeypatch, 0) == {"differs": False, "changes": {"power": {}, "names": {}}}
+    assert node_compared(monkeypatch, 10) == {"differs": True, "changes": {"power": {"sleep": 0}, "names": {}}}
+    assert node_compared(monkeypatch, 0, computer_name="studio-9") == {
+        "differs": True, "changes": {"power": {}, "names": {"ComputerName": "studio-9"}}}
+    # Options macos_node would refuse: it runs, and says why.
+    assert node_compared(monkeypatch, 0, wired_limit_label="no spaces")["differs"] is True
+    assert node_compared(monkeypatch, 0, wired_limit_mb="many")["differs"] is True

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
-from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model import cluster as cluster_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare import environment as env_declaration
@@ -329,19 +329,12 @@ def test_run_lock_holder_record_is_described_whatever_it_holds(text):
     assert "\n" not in read_written(runlock.LOCK_FILE, text, described)
 
 
-class _ModuleFailed(Exception):
-    pass
-
-
-FAILING_MODULE = SimpleNamespace(fail_json=lambda msg: (_ for _ in ()).throw(_ModuleFailed(msg)))
-
-
 @settings(max_examples=300, **SETTINGS)
-@given(odd([json.dumps(thunderbolt_network.empty_record(), indent=2)]))
-def test_the_macs_network_record_fails_the_module_in_one_line(text):
+@given(odd([json.dumps(thunderbolt_services.empty_record(), indent=2)]))
+def test_the_macs_network_record_is_refused_in_one_line(text):
     counted("ledgers")
     record = read_written("thunderbolt-network.json", text,
-                          lambda path: thunderbolt_network.load_record(FAILING_MODULE, str(path)), _ModuleFailed)
+                          lambda path: thunderbolt_services.load_record(str(path)), thunderbolt_services.RecordError)
     assert record is _MISSING or isinstance(record, dict)
 
 

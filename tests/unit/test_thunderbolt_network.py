@@ -6,7 +6,9 @@ import re
 import pytest
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as mp
-from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network as tn
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as tn
+from ansible_collections.mlx_fleet.cluster.plugins.modules import thunderbolt_network
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import network_step
 from conftest import FIXTURE_DIR, load
 
 # An Intel MacBook Pro with Thunderbolt 1 = en3, Thunderbolt 2 = en4 and an enabled Thunderbolt Bridge.
@@ -265,10 +267,10 @@ def test_a_service_whose_getinfo_names_no_method_is_set_and_not_restored():
 def test_documentation_matches_the_argument_spec():
     import yaml
 
-    doc = yaml.safe_load(tn.DOCUMENTATION)
+    doc = yaml.safe_load(thunderbolt_network.DOCUMENTATION)
     assert doc["module"] == "thunderbolt_network"
-    yaml.safe_load(tn.EXAMPLES)
-    assert all("description" in v for v in yaml.safe_load(tn.RETURN).values())
+    yaml.safe_load(thunderbolt_network.EXAMPLES)
+    assert all("description" in v for v in yaml.safe_load(thunderbolt_network.RETURN).values())
 
     def compare(options, spec):
         assert sorted(options) == sorted(spec)
@@ -280,7 +282,7 @@ def test_documentation_matches_the_argument_spec():
             if "suboptions" in option:
                 compare(option["suboptions"], spec[name]["options"])
 
-    compare(doc["options"], tn.ARGUMENT_SPEC)
+    compare(doc["options"], thunderbolt_network.ARGUMENT_SPEC)
 
 
 # --- state=present, exclusive: a cable moved to another port ---------------------------------------
@@ -361,3 +363,40 @@ def test_plan_live_leaves_a_service_put_back_for_a_port_no_longer_cabled():
                {"service": "Thunderbolt 3", "hardware_port": "Thunderbolt 3", "device": "en5", "removed": False,
                 "changed": False}]
     assert tn.plan_live(results, {"Thunderbolt 1"}, {"en4": {"inet": []}, "en5": {"inet": []}}) == ([], [])
+
+
+def converged_mac(addresses=("192.168.77.1",)):
+    """What the preflight reads (macos_facts' network) on a Mac whose TB1 has its service and address."""
+    services = [s if s["device"] != "bridge0" else dict(s, enabled=False, order=None) for s in ORDER]
+    services = [s for s in services if not mp.is_thunderbolt_port(s.get("hardware_port") or "")] + [
+        s for s in services if mp.is_thunderbolt_port(s.get("hardware_port") or "")] + [
+        service("Thunderbolt 1", "Thunderbolt 1", "en3")]
+    config = tn.snapshot(services[-1], mp.parse_network_service_info(MANUAL_INFO), [])
+    return {"hardware_ports": HW, "services": services, "configs": {"Thunderbolt 1": config},
+            "record": tn.empty_record(), "interfaces": {"en3": {"inet": [{"address": a, "prefixlen": 30}
+                                                                         for a in addresses]}}}
+
+
+def test_the_controller_runs_the_network_step_only_where_the_modules_plan_differs():
+    """The fabric's differs_on: thunderbolt_network's own plan (plan_state) from each Mac's preflight read."""
+    macs = {"converged": converged_mac(), "address-gone": converged_mac(addresses=()),
+            "stray-address": converged_mac(addresses=("192.168.77.1", "10.9.9.9")),
+            "bridge-on": dict(converged_mac(), services=ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3")]),
+            "unread": None}
+    names = sorted(macs)
+    network = dict.fromkeys(names, [TB1])
+    assert network_step.macs_that_differ(names, network, macs, "disabled") == [
+        "address-gone", "bridge-on", "stray-address", "unread"]
+    # A port the module would refuse: it runs, and says why.
+    assert network_step.macs_that_differ(["converged"], {"converged": [dict(TB1, device="en9")]}, macs,
+                                         "disabled") == ["converged"]
+
+
+def test_the_preflight_reads_the_services_of_addressed_ports_and_the_recorded_ones():
+    services = ORDER + [service("Thunderbolt 1", "Thunderbolt 1", "en3"), service("Thunderbolt 2", "Thunderbolt 2", "en4")]
+    record = dict(tn.empty_record(), previous={"Old TB": {}})
+    interfaces = {"en3": {"inet": [{"address": "192.168.77.1", "prefixlen": 30}]}, "en4": {"inet": []}}
+    assert tn.configs_to_read_ahead(services, record, interfaces) == ["Thunderbolt 1", "Old TB"]
+    # A planned port whose service was not read: the network step runs there, and reads it.
+    mac = dict(converged_mac(), configs={})
+    assert network_step.macs_that_differ(["m"], {"m": [TB1]}, {"m": mac}, "disabled") == ["m"]

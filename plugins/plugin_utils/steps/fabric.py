@@ -14,6 +14,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import THUNDERBOLT, ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.addresses import port_arguments, to_configure
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.network_step import macs_that_differ
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import mismatch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs import staged
@@ -25,6 +26,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_gua
 SETTINGS = {"mlx_fleet_cables": None, "mlx_fleet_backend": defaults.BACKEND, "mlx_fleet_envs": [],
             "mlx_fleet_ip_pool": None, "mlx_fleet_management_network": None}
 NOT_REWRITTEN = "hostfiles not rewritten"
+NETWORK = "mlx_fleet_network"  # what thunderbolt_network compares, as the preflight read it (macos_facts)
 # The fabric's result as the summary reads it: carried over, so the publishing step's result is the fabric's last word.
 CARRIED = ("backend", "reason", "errors", "cables", "findings", "changes", "addresses", "ip_pool", "ip_pool_note",
            "network", "configure_on", "hostfile", "hostfile_dir", "hostfiles")
@@ -100,6 +102,9 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
         changes=built.changes, addresses=fab.addresses_result(built.addresses), ip_pool=built.ip_pool, ip_pool_note=pool_note,
         network=network,  # exactly what mlx_fleet.cluster.thunderbolt_network takes as its ports
         configure_on=to_configure(network, thunderbolt, previous),
+        # The Macs whose network step (with BRIDGE) has anything to do, as their preflight read them.
+        differs_on=macs_that_differ(names, network, {h.name: h.variables.get(NETWORK) for h in view.hosts},
+                                    bridge) if bridge is not None else names,
         hostfile=str(run.output_dir / HOSTFILE),
         hostfile_dir=hostfile_dir,  # where the mlx_fabric role puts them on every Mac
         hostfiles=texts,  # what mlx_fleet.cluster.hostfiles puts on every Mac: the texts as MLX writes them
