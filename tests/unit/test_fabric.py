@@ -225,8 +225,8 @@ def test_missing_cable():
         ("missing", parse_cable("mini-2:2 -- mini-3:1"), True, ("mini-2", "mini-3"))]
     # the plan's finding, then the backend's: no ring without that cable (each an error, one line each)
     assert fabric.findings[0].fix == "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"
-    assert [(f.kind, f.gap, f.fix) for f in fabric.model.findings if f.kind == "not cabled"] == [
-        ("not cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
+    assert [(f.kind, f.gap, f.fix) for f in fabric.model.findings if f.kind == "not-cabled"] == [
+        ("not-cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
     assert fabric.errors == [f.line for f in fabric.model.findings if f.fault]
     assert fabric.backend is None
     assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 4 hosts"
@@ -242,7 +242,7 @@ def test_wrong_port_says_the_move():
     assert (wrong.cable, wrong.link) == tuple(cables(["studio-1:2 -- studio-2:4", "studio-1:2 -- studio-2:2"]))
     assert wrong.fix == f"move the cable in {port_name(Port('studio-2', 2))} to {hardware_port(4)}"
     assert fabric.errors == [wrong.line]
-    assert fabric.findings[0].kind == "wrong port" and fabric.hostfile is None
+    assert fabric.findings[0].kind == "wrong-port" and fabric.hostfile is None
 
 
 def test_wrong_port_at_both_ends():
@@ -269,7 +269,7 @@ def faults(fabric) -> list[tuple]:
 
 def gaps(fabric) -> list[tuple]:
     """Each pair of Macs the backend needs cabled, with its fix; every one an error."""
-    assert all(f.kind == "not cabled" and f.fault for f in fabric.model.findings)
+    assert all(f.kind == "not-cabled" and f.fault for f in fabric.model.findings)
     return [(f.gap, f.fix) for f in fabric.model.findings]
 
 
@@ -294,8 +294,8 @@ def test_two_cables_swapped_on_one_mac_is_one_fix():
     fabric = cluster.fabric(cables=plan)
     # A finding per cable (the picture and the audit show each), the same fix in both: one error line.
     assert [(f.kind, f.cable, f.link) for f in fabric.findings] == [
-        ("wrong port", *cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
-        ("wrong port", *cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))]
+        ("wrong-port", *cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
+        ("wrong-port", *cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))]
     assert {f.fix for f in fabric.findings} == {"swap the cables in mini-2 Thunderbolt 1 and 2"}
     assert fabric.errors == [fabric.findings[0].line]
 
@@ -345,7 +345,7 @@ def test_slow_cable_between_thunderbolt_5_macs_is_a_fault():
     cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro"}).cable("mini-1:1", "mini-2:1", speed=40)
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
     assert [(f.kind, f.fault, f.cable, f.expected) for f in fabric.findings] == [
-        ("slow cable", True, parse_cable("mini-1:1 -- mini-2:1"), "80 Gb/s")]
+        ("slow-cable", True, parse_cable("mini-1:1 -- mini-2:1"), "80 Gb/s")]
     assert fabric.errors == [fabric.findings[0].line]
 
 
@@ -355,16 +355,16 @@ def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl
     assert cluster.facts["mini-2"]["ports"][0]["rdma_state"] == "PORT_ACTIVE"
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
     assert [(f.kind, f.cable, f.expected, f.fault) for f in fabric.findings] == [
-        ("thunderbolt 4 cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
+        ("thunderbolt-4-cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
     assert fabric.errors == [] and fabric.warnings == [] and fabric.backend == "ring"
     assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2) but mini-2 cannot do RDMA "
                              "(a Thunderbolt 4 Mac)")
     assert fabric.links[0].speed_gbps == 40
     # Asked for by name, jaccl is refused, naming the Mac and the fix.
     jaccl = cluster.fabric(backend="jaccl")
-    assert faults(jaccl) == [("no rdma", ("mini-2",), None)]
+    assert faults(jaccl) == [("no-rdma", ("mini-2",), None)]
     assert jaccl.errors == [f.line for f in jaccl.model.findings if f.fault]
-    assert said(jaccl.cautions) == [("thunderbolt 4", ("mini-1", "mini-2"), parse_cable("mini-1:1 -- mini-2:1"))]
+    assert said(jaccl.cautions) == [("thunderbolt-4", ("mini-1", "mini-2"), parse_cable("mini-1:1 -- mini-2:1"))]
     assert jaccl.cautions[0].found.startswith("40 Gb/s ")
 
 
@@ -385,7 +385,7 @@ def test_mac_behind_a_dock():
         ("dock", (Port("mini-1", 2),), ("mini-1", "mini-3"), "via TS4"),
         ("dock", (Port("mini-3", 2),), ("mini-1", "mini-3"), "via TS4")]
     assert faults(fabric) == [("missing", ("mini-1", "mini-3"), parse_cable("mini-1:2 -- mini-3:2")),
-                              ("not cabled", ("mini-1", "mini-3"), None)]
+                              ("not-cabled", ("mini-1", "mini-3"), None)]
     assert {f.fix for f in fabric.model.findings if f.fault} == {connect("mini-1:2", "mini-3:2")}
     assert len(fabric.links) == 2
 
@@ -411,7 +411,7 @@ def test_jaccl_on_a_ring_names_each_missing_pair():
 
 def test_jaccl_needs_rdma_everywhere():
     fabric = Cluster.of("mini-m4-pro", 2, no_rdma=["mini-2"]).fabric(backend="jaccl")
-    assert faults(fabric) == [("no rdma", ("mini-2",), None)]
+    assert faults(fabric) == [("no-rdma", ("mini-2",), None)]
     assert "rdma_ctl enable" in fabric.model.findings[0].found and fabric.errors == [fabric.model.findings[0].line]
 
 
@@ -463,13 +463,13 @@ def test_studio_port_1_on_an_rdma_link():
     fabric = cluster.fabric(backend="jaccl")
     assert fabric.backend == "jaccl" and fabric.ok
     assert [(f.kind, f.ports, f.cable, f.severity) for f in fabric.cautions] == [
-        ("dead rdma port", (Port("studio-1", 1),), parse_cable("studio-1:1 -- studio-2:2"), "warning")]
+        ("dead-rdma-port", (Port("studio-1", 1),), parse_cable("studio-1:1 -- studio-2:2"), "warning")]
     assert cluster.fabric(backend="ring").warnings == []
 
 
 def test_active_bridge_across_a_loop():
     ring = Cluster.of("mini-m4-pro", 3, "ring", bridge=True).fabric()
-    assert said(ring.cautions) == [("bridge loop", (f"mini-{i}",), None) for i in (1, 2, 3)]
+    assert said(ring.cautions) == [("bridge-loop", (f"mini-{i}",), None) for i in (1, 2, 3)]
     assert ring.warnings == [f.line for f in ring.cautions]
     assert Cluster.of("mini-m4-pro", 3, "line", bridge=True).fabric(backend="ring").warnings == []
 

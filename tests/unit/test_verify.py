@@ -263,8 +263,8 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
     assert [cause(f) for f in found] == ["cable", "no-ipv4", "bridge"]
     assert [(f.kind, f.hosts, f.cable, f.ports) for f in found] == [
-        ("link down", ("a", "b"), parse_cable("a:1 -- b:1"), (Port("a", 1),)), ("end address", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),)),
-        ("bridge member", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),))]
+        ("link-down", ("a", "b"), parse_cable("a:1 -- b:1"), (Port("a", 1),)), ("end-address", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),)),
+        ("bridge-member", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),))]
     assert found[1].expected == link.a.interface
     assert found[0].evidence == ("a: ifconfig en3: status: inactive, inet none",)
     assert found[2].evidence[0].endswith("ifconfig bridge0: member en3")
@@ -354,7 +354,7 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
         evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000",
                                                                  f"{link.end(h).address} netmask 0xfffffffc"))
     (finding,) = diagnose([failed, works], c, evidence, INVENTORY)
-    assert (cause(finding), finding.kind, finding.cable, finding.rank) == ("rdma", "rdma path", parse_cable("a:1 -- b:1"), 0)
+    assert (cause(finding), finding.kind, finding.cable, finding.rank) == ("rdma", "rdma-path", parse_cable("a:1 -- b:1"), 0)
     assert finding.found == failure_lines(failed)[0]
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
     # Every RDMA read made, sw_vers included: a macOS that predates RDMA names the Mac not capable.

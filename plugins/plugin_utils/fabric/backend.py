@@ -168,12 +168,12 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
         for i, j in missing:
             what, fix = f"{hosts[i]} and {hosts[j]} are not cabled", picker.connect(hosts[i], hosts[j])
             # the two Macs as the gap only: the picture draws the missing edge red, not the Macs
-            found.append(Finding("not cabled", found=what, expected=prefix, fix=fix, gap=(hosts[i], hosts[j]),
+            found.append(Finding("not-cabled", found=what, expected=prefix, fix=fix, gap=(hosts[i], hosts[j]),
                                  note="needed"))
         return found
 
     def rdma_errors(backend: str) -> list[Finding]:
-        return [Finding("no rdma", (h,), carriers.refusals[h], f"{backend} needs RDMA on every host")
+        return [Finding("no-rdma", (h,), carriers.refusals[h], f"{backend} needs RDMA on every host")
                 for h in hosts if h in carriers.refusals]
 
     def unable(used: list[Link]) -> list[str]:
@@ -270,14 +270,14 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 what = (f"{hardware_port(end.receptacle)} ({end.device}) is the {model.model_name} port beside Ethernet, "
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
-                found.append(Finding("dead rdma port", found=what, expected="a port where RDMA comes up", fix=fix,
+                found.append(Finding("dead-rdma-port", found=what, expected="a port where RDMA comes up", fix=fix,
                                      ports=(end.port,), cable=link.cable, link=link.cable,
                                      note=f"no RDMA on {port_name(end.port)}"))
             if link.speed_gbps < FULL_SPEED_GBPS:
                 what = f"{gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link"
                 why = ("JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail "
                        "to run it")
-                found.append(Finding("thunderbolt 4", found=what, expected=gbps(FULL_SPEED_GBPS), fix=why,
+                found.append(Finding("thunderbolt-4", found=what, expected=gbps(FULL_SPEED_GBPS), fix=why,
                                      ports=link.cable.key, cable=link.cable, link=link.cable,
                                      note="Thunderbolt 4 for JACCL"))
     if _has_loop(hosts, links):
@@ -288,5 +288,5 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                         "form a loop")
                 fix = ("it floods frames around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service "
                        "off (a converge's fabric step does, with mlx_fabric_bridge: disabled)")
-                found.append(Finding("bridge loop", (host,), what, "the Thunderbolt Bridge off", fix))
+                found.append(Finding("bridge-loop", (host,), what, "the Thunderbolt Bridge off", fix))
     return found

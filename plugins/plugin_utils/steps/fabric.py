@@ -85,7 +85,7 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
     built, previous, pool_note = _built(view, run)
     # Before the network step, an active bridge it is about to turn off is no news: the publishing step reads
     # the bridges the network step read back and says so if one stayed on (bridge_cautions).
-    held = [f for f in built.cautions if f.kind == "bridge loop" and bridge == "disabled"]
+    held = [f for f in built.cautions if f.kind == "bridge-loop" and bridge == "disabled"]
     warnings = [f.line for f in built.cautions if f not in held]
     run.shown.extend(warnings)
     network = port_arguments(built.network)
@@ -167,7 +167,7 @@ def publish(view: ClusterView, run: Run, judged: dict, network_steps: dict, held
     publication = fab.Publication.from_dict(judged["publication"])
     # A bridge the network step turned off is no finding of the cluster it publishes.
     publication.model.findings = [f for f in publication.model.findings if not (
-        f.kind == "bridge loop" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
+        f.kind == "bridge-loop" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
     # The cables on the ports now, against the ones judged; the addresses judged, against the ports read back.
     cables = fab.cable_ends(discover(view.names, facts)[0])
 
