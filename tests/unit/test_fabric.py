@@ -662,7 +662,7 @@ def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
     fabric = cluster.fabric()
     line = rdma.assess(cluster.macos, cluster.facts, models=cluster.models)
     assert fabric.backend == line.current == "ring" and fabric.warnings == []
-    assert line.summary.endswith("mini-4 cannot do RDMA, so ring is the way for it")
+    assert line.hosts(rdma.NOT_CAPABLE) == ["mini-4"]
     assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2 -> mini-3 -> mini-4) but "
                              "mini-4 cannot do RDMA (a Thunderbolt 4 Mac)")
 
