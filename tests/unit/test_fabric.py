@@ -18,6 +18,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import ad
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import picture as fabric_picture
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import files
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend import Why
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import build_fabric, write_outputs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
@@ -36,6 +37,11 @@ MBP_CAPTURE = REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaul
 
 
 # --- mlx.distributed_config on the same cables ----------------------------------------------------
+
+
+def without_rdma(fabric) -> tuple[str, ...]:
+    """The Macs the backend's reason names as unable to carry RDMA."""
+    return tuple(host for host, dummy in fabric.why.no_rdma)
 
 
 def mlx_tb_hosts(facts):
@@ -101,7 +107,7 @@ def check_against_mlx(cluster, monkeypatch, tmp_path, backend="auto"):
 def test_full_mesh_is_jaccl_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl"
-    assert fabric.reason == "auto chose jaccl: the cables form a full mesh and every host and cable can carry RDMA"
+    assert (fabric.why.rule, fabric.why.backend) == ("mesh", "jaccl")
     assert [h.ssh for h in fabric.hostfile.hosts] == fabric.hosts  # rank = inventory order
     assert all(h.rdma[i] is None for i, h in enumerate(fabric.hostfile.hosts))
     assert len(fabric.links) == n * (n - 1) // 2
@@ -121,8 +127,9 @@ def test_mesh_device_matrix_names_the_cables(monkeypatch, tmp_path):
 def test_ring_is_jaccl_ring_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n, "ring"), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl-ring"
-    assert fabric.reason.startswith("auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
-    assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host and cable of the ring can carry RDMA")
+    assert (fabric.why.rule, fabric.why.ring[:2], fabric.why.gap, fabric.why.unable) == (
+        "ring-not-mesh", ("mini-1", "mini-2"), ("mini-1", "mini-3"), ())
+    assert sorted(fabric.why.ring) == sorted(fabric.hosts)
 
 
 @pytest.mark.parametrize("n", [4, 5, 8])
@@ -130,10 +137,10 @@ def test_ring_without_rdma_is_ring_as_mlx_writes_it(n, monkeypatch, tmp_path):
     cluster = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-2"])
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
     assert fabric.backend == "ring"
-    assert fabric.reason.endswith("but mini-2 has RDMA off (the Recovery step is still to do)")
+    assert (fabric.why.rule, without_rdma(fabric)) == ("ring-no-rdma", ("mini-2",))
     assert fabric.hostfile == fabric.ring_hostfile
     several = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-1", "mini-2", "mini-3"]).fabric()
-    assert several.reason.endswith("but mini-1, mini-2 and mini-3 have RDMA off (the Recovery step is still to do)")
+    assert (several.why.rule, without_rdma(several)) == ("ring-no-rdma", ("mini-1", "mini-2", "mini-3"))
     assert all(len(h.ips) == 1 and h.rdma == [] for h in fabric.hostfile.hosts)
 
 
@@ -148,7 +155,7 @@ def test_ring_ranks_follow_the_ring_as_mlx_does(monkeypatch, tmp_path):
 @pytest.mark.parametrize("backend", ["jaccl", "jaccl-ring", "ring"])
 def test_requested_backend_as_mlx_writes_it(backend, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of("studio-m3-ultra", 3), monkeypatch, tmp_path, backend)
-    assert (fabric.backend, fabric.reason) == (backend, f"{backend} as requested (mlx_fleet_backend)")
+    assert (fabric.backend, fabric.why) == (backend, Why("requested", backend))
 
 
 def test_two_cables_between_a_pair_give_device_lists_as_mlx_does(monkeypatch, tmp_path):
@@ -229,7 +236,7 @@ def test_missing_cable():
         ("not-cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
     assert fabric.errors == [f.line for f in fabric.model.findings if f.fault]
     assert fabric.backend is None
-    assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 4 hosts"
+    assert fabric.why == Why("none", None, 4)
     assert fabric.hostfile is None and fabric.ring_hostfile is None
 
 
@@ -357,8 +364,7 @@ def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl
     assert [(f.kind, f.cable, f.expected, f.fault) for f in fabric.findings] == [
         ("thunderbolt-4-cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
     assert fabric.errors == [] and fabric.warnings == [] and fabric.backend == "ring"
-    assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2) but mini-2 cannot do RDMA "
-                             "(a Thunderbolt 4 Mac)")
+    assert (fabric.why.rule, fabric.why.ring, without_rdma(fabric)) == ("ring-no-rdma", ("mini-1", "mini-2"), ("mini-2",))
     assert fabric.links[0].speed_gbps == 40
     # Asked for by name, jaccl is refused, naming the Mac and the fix.
     jaccl = cluster.fabric(backend="jaccl")
@@ -374,8 +380,8 @@ def test_a_thunderbolt_4_link_between_thunderbolt_5_macs_is_no_rdma_link_for_aut
     cluster.cable(*slow.split(" -- "), speed=40)
     fabric = cluster.fabric()
     assert fabric.backend == "ring"
-    assert fabric.reason.endswith(f"but {slow} cannot carry RDMA (40 Gb/s, a Thunderbolt 4 link: JACCL needs "
-                                  "Thunderbolt 5 at both ends)")
+    assert (fabric.why.rule, without_rdma(fabric), [c for c, dummy in fabric.why.unable]) == (
+        "ring-no-rdma", (), [parse_cable(slow)])
 
 
 def test_mac_behind_a_dock():
@@ -402,7 +408,7 @@ def test_bad_plan_is_an_error_not_a_crash():
 def test_jaccl_on_a_ring_names_each_missing_pair():
     fabric = Cluster.of("mini-m4-pro", 4, "ring").fabric(backend="jaccl")
     assert fabric.backend is None
-    assert fabric.reason == "jaccl was requested but cannot run here (see the errors)"
+    assert fabric.why == Why("cannot-run", "jaccl")
     # Every mini's three ports: two are in the ring, one is free.
     assert gaps(fabric) == [(("mini-1", "mini-3"), connect("mini-1:3", "mini-3:3")),
                             (("mini-2", "mini-4"), connect("mini-2:3", "mini-4:3"))]
@@ -434,7 +440,7 @@ def test_no_free_port_is_said():
 
 def test_auto_with_nothing_cabled():
     fabric = Cluster.of("mini-m4-pro", 3, "line").unplug("mini-1:1").unplug("mini-2:1").fabric()
-    assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 3 hosts"
+    assert fabric.why == Why("none", None, 3)
     assert gaps(fabric) == [(("mini-1", "mini-2"), connect("mini-1:1", "mini-2:1")),
                             (("mini-1", "mini-3"), connect("mini-1:2", "mini-3:2"))]
 
@@ -456,10 +462,8 @@ def test_studio_port_1_on_an_rdma_link():
     cluster = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"})
     fabric = cluster.cable("studio-1:1", "studio-2:2").fabric()
     assert fabric.backend == "ring" and fabric.ok and fabric.warnings == []
-    assert fabric.reason == (
-        "auto chose ring: the cables form a ring (studio-1 -> studio-2) but studio-1:1 -- studio-2:2 cannot carry "
-        "RDMA (studio-1 Thunderbolt 1 is the Mac Studio port beside Ethernet, where RDMA never comes up: move the "
-        "cable to another port)")
+    assert (fabric.why.rule, fabric.why.ring, [c for c, dummy in fabric.why.unable]) == (
+        "ring-no-rdma", ("studio-1", "studio-2"), [parse_cable("studio-1:1 -- studio-2:2")])
     fabric = cluster.fabric(backend="jaccl")
     assert fabric.backend == "jaccl" and fabric.ok
     assert [(f.kind, f.ports, f.cable, f.severity) for f in fabric.cautions] == [
@@ -663,8 +667,8 @@ def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
     line = rdma.assess(cluster.macos, cluster.facts, models=cluster.models)
     assert fabric.backend == line.current == "ring" and fabric.warnings == []
     assert line.hosts(rdma.NOT_CAPABLE) == ["mini-4"]
-    assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2 -> mini-3 -> mini-4) but "
-                             "mini-4 cannot do RDMA (a Thunderbolt 4 Mac)")
+    assert (fabric.why.rule, fabric.why.ring, without_rdma(fabric)) == (
+        "ring-no-rdma", ("mini-1", "mini-2", "mini-3", "mini-4"), ("mini-4",))
 
 
 def test_bridges_the_network_step_turned_off_or_would():

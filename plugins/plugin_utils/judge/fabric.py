@@ -40,7 +40,7 @@ class Fabric:
     links: list[Link]  # sorted by cable
     findings: list[Finding]  # the cable plan against the cables found
     backend: str | None  # None when no backend can run on these cables
-    reason: str  # why this backend (or why none): always said, auto never silent
+    why: fabric_backend.Why  # why this backend (or why none), as data: always said, auto never silent
     errors: list[str]
     cautions: list[Finding]  # what is wrong yet leaves a hostfile possible
     ip_pool: str
@@ -56,6 +56,10 @@ class Fabric:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def reason(self) -> str:
+        return self.why.line
 
     @property
     def warnings(self) -> list[str]:
@@ -122,7 +126,7 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         pool, [cluster_model.link(link.cable, addresses[link.cable], devices=(link.a.device, link.b.device),
                                   speed_gbps=link.speed_gbps) for link in links if link.cable in addresses],
         [_host(host, facts[host], models.get(host)) for host in hosts], choice.backend, choice.reason, everything)
-    return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
+    return Fabric(hosts, links, findings, choice.backend, choice.why, errors, seen + cautions, pool, addresses,
                   network, hostfile_data, ring_hostfile,
                   fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), changes, model)
 
