@@ -19,6 +19,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import pi
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import files
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend import Why
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import Rewiring
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import build_fabric, write_outputs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
@@ -312,18 +313,20 @@ def test_without_a_plan_the_last_cables_are_the_reference_for_what_moved():
     ledger = fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")
     fabric = cluster.fabric(previous=ledger)
     assert fabric.ok and fabric.findings == []
-    assert fabric.changes == ["cables in mini-2 Thunderbolt 1 and 2 swapped: mini-1:1 -- mini-2:1 is now "
-                              "mini-1:1 -- mini-2:2, mini-2:2 -- mini-3:1 is now mini-2:1 -- mini-3:1"]
+    assert fabric.rewired == Rewiring([], [("mini-2", 1, 2, (tuple(cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
+                                                        tuple(cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))))],
+                                      [], [])
 
     moved = Cluster.of("mini-m4-pro", 3, "mesh")
     ledger = fabric_addresses.assign_addresses(cables(ring_plan(moved)), "10.0.0.0/24")
     moved.unplug("mini-2:1").cable("mini-1:1", "mini-2:3")
-    assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
+    assert moved.fabric(previous=ledger).rewired == Rewiring(
+        [tuple(cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:3"]))], [], [], [])
     moved.unplug("mini-1:1").unplug("mini-2:3")
-    assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 unplugged"]
+    assert moved.fabric(previous=ledger).rewired == Rewiring([], [], cables(["mini-1:1 -- mini-2:1"]), [])
     # No ledger (the first converge), or nothing changed: nothing to say.
-    assert moved.fabric().changes == []
-    assert Cluster.of("mini-m4-pro", 3, "mesh").fabric(previous=ledger).changes == []
+    assert (moved.fabric().rewired, moved.fabric().changes) == (None, [])
+    assert Cluster.of("mini-m4-pro", 3, "mesh").fabric(previous=ledger).rewired == Rewiring([], [], [], [])
 
 
 def test_a_move_that_is_no_swap_stays_a_move():
@@ -332,9 +335,9 @@ def test_a_move_that_is_no_swap_stays_a_move():
     before = ring_plan(cluster)
     cluster.unplug("studio-1:2").unplug("studio-2:2").unplug("studio-2:3").unplug("studio-3:2")
     cluster.cable("studio-1:2", "studio-2:4").cable("studio-2:5", "studio-3:2")
-    assert cluster.fabric(previous=fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")).changes == [
-        "cable studio-1:2 -- studio-2:2 moved to studio-1:2 -- studio-2:4",
-        "cable studio-2:3 -- studio-3:2 moved to studio-2:5 -- studio-3:2"]
+    rewired = cluster.fabric(previous=fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")).rewired
+    assert rewired == Rewiring([tuple(cables(["studio-1:2 -- studio-2:2", "studio-1:2 -- studio-2:4"])),
+                                tuple(cables(["studio-2:3 -- studio-3:2", "studio-2:5 -- studio-3:2"]))], [], [], [])
 
 
 def test_cable_to_a_port_not_in_the_plan():

@@ -75,9 +75,8 @@ def rewiring(reference: list[Cable], found: list[Cable]) -> Rewiring:
     return Rewiring([m for k, m in enumerate(moves) if k not in paired], swaps, missing, extra)
 
 
-def changes_since(reference: list[Cable], links: list[Link]) -> list[str]:
+def change_lines(found: Rewiring) -> list[str]:
     """What changed since the cables of the last converge, one line each (no plan: nothing to fix)."""
-    found = rewiring(reference, [link.cable for link in links])
     lines = [f"cable {was} moved to {now}" for was, now in found.moves]
     lines += [f"cables in {port_name(Port(host, first))} and {second} swapped: "
               + ", ".join(f"{was} is now {now}" for was, now in pair) for host, first, second, pair in found.swaps]
