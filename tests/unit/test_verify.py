@@ -27,7 +27,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports impor
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import coerce
 from mlx_fleet.explain import explain
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import changes_since
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import change_lines, rewiring
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import line
 from mlx_fleet.verify.diagnose import cable_findings, cause, diagnose, failure_lines, node_findings, readiness, rewired
 from mlx_fleet.sim.doubles.macsim.system_profiler import thunderbolt_items
@@ -304,8 +304,8 @@ def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it():
     (moved,) = rewired([link], macs).findings
     assert (moved.kind, moved.expected, moved.found) == ("moved", "a:1 -- b:1", "a:3 -- b:1")
     # The converge's own judgement of the same cables.
-    assert changes_since([link.cable], discover(["a", "b"], {h: m.cabling for h, m in macs.items()})[0]) == [
-        line(replace(moved, fix=""))]
+    found_now = [c.cable for c in discover(["a", "b"], {h: m.cabling for h, m in macs.items()})[0]]
+    assert change_lines(rewiring([link.cable], found_now)) == [line(replace(moved, fix=""))]
 
 
 def test_unreachable_and_interpreter_findings():
@@ -482,20 +482,40 @@ def test_levels():
     assert len(found) == 1 + 2 + 4 and all(c.difference is None for c in found)
     assert compare.level(True, single, cluster_, found, True)[0] == compare.REPRODUCES
     assert compare.level(True, [], [], [], False)[0] == compare.RUNS
-    assert compare.level(False, single, cluster_, found, True) == (
-        None, ["the cluster check failed: not even a small task completes on every rank"])
+    assert compare.level(False, single, cluster_, found, True) == (None, [compare.Reason("check-failed")])
     per_rank = [run_("cluster run 1", 40.0, 40.0), run_("cluster run 2", 40.0, 40.0)]  # depends on the rank count
     level, why = compare.level(True, single, per_rank, compare.comparisons(single, per_rank, 1e-5, 0), True)
-    assert level == compare.RUNS and why[0].startswith("cluster run 1, rank 0 vs single Mac run 1: $: 40.0 vs 10.0")
+    assert (level, why[0].kind, why[0].comparison.what, why[0].comparison.difference.got) == (
+        compare.RUNS, "disagree", "cluster run 1, rank 0 vs single Mac run 1", 40.0)
     hung = [run_("cluster run 1", 10.0, completed=False)]
-    assert compare.level(True, single, hung, [], True) == (None, ["cluster run 1 did not complete: rank 1 on b: "
-                                                                  "timed out"])
+    assert compare.level(True, single, hung, [], True) == (
+        None, [compare.Reason("incomplete", "cluster run 1", "rank 1 on b: timed out")])
     assert compare.level(True, single[:1], cluster_[:1], compare.comparisons(single[:1], cluster_[:1], 1e-5, 0),
-                         True) == (compare.RUNS, ["reproduces needs repeated runs: --repeat 2 or more"])
+                         True) == (compare.RUNS, [compare.Reason("needs-repeat")])
 
 
 # --- the report ---------------------------------------------------------------------------------------
 
+
+def test_the_level_s_reasons_in_words():
+    single = [run_("single Mac run 1", 10.0), run_("single Mac run 2", 10.0)]
+    worse = [run_("cluster run 1", 40.0, 40.0), run_("cluster run 2", 40.0, 40.0)]
+    reasons = compare.level(True, [], [], [], False)[1] + [
+        compare.Reason("check-failed"), compare.Reason("incomplete", "cluster run 1", "rank 1 on b: timed out"),
+        compare.Reason("no-result", "cluster run 2"), compare.Reason("no-baseline"), compare.Reason("needs-repeat"),
+        compare.Reason("agree", cluster_runs=2, single_runs=2, comparisons=7),
+        compare.level(True, single, worse, compare.comparisons(single, worse, 1e-5, 0), True)[1][0]]
+    assert [report.reason_line(r) for r in reasons] == [
+        "the check program completed on every rank and every cable, each rank's log kept",
+        "reproduces needs your own task: --script FILE --repeat K",
+        "the cluster check failed: not even a small task completes on every rank",
+        "cluster run 1 did not complete: rank 1 on b: timed out",
+        "cluster run 2 printed no JSON result (numbers or arrays) on any rank",
+        "the single-Mac run printed no JSON result: nothing to compare with",
+        "reproduces needs repeated runs: --repeat 2 or more",
+        "2 cluster runs and 2 single-Mac runs agree (7 comparisons)",
+        "cluster run 1, rank 0 vs single Mac run 1: $: 40.0 vs 10.0, difference 30 > allowed 0.0001 "
+        "(atol 0 + rtol 1e-05 x 10)"]
 
 def outcome_with(tmp_path: Path, jobs: list[Job], c: Cluster, **fields) -> Outcome:
     options = Options(INVENTORY, "/opt/mlx-fleet/venv/bin/python", [1024, 4096], 30)
@@ -516,7 +536,7 @@ def test_report_figures_schema_summary_and_page(tmp_path):
     link = c.cables[0]
     jobs_ = [job("all_sum", "all_sum", RING, sums), job(f"link {link.cable} ring", "link",
                                                         link_hostfile(c, link, "ring"), pings, link.cable)]
-    outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=["ran"])
+    outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=[compare.Reason("needs-script")])
     data = report.build(outcome, ["mlx-fleet", "verify", "-i", INVENTORY])
     assert data["schema"] == "mlx-fleet-verify/1" and data["status"] == "passed" and data["exit_code"] == 0
     figures = data["checks"][0]["figures"]
