@@ -5,7 +5,8 @@ the fabric found: which Macs are ready, which need a person to run the Recovery 
 do RDMA at all (and must not be sent to Recovery), and which have RDMA on but not working. The
 cabling questions (which ports are cables, which backend the cables allow) are answered by
 ``plugin_utils.fabric.discovery`` and ``fabric_backend``, here as everywhere. One Mac is judged in
-``rdma_state`` and put in words in ``rdma_text``; here the cluster, and the ledger of Macs last seen ready.
+``rdma_state`` and put in words in ``rdma_text``; here the cluster (said by ``render.rdma_summary``), and the ledger
+of Macs last seen ready.
 Pure Python: the action plugin is a thin wrapper.
 
 Nothing here, or anywhere in mlx-fleet, switches RDMA on: only a person at the Mac can, in macOS
