@@ -445,11 +445,13 @@ def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
 
 def test_rank_outcomes_and_messages():
     stuck = Rank(0, "a", [(cp.EVENT, "{}")], [{"event": "start"}, {"event": "timeout", "deadline": 20.0}])
-    assert stuck.outcome() == "timed out after 20 s" and not stuck.ok
+    assert (stuck.ending, stuck.ok) == ("timed-out", False)
+    assert stuck.outcome() == "timed out after 20 s"  # the deadline, from its timeout event
     traceback = rank(1, "b", code=1, stderr=("Traceback (most recent call last):", "  File x", "ValueError: bad n"))
     assert traceback.error == "ValueError: bad n"
     cut = rank(2, "c", code=None, stderr=("Traceback (most recent call last):", "    ^^^^^^^^"))
-    assert cut.error is None and cut.outcome() == "stopped before it finished"
+    assert (cut.error, cut.ending) == (None, "cut")
+    assert (Rank(3, "d", launcher="was killed").ending, Rank(3, "d").ending) == ("never-reported", "never-started")
     assert Rank(3, "d", launcher="was killed").outcome() == "never reported (was killed)"
 
 
