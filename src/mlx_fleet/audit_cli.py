@@ -65,7 +65,7 @@ def _status(report, drift: bool) -> int:
 
 def _not_audited(report) -> list[str]:
     lines = [f"not audited: {host}: unreachable: {report.unreachable[host]}" for host in natural(report.unreachable)]
-    return lines + [f"not audited: {host}: {m}" for host in natural(report.failed) for m in report.failed[host]]
+    return lines + [f"not audited: {host}: {m}" for host in natural(report.failed) for m in report.failures(host)]
 
 
 def run_audit_or_record(args) -> int:

@@ -267,7 +267,7 @@ def wait_for_cables(inventories: list[str], advised: list[str], output_dir: Path
         seen = [c for c in wanted if c in found]
         elapsed = time.monotonic() - started
         for finding in fabric.get("findings", []):
-            if finding["kind"] in ("wrong port", "extra") and finding["message"] not in said and (
+            if finding["kind"] in ("wrong-port", "extra") and finding["message"] not in said and (
                     finding["cable"] in wanted or finding["kind"] == "extra"):
                 said.add(finding["message"])
                 stream.write(("\r\033[K" if live else "") + terminal_text([finding["message"]]) + "\n")

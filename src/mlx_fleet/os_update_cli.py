@@ -124,7 +124,7 @@ def run_os_update(args) -> int:
     if not any(res.get("problem") for res in report.results.get(UPDATE_ACTION, [])):  # failed elsewhere: say why
         out += [f"failed: {task}:" for task, dummy in report.cluster_failed]
         out += [f"failed: {host}: {msg.splitlines()[0]}" for host in sorted(report.failed)
-                for msg in report.failed[host]]
+                for msg in report.failures(host)]
     for host, why in sorted(report.unreachable.items()):
         out.append(f"unreachable: {host}: {why}")
     stopped = [n for n in plan["order"] if record["macs"].get(n, {}).get("status") != os_update.DONE]

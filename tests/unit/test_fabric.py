@@ -18,6 +18,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import ad
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import picture as fabric_picture
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import files
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import hostfile
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend import Why
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import Rewiring
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.fabric import build_fabric, write_outputs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
@@ -36,6 +38,11 @@ MBP_CAPTURE = REFERENCE / "system_profiler-SPThunderboltDataType-json__jasonpaul
 
 
 # --- mlx.distributed_config on the same cables ----------------------------------------------------
+
+
+def without_rdma(fabric) -> tuple[str, ...]:
+    """The Macs the backend's reason names as unable to carry RDMA."""
+    return tuple(host for host, dummy in fabric.why.no_rdma)
 
 
 def mlx_tb_hosts(facts):
@@ -101,7 +108,7 @@ def check_against_mlx(cluster, monkeypatch, tmp_path, backend="auto"):
 def test_full_mesh_is_jaccl_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl"
-    assert fabric.reason == "auto chose jaccl: the cables form a full mesh and every host and cable can carry RDMA"
+    assert (fabric.why.rule, fabric.why.backend) == ("mesh", "jaccl")
     assert [h.ssh for h in fabric.hostfile.hosts] == fabric.hosts  # rank = inventory order
     assert all(h.rdma[i] is None for i, h in enumerate(fabric.hostfile.hosts))
     assert len(fabric.links) == n * (n - 1) // 2
@@ -121,8 +128,9 @@ def test_mesh_device_matrix_names_the_cables(monkeypatch, tmp_path):
 def test_ring_is_jaccl_ring_as_mlx_writes_it(model, n, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of(model, n, "ring"), monkeypatch, tmp_path)
     assert fabric.backend == "jaccl-ring"
-    assert fabric.reason.startswith("auto chose jaccl-ring: the cables form a ring (mini-1 -> mini-2 -> ")
-    assert fabric.reason.endswith("but not a full mesh (mini-1 and mini-3 are not cabled), and every host and cable of the ring can carry RDMA")
+    assert (fabric.why.rule, fabric.why.ring[:2], fabric.why.gap, fabric.why.unable) == (
+        "ring-not-mesh", ("mini-1", "mini-2"), ("mini-1", "mini-3"), ())
+    assert sorted(fabric.why.ring) == sorted(fabric.hosts)
 
 
 @pytest.mark.parametrize("n", [4, 5, 8])
@@ -130,10 +138,10 @@ def test_ring_without_rdma_is_ring_as_mlx_writes_it(n, monkeypatch, tmp_path):
     cluster = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-2"])
     fabric = check_against_mlx(cluster, monkeypatch, tmp_path)
     assert fabric.backend == "ring"
-    assert fabric.reason.endswith("but mini-2 has RDMA off (the Recovery step is still to do)")
+    assert (fabric.why.rule, without_rdma(fabric)) == ("ring-no-rdma", ("mini-2",))
     assert fabric.hostfile == fabric.ring_hostfile
     several = Cluster.of("mini-m4-pro", n, "ring", no_rdma=["mini-1", "mini-2", "mini-3"]).fabric()
-    assert several.reason.endswith("but mini-1, mini-2 and mini-3 have RDMA off (the Recovery step is still to do)")
+    assert (several.why.rule, without_rdma(several)) == ("ring-no-rdma", ("mini-1", "mini-2", "mini-3"))
     assert all(len(h.ips) == 1 and h.rdma == [] for h in fabric.hostfile.hosts)
 
 
@@ -148,7 +156,7 @@ def test_ring_ranks_follow_the_ring_as_mlx_does(monkeypatch, tmp_path):
 @pytest.mark.parametrize("backend", ["jaccl", "jaccl-ring", "ring"])
 def test_requested_backend_as_mlx_writes_it(backend, monkeypatch, tmp_path):
     fabric = check_against_mlx(Cluster.of("studio-m3-ultra", 3), monkeypatch, tmp_path, backend)
-    assert (fabric.backend, fabric.reason) == (backend, f"{backend} as requested (mlx_fleet_backend)")
+    assert (fabric.backend, fabric.why) == (backend, Why("requested", backend))
 
 
 def test_two_cables_between_a_pair_give_device_lists_as_mlx_does(monkeypatch, tmp_path):
@@ -225,11 +233,11 @@ def test_missing_cable():
         ("missing", parse_cable("mini-2:2 -- mini-3:1"), True, ("mini-2", "mini-3"))]
     # the plan's finding, then the backend's: no ring without that cable (each an error, one line each)
     assert fabric.findings[0].fix == "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1"
-    assert [(f.kind, f.gap, f.fix) for f in fabric.model.findings if f.kind == "not cabled"] == [
-        ("not cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
+    assert [(f.kind, f.gap, f.fix) for f in fabric.model.findings if f.kind == "not-cabled"] == [
+        ("not-cabled", ("mini-2", "mini-3"), "connect mini-2 Thunderbolt 2 to mini-3 Thunderbolt 1")]
     assert fabric.errors == [f.line for f in fabric.model.findings if f.fault]
     assert fabric.backend is None
-    assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 4 hosts"
+    assert fabric.why == Why("none", None, 4)
     assert fabric.hostfile is None and fabric.ring_hostfile is None
 
 
@@ -242,7 +250,7 @@ def test_wrong_port_says_the_move():
     assert (wrong.cable, wrong.link) == tuple(cables(["studio-1:2 -- studio-2:4", "studio-1:2 -- studio-2:2"]))
     assert wrong.fix == f"move the cable in {port_name(Port('studio-2', 2))} to {hardware_port(4)}"
     assert fabric.errors == [wrong.line]
-    assert fabric.findings[0].kind == "wrong port" and fabric.hostfile is None
+    assert fabric.findings[0].kind == "wrong-port" and fabric.hostfile is None
 
 
 def test_wrong_port_at_both_ends():
@@ -269,7 +277,7 @@ def faults(fabric) -> list[tuple]:
 
 def gaps(fabric) -> list[tuple]:
     """Each pair of Macs the backend needs cabled, with its fix; every one an error."""
-    assert all(f.kind == "not cabled" and f.fault for f in fabric.model.findings)
+    assert all(f.kind == "not-cabled" and f.fault for f in fabric.model.findings)
     return [(f.gap, f.fix) for f in fabric.model.findings]
 
 
@@ -294,8 +302,8 @@ def test_two_cables_swapped_on_one_mac_is_one_fix():
     fabric = cluster.fabric(cables=plan)
     # A finding per cable (the picture and the audit show each), the same fix in both: one error line.
     assert [(f.kind, f.cable, f.link) for f in fabric.findings] == [
-        ("wrong port", *cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
-        ("wrong port", *cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))]
+        ("wrong-port", *cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
+        ("wrong-port", *cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))]
     assert {f.fix for f in fabric.findings} == {"swap the cables in mini-2 Thunderbolt 1 and 2"}
     assert fabric.errors == [fabric.findings[0].line]
 
@@ -305,18 +313,20 @@ def test_without_a_plan_the_last_cables_are_the_reference_for_what_moved():
     ledger = fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")
     fabric = cluster.fabric(previous=ledger)
     assert fabric.ok and fabric.findings == []
-    assert fabric.changes == ["cables in mini-2 Thunderbolt 1 and 2 swapped: mini-1:1 -- mini-2:1 is now "
-                              "mini-1:1 -- mini-2:2, mini-2:2 -- mini-3:1 is now mini-2:1 -- mini-3:1"]
+    assert fabric.rewired == Rewiring([], [("mini-2", 1, 2, (tuple(cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:2"])),
+                                                        tuple(cables(["mini-2:2 -- mini-3:1", "mini-2:1 -- mini-3:1"]))))],
+                                      [], [])
 
     moved = Cluster.of("mini-m4-pro", 3, "mesh")
     ledger = fabric_addresses.assign_addresses(cables(ring_plan(moved)), "10.0.0.0/24")
     moved.unplug("mini-2:1").cable("mini-1:1", "mini-2:3")
-    assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 moved to mini-1:1 -- mini-2:3"]
+    assert moved.fabric(previous=ledger).rewired == Rewiring(
+        [tuple(cables(["mini-1:1 -- mini-2:1", "mini-1:1 -- mini-2:3"]))], [], [], [])
     moved.unplug("mini-1:1").unplug("mini-2:3")
-    assert moved.fabric(previous=ledger).changes == ["cable mini-1:1 -- mini-2:1 unplugged"]
+    assert moved.fabric(previous=ledger).rewired == Rewiring([], [], cables(["mini-1:1 -- mini-2:1"]), [])
     # No ledger (the first converge), or nothing changed: nothing to say.
-    assert moved.fabric().changes == []
-    assert Cluster.of("mini-m4-pro", 3, "mesh").fabric(previous=ledger).changes == []
+    assert (moved.fabric().rewired, moved.fabric().changes) == (None, [])
+    assert Cluster.of("mini-m4-pro", 3, "mesh").fabric(previous=ledger).rewired == Rewiring([], [], [], [])
 
 
 def test_a_move_that_is_no_swap_stays_a_move():
@@ -325,9 +335,9 @@ def test_a_move_that_is_no_swap_stays_a_move():
     before = ring_plan(cluster)
     cluster.unplug("studio-1:2").unplug("studio-2:2").unplug("studio-2:3").unplug("studio-3:2")
     cluster.cable("studio-1:2", "studio-2:4").cable("studio-2:5", "studio-3:2")
-    assert cluster.fabric(previous=fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")).changes == [
-        "cable studio-1:2 -- studio-2:2 moved to studio-1:2 -- studio-2:4",
-        "cable studio-2:3 -- studio-3:2 moved to studio-2:5 -- studio-3:2"]
+    rewired = cluster.fabric(previous=fabric_addresses.assign_addresses(cables(before), "10.0.0.0/24")).rewired
+    assert rewired == Rewiring([tuple(cables(["studio-1:2 -- studio-2:2", "studio-1:2 -- studio-2:4"])),
+                                tuple(cables(["studio-2:3 -- studio-3:2", "studio-2:5 -- studio-3:2"]))], [], [], [])
 
 
 def test_cable_to_a_port_not_in_the_plan():
@@ -345,7 +355,7 @@ def test_slow_cable_between_thunderbolt_5_macs_is_a_fault():
     cluster = Cluster({"mini-1": "mini-m4-pro", "mini-2": "mini-m4-pro"}).cable("mini-1:1", "mini-2:1", speed=40)
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
     assert [(f.kind, f.fault, f.cable, f.expected) for f in fabric.findings] == [
-        ("slow cable", True, parse_cable("mini-1:1 -- mini-2:1"), "80 Gb/s")]
+        ("slow-cable", True, parse_cable("mini-1:1 -- mini-2:1"), "80 Gb/s")]
     assert fabric.errors == [fabric.findings[0].line]
 
 
@@ -355,16 +365,15 @@ def test_thunderbolt_4_mac_is_slow_but_not_a_fault_and_auto_never_gives_it_jaccl
     assert cluster.facts["mini-2"]["ports"][0]["rdma_state"] == "PORT_ACTIVE"
     fabric = cluster.fabric(cables=["mini-1:1 -- mini-2:1"])
     assert [(f.kind, f.cable, f.expected, f.fault) for f in fabric.findings] == [
-        ("thunderbolt 4 cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
+        ("thunderbolt-4-cable", parse_cable("mini-1:1 -- mini-2:1"), "40 Gb/s", False)]
     assert fabric.errors == [] and fabric.warnings == [] and fabric.backend == "ring"
-    assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2) but mini-2 cannot do RDMA "
-                             "(a Thunderbolt 4 Mac)")
+    assert (fabric.why.rule, fabric.why.ring, without_rdma(fabric)) == ("ring-no-rdma", ("mini-1", "mini-2"), ("mini-2",))
     assert fabric.links[0].speed_gbps == 40
     # Asked for by name, jaccl is refused, naming the Mac and the fix.
     jaccl = cluster.fabric(backend="jaccl")
-    assert faults(jaccl) == [("no rdma", ("mini-2",), None)]
+    assert faults(jaccl) == [("no-rdma", ("mini-2",), None)]
     assert jaccl.errors == [f.line for f in jaccl.model.findings if f.fault]
-    assert said(jaccl.cautions) == [("thunderbolt 4", ("mini-1", "mini-2"), parse_cable("mini-1:1 -- mini-2:1"))]
+    assert said(jaccl.cautions) == [("thunderbolt-4", ("mini-1", "mini-2"), parse_cable("mini-1:1 -- mini-2:1"))]
     assert jaccl.cautions[0].found.startswith("40 Gb/s ")
 
 
@@ -374,8 +383,8 @@ def test_a_thunderbolt_4_link_between_thunderbolt_5_macs_is_no_rdma_link_for_aut
     cluster.cable(*slow.split(" -- "), speed=40)
     fabric = cluster.fabric()
     assert fabric.backend == "ring"
-    assert fabric.reason.endswith(f"but {slow} cannot carry RDMA (40 Gb/s, a Thunderbolt 4 link: JACCL needs "
-                                  "Thunderbolt 5 at both ends)")
+    assert (fabric.why.rule, without_rdma(fabric), [c for c, dummy in fabric.why.unable]) == (
+        "ring-no-rdma", (), [parse_cable(slow)])
 
 
 def test_mac_behind_a_dock():
@@ -385,7 +394,7 @@ def test_mac_behind_a_dock():
         ("dock", (Port("mini-1", 2),), ("mini-1", "mini-3"), "via TS4"),
         ("dock", (Port("mini-3", 2),), ("mini-1", "mini-3"), "via TS4")]
     assert faults(fabric) == [("missing", ("mini-1", "mini-3"), parse_cable("mini-1:2 -- mini-3:2")),
-                              ("not cabled", ("mini-1", "mini-3"), None)]
+                              ("not-cabled", ("mini-1", "mini-3"), None)]
     assert {f.fix for f in fabric.model.findings if f.fault} == {connect("mini-1:2", "mini-3:2")}
     assert len(fabric.links) == 2
 
@@ -402,7 +411,7 @@ def test_bad_plan_is_an_error_not_a_crash():
 def test_jaccl_on_a_ring_names_each_missing_pair():
     fabric = Cluster.of("mini-m4-pro", 4, "ring").fabric(backend="jaccl")
     assert fabric.backend is None
-    assert fabric.reason == "jaccl was requested but cannot run here (see the errors)"
+    assert fabric.why == Why("cannot-run", "jaccl")
     # Every mini's three ports: two are in the ring, one is free.
     assert gaps(fabric) == [(("mini-1", "mini-3"), connect("mini-1:3", "mini-3:3")),
                             (("mini-2", "mini-4"), connect("mini-2:3", "mini-4:3"))]
@@ -411,7 +420,7 @@ def test_jaccl_on_a_ring_names_each_missing_pair():
 
 def test_jaccl_needs_rdma_everywhere():
     fabric = Cluster.of("mini-m4-pro", 2, no_rdma=["mini-2"]).fabric(backend="jaccl")
-    assert faults(fabric) == [("no rdma", ("mini-2",), None)]
+    assert faults(fabric) == [("no-rdma", ("mini-2",), None)]
     assert "rdma_ctl enable" in fabric.model.findings[0].found and fabric.errors == [fabric.model.findings[0].line]
 
 
@@ -434,7 +443,7 @@ def test_no_free_port_is_said():
 
 def test_auto_with_nothing_cabled():
     fabric = Cluster.of("mini-m4-pro", 3, "line").unplug("mini-1:1").unplug("mini-2:1").fabric()
-    assert fabric.reason == "auto found no backend: the cables form neither a full mesh nor a ring through all 3 hosts"
+    assert fabric.why == Why("none", None, 3)
     assert gaps(fabric) == [(("mini-1", "mini-2"), connect("mini-1:1", "mini-2:1")),
                             (("mini-1", "mini-3"), connect("mini-1:2", "mini-3:2"))]
 
@@ -456,20 +465,18 @@ def test_studio_port_1_on_an_rdma_link():
     cluster = Cluster({"studio-1": "studio-m3-ultra", "studio-2": "studio-m3-ultra"})
     fabric = cluster.cable("studio-1:1", "studio-2:2").fabric()
     assert fabric.backend == "ring" and fabric.ok and fabric.warnings == []
-    assert fabric.reason == (
-        "auto chose ring: the cables form a ring (studio-1 -> studio-2) but studio-1:1 -- studio-2:2 cannot carry "
-        "RDMA (studio-1 Thunderbolt 1 is the Mac Studio port beside Ethernet, where RDMA never comes up: move the "
-        "cable to another port)")
+    assert (fabric.why.rule, fabric.why.ring, [c for c, dummy in fabric.why.unable]) == (
+        "ring-no-rdma", ("studio-1", "studio-2"), [parse_cable("studio-1:1 -- studio-2:2")])
     fabric = cluster.fabric(backend="jaccl")
     assert fabric.backend == "jaccl" and fabric.ok
     assert [(f.kind, f.ports, f.cable, f.severity) for f in fabric.cautions] == [
-        ("dead rdma port", (Port("studio-1", 1),), parse_cable("studio-1:1 -- studio-2:2"), "warning")]
+        ("dead-rdma-port", (Port("studio-1", 1),), parse_cable("studio-1:1 -- studio-2:2"), "warning")]
     assert cluster.fabric(backend="ring").warnings == []
 
 
 def test_active_bridge_across_a_loop():
     ring = Cluster.of("mini-m4-pro", 3, "ring", bridge=True).fabric()
-    assert said(ring.cautions) == [("bridge loop", (f"mini-{i}",), None) for i in (1, 2, 3)]
+    assert said(ring.cautions) == [("bridge-loop", (f"mini-{i}",), None) for i in (1, 2, 3)]
     assert ring.warnings == [f.line for f in ring.cautions]
     assert Cluster.of("mini-m4-pro", 3, "line", bridge=True).fabric(backend="ring").warnings == []
 
@@ -662,9 +669,9 @@ def test_auto_follows_the_rdma_line_on_a_mesh_with_a_thunderbolt_4_mac():
     fabric = cluster.fabric()
     line = rdma.assess(cluster.macos, cluster.facts, models=cluster.models)
     assert fabric.backend == line.current == "ring" and fabric.warnings == []
-    assert line.summary.endswith("mini-4 cannot do RDMA, so ring is the way for it")
-    assert fabric.reason == ("auto chose ring: the cables form a ring (mini-1 -> mini-2 -> mini-3 -> mini-4) but "
-                             "mini-4 cannot do RDMA (a Thunderbolt 4 Mac)")
+    assert line.hosts(rdma.NOT_CAPABLE) == ["mini-4"]
+    assert (fabric.why.rule, fabric.why.ring, without_rdma(fabric)) == (
+        "ring-no-rdma", ("mini-1", "mini-2", "mini-3", "mini-4"), ("mini-4",))
 
 
 def test_bridges_the_network_step_turned_off_or_would():

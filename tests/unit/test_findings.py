@@ -4,6 +4,7 @@ the audit, the watch and verify share."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -58,3 +59,8 @@ def test_a_moved_cable_is_judged_as_the_converge_judges_it():
     assert [(f.kind, f.expected, f.found) for f in rewired.findings] == [("moved", "a:1 -- b:1", "a:3 -- b:1")]
     assert rewired.moved == {was.key}
     assert judges.rewired([], [now]).findings == []  # no last converge: nothing to compare with
+
+
+def test_every_kind_is_spelled_one_way_lower_case_and_hyphenated():
+    """Users' scripts read the ``kind`` of the fabric's result and of audit.json: one spelling for all of them."""
+    assert [kind for kind in KINDS if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", kind)] == []

@@ -43,7 +43,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.inventory
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.onboarding import assess
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs import current_files, staged
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.runlock import LockBusy, run_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import Refusal, refusal
 from mlx_fleet import interrupt, onboard, onboard_ssh, watch_cli
 from mlx_fleet import record as records
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
@@ -83,9 +83,7 @@ def test_a_shorter_holder_record_leaves_no_stale_bytes(tmp_path):
 # --- the write guard ---------------------------------------------------------------------------------
 
 def test_no_mac_came_through_keeps_the_last_hostfiles():
-    assert refusal(HOSTS, [], None, {}, {}, {}, "inv.yml") == (
-        "hostfiles not rewritten: mini-1, mini-2 and mini-3 failed or did not answer earlier in this run; the last "
-        "good hostfiles stay on the controller and the Macs: fix them and run again")
+    assert refusal(HOSTS, [], None, {}, {}, {}) == Refusal(dropped=tuple(HOSTS))
 
 
 def test_a_port_s_address_changed_with_the_same_hosts_and_cables_keeps_the_last_hostfiles():
@@ -94,10 +92,7 @@ def test_a_port_s_address_changed_with_the_same_hosts_and_cables_keeps_the_last_
     port = now["network"]["mini-2"][0]
     port["address"] = "192.168.250.1"
     assert set(now["network"]) == set(before["network"]) and now["cables"] == before["cables"]
-    assert refusal(HOSTS, HOSTS, before, now["cable_ends"], now["network"], {}, "inv.yml") == (
-        "hostfiles not rewritten: the cabling changed while the ports were being configured (the ports' addresses "
-        "differ from the ones configured); the last good hostfiles stay on the controller and the Macs: check the "
-        "cables and run again")
+    assert refusal(HOSTS, HOSTS, before, now["cable_ends"], now["network"], {}) == Refusal(readdressed=True)
 
 
 # --- the host-key fingerprint ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ def test_the_wait_ends_when_every_advised_cable_is_found(monkeypatch, tmp_path):
     move = "new Thunderbolt 4 is cabled to mini-2 Thunderbolt 3, the plan says new Thunderbolt 1: move it"
     rounds = iter([
         {"cables": {"mini-1:1 -- new:2": 80.0}, "findings": [
-            {"kind": "wrong port", "cable": "mini-2:3 -- new:1", "message": move}]},
+            {"kind": "wrong-port", "cable": "mini-2:3 -- new:1", "message": move}]},
         {"cables": {"mini-1:1 -- new:2": 80.0, "mini-2:3 -- new:1": 80.0}, "findings": []},
     ])
     monkeypatch.setattr(onboard.runner, "run_playbook", lambda *a, **k: _Report(next(rounds)))

@@ -108,7 +108,7 @@ def test_the_summary_is_every_mac_on_the_target_only_when_every_mac_is_done(setu
     assert cli.main(argv) == EXIT_ATTENTION  # the playbook ended clean, but the record says m1 is not done
 
     def failed(out):
-        return runner.RunReport(results={os_update_cli.PLAN_ACTION: [{"plan": PLAN}]}, failed={"m1": ["stopped"]})
+        return runner.RunReport(results={os_update_cli.PLAN_ACTION: [{"plan": PLAN}]}, failed={"m1": [("Update macOS", "stopped")]})
 
     runs.then = failed
     assert cli.main(argv) == EXIT_ATTENTION

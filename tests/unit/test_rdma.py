@@ -30,24 +30,22 @@ def test_two_macs_need_the_recovery_step_and_the_others_wait_for_them():
     assert (a.nodes["mini-3"].model, a.nodes["mini-3"].product_version, a.nodes["mini-3"].ports) == (
         "mini-m4-pro", "26.2", [])
     assert (a.current, a.projected) == ("ring", "jaccl")
-    assert a.summary == ("once mini-3 and mini-4 are enabled from Recovery, the cabling supports jaccl (full mesh); "
-                         "until then auto falls back to ring (no RDMA)")
-    assert a.blocking is None
+    assert (a.backend, a.blocked) == ("auto", False)
 
 
 def test_all_ready():
     a = minis(3).mesh().assess()
     assert all(r.status == "ready" for r in a.nodes.values())
     assert ports(a, "mini-2") == [(1, "mini-1", "active"), (2, "mini-3", "active")]
-    assert a.summary == "all 3 Macs are ready for RDMA; the cabling supports jaccl (full mesh)"
+    assert (a.current, a.projected) == ("jaccl", "jaccl")
 
 
 def test_a_ring_gains_jaccl_ring():
     c = minis(4, disabled=("mini-2",))
     for a, b in (("mini-1:1", "mini-2:1"), ("mini-2:2", "mini-3:1"), ("mini-3:2", "mini-4:1"), ("mini-4:2", "mini-1:2")):
         c.cable(a, b)
-    assert c.assess().summary == ("once mini-2 is enabled from Recovery, the cabling supports jaccl-ring (a ring, not "
-                                  "a full mesh); until then auto falls back to ring (no RDMA)")
+    a = c.assess()
+    assert (a.hosts("needs_recovery"), a.current, a.projected) == (["mini-2"], "ring", "jaccl-ring")
 
 
 def test_thunderbolt_4_mac_is_not_capable_and_never_sent_to_recovery():
@@ -57,8 +55,7 @@ def test_thunderbolt_4_mac_is_not_capable_and_never_sent_to_recovery():
     assert a.nodes["mini-3"].status == "not_capable"
     assert (a.nodes["mini-3"].reason, a.nodes["mini-3"].model) == ("thunderbolt 4", "mini-m4")
     assert a.hosts("needs_recovery") == ["mini-2"]
-    assert a.summary == ("once mini-2 is enabled from Recovery, the cabling still supports only ring (no RDMA); "
-                         "mini-3 cannot do RDMA, so ring is the way for it")
+    assert (a.current, a.projected) == ("ring", "ring")  # mini-3 keeps the cluster on ring
     # Its model alone tells, even with RDMA devices listed (Thunderbolt 4 Macs list them yet fail).
     c.tb["mini-3"].update(rdma_enabled=True, rdma_devices=["rdma_en2"])
     assert c.assess().nodes["mini-3"].status == "not_capable"
@@ -92,8 +89,7 @@ def test_enabled_but_port_down_names_the_port_causes_and_remedy():
     assert ports(a, "mini-1") == [(1, "mini-2", "active"), (2, "mini-3", "down")]
     assert [(p.rdma_device, p.rdma_state) for p in a.nodes["mini-1"].ports if p.outcome == "down"] == [
         ("rdma_en3", "PORT_DOWN")]
-    assert a.summary == ("no Mac needs the Recovery step; the cabling supports ring (no RDMA); mini-1 and mini-3 "
-                         "have RDMA enabled but not working")
+    assert (a.hosts("needs_recovery"), a.hosts("enabled_not_working"), a.current) == ([], ["mini-1", "mini-3"], "ring")
 
 
 def test_enabled_without_devices():
@@ -113,9 +109,8 @@ def test_mac_studio_port_beside_ethernet():
 
 def test_jaccl_blocks_with_the_nodes_named():
     a = minis(disabled=("mini-3", "mini-4")).mesh().assess(backend="jaccl")
-    assert a.blocking == "mlx_fleet_backend jaccl needs RDMA on every Mac: mini-3 and mini-4 need the Recovery step"
-    assert a.summary.endswith("; until then jaccl cannot run")
-    assert minis(3).mesh().assess(backend="jaccl").blocking is None
+    assert (a.blocked, a.hosts("needs_recovery"), a.hosts("not_capable")) == (True, ["mini-3", "mini-4"], [])
+    assert not minis(3).mesh().assess(backend="jaccl").blocked
 
 
 # --- ledger ----------------------------------------------------------------------------------------

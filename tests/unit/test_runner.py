@@ -56,7 +56,7 @@ def test_a_fabric_left_alone_for_a_mac_that_dropped_out_is_a_warning_in_the_summ
 def test_failures_unreachable_and_bad_input_map_to_their_exit_status():
     task = "Give each port its network"
     failed = _report(_event("runner_on_failed", host="mini-2", task=task, res={"msg": "boom"}))
-    assert failed.exit_status == 1 and failed.failed == {"mini-2": [f"{task}: boom"]}
+    assert failed.exit_status == 1 and failed.failed == {"mini-2": [(task, "boom")]}
     ignored = _report(_event("runner_on_failed", res={"msg": "x"}, ignore_errors=True))
     assert ignored.exit_status == 0
     first_line = "ssh: connect timed out"
@@ -79,7 +79,7 @@ def test_bad_input_is_what_a_check_marks_and_a_line_two_macs_share_is_said_once(
         _event("runner_on_failed", host="mini-3", action="mlx_fleet.cluster.preflight_check", task=task,
                res=refusal([twins], bad_input=[twins]).result_contribution))
     assert report.input_errors == [twins]
-    assert report.failed == {"mini-1": [f"{task}: {old}"]}  # not bad input: the Mac must be updated
+    assert report.failed == {"mini-1": [(task, old)]}  # not bad input: the Mac must be updated
     assert report.exit_status == 2  # nothing changed: the inventory is the first thing to fix
     unmarked = _report(_event("runner_on_failed", host="mini-1", task=task, res={"msg": twins}))
     assert unmarked.exit_status == 1 and unmarked.input_errors == []
@@ -100,7 +100,7 @@ def cluster_step_and_mac_failed():
 
 def test_a_cluster_steps_failure_names_no_mac():
     report = cluster_step_and_mac_failed()
-    assert report.failed == {"mini-2": [f"{MAC_STEP}: boom\nexit 1"]} and report.exit_status == 1
+    assert report.failed == {"mini-2": [(MAC_STEP, "boom\nexit 1")]} and report.exit_status == 1
     assert report.cluster_failed == [("Build the fabric", f"{CLUSTER_STEP_WHY}\n{CLUSTER_STEP_PICTURE}")]
 
 
@@ -232,7 +232,7 @@ def test_progress_hides_argument_checks_and_says_controller_steps_run_there():
 def test_a_failed_argument_check_is_named_in_a_persons_words():
     report = _report(_event("runner_on_failed", host="mini-1", action="ansible.builtin.validate_argument_spec",
                             task="Validating arguments against arg spec 'main' - Settings", res={"msg": "bad x"}))
-    assert report.failed == {"mini-1": ["the role's variables: bad x"]}
+    assert report.failed == {"mini-1": [("the role's variables", "bad x")]}
 
 
 def test_diff_prints_each_changes_differences_as_ansible_playbook_does():

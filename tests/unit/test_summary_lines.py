@@ -96,7 +96,7 @@ def test_a_run_that_changed_nothing_says_so():
     stopped = _report(_event("runner_on_ok", res={"changed": False}))
     stopped.rc = 254  # interrupted: what was in flight may have changed
     assert not [line for line in _summary(stopped) if line.startswith("nothing")]
-    check.failed = {"mini-1": ["Read the Mac: boom"]}
+    check.failed = {"mini-1": [("Read the Mac", "boom")]}
     assert not [line for line in _summary(check) if line.startswith("nothing")]  # it stopped: nobody knows
     controller_only = _report(_event("runner_on_ok", res={"changed": True, CLUSTER_STEP: True}))
     assert controller_only.changed == set()

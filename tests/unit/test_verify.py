@@ -27,7 +27,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports impor
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import coerce
 from mlx_fleet.explain import explain
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import changes_since
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.against_plan import change_lines, rewiring
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import line
 from mlx_fleet.verify.diagnose import cable_findings, cause, diagnose, failure_lines, node_findings, readiness, rewired
 from mlx_fleet.sim.doubles.macsim.system_profiler import thunderbolt_items
@@ -263,8 +263,8 @@ def test_an_unplugged_port_in_an_up_bridge_without_its_address():
     found = cable_findings(link, {"a": node("a", IFCONFIG_BRIDGED, **bridged)}, INVENTORY)
     assert [cause(f) for f in found] == ["cable", "no-ipv4", "bridge"]
     assert [(f.kind, f.hosts, f.cable, f.ports) for f in found] == [
-        ("link down", ("a", "b"), parse_cable("a:1 -- b:1"), (Port("a", 1),)), ("end address", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),)),
-        ("bridge member", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),))]
+        ("link-down", ("a", "b"), parse_cable("a:1 -- b:1"), (Port("a", 1),)), ("end-address", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),)),
+        ("bridge-member", ("a",), parse_cable("a:1 -- b:1"), (Port("a", 1),))]
     assert found[1].expected == link.a.interface
     assert found[0].evidence == ("a: ifconfig en3: status: inactive, inet none",)
     assert found[2].evidence[0].endswith("ifconfig bridge0: member en3")
@@ -304,8 +304,8 @@ def test_a_cable_moved_to_another_port_is_said_moved_as_the_converge_says_it():
     (moved,) = rewired([link], macs).findings
     assert (moved.kind, moved.expected, moved.found) == ("moved", "a:1 -- b:1", "a:3 -- b:1")
     # The converge's own judgement of the same cables.
-    assert changes_since([link.cable], discover(["a", "b"], {h: m.cabling for h, m in macs.items()})[0]) == [
-        line(replace(moved, fix=""))]
+    found_now = [c.cable for c in discover(["a", "b"], {h: m.cabling for h, m in macs.items()})[0]]
+    assert change_lines(rewiring([link.cable], found_now)) == [line(replace(moved, fix=""))]
 
 
 def test_unreachable_and_interpreter_findings():
@@ -354,7 +354,7 @@ def test_rdma_failed_where_tcp_works_is_an_rdma_finding_with_mlx_message():
         evidence[h].reads["ifconfig"] = (0, IFCONFIG_EN2.replace("169.254.205.255 netmask 0xffff0000",
                                                                  f"{link.end(h).address} netmask 0xfffffffc"))
     (finding,) = diagnose([failed, works], c, evidence, INVENTORY)
-    assert (cause(finding), finding.kind, finding.cable, finding.rank) == ("rdma", "rdma path", parse_cable("a:1 -- b:1"), 0)
+    assert (cause(finding), finding.kind, finding.cable, finding.rank) == ("rdma", "rdma-path", parse_cable("a:1 -- b:1"), 0)
     assert finding.found == failure_lines(failed)[0]
     assert "a: rdma_ctl status: enabled; ibv_devinfo: unread" in finding.evidence
     # Every RDMA read made, sw_vers included: a macOS that predates RDMA names the Mac not capable.
@@ -445,11 +445,13 @@ def test_a_rank_that_cannot_bind_its_ring_address_is_an_address_finding():
 
 def test_rank_outcomes_and_messages():
     stuck = Rank(0, "a", [(cp.EVENT, "{}")], [{"event": "start"}, {"event": "timeout", "deadline": 20.0}])
-    assert stuck.outcome() == "timed out after 20 s" and not stuck.ok
+    assert (stuck.ending, stuck.ok) == ("timed-out", False)
+    assert stuck.outcome() == "timed out after 20 s"  # the deadline, from its timeout event
     traceback = rank(1, "b", code=1, stderr=("Traceback (most recent call last):", "  File x", "ValueError: bad n"))
     assert traceback.error == "ValueError: bad n"
     cut = rank(2, "c", code=None, stderr=("Traceback (most recent call last):", "    ^^^^^^^^"))
-    assert cut.error is None and cut.outcome() == "stopped before it finished"
+    assert (cut.error, cut.ending) == (None, "cut")
+    assert (Rank(3, "d", launcher="was killed").ending, Rank(3, "d").ending) == ("never-reported", "never-started")
     assert Rank(3, "d", launcher="was killed").outcome() == "never reported (was killed)"
 
 
@@ -482,20 +484,40 @@ def test_levels():
     assert len(found) == 1 + 2 + 4 and all(c.difference is None for c in found)
     assert compare.level(True, single, cluster_, found, True)[0] == compare.REPRODUCES
     assert compare.level(True, [], [], [], False)[0] == compare.RUNS
-    assert compare.level(False, single, cluster_, found, True) == (
-        None, ["the cluster check failed: not even a small task completes on every rank"])
+    assert compare.level(False, single, cluster_, found, True) == (None, [compare.Reason("check-failed")])
     per_rank = [run_("cluster run 1", 40.0, 40.0), run_("cluster run 2", 40.0, 40.0)]  # depends on the rank count
     level, why = compare.level(True, single, per_rank, compare.comparisons(single, per_rank, 1e-5, 0), True)
-    assert level == compare.RUNS and why[0].startswith("cluster run 1, rank 0 vs single Mac run 1: $: 40.0 vs 10.0")
+    assert (level, why[0].kind, why[0].comparison.what, why[0].comparison.difference.got) == (
+        compare.RUNS, "disagree", "cluster run 1, rank 0 vs single Mac run 1", 40.0)
     hung = [run_("cluster run 1", 10.0, completed=False)]
-    assert compare.level(True, single, hung, [], True) == (None, ["cluster run 1 did not complete: rank 1 on b: "
-                                                                  "timed out"])
+    assert compare.level(True, single, hung, [], True) == (
+        None, [compare.Reason("incomplete", "cluster run 1", "rank 1 on b: timed out")])
     assert compare.level(True, single[:1], cluster_[:1], compare.comparisons(single[:1], cluster_[:1], 1e-5, 0),
-                         True) == (compare.RUNS, ["reproduces needs repeated runs: --repeat 2 or more"])
+                         True) == (compare.RUNS, [compare.Reason("needs-repeat")])
 
 
 # --- the report ---------------------------------------------------------------------------------------
 
+
+def test_the_level_s_reasons_in_words():
+    single = [run_("single Mac run 1", 10.0), run_("single Mac run 2", 10.0)]
+    worse = [run_("cluster run 1", 40.0, 40.0), run_("cluster run 2", 40.0, 40.0)]
+    reasons = compare.level(True, [], [], [], False)[1] + [
+        compare.Reason("check-failed"), compare.Reason("incomplete", "cluster run 1", "rank 1 on b: timed out"),
+        compare.Reason("no-result", "cluster run 2"), compare.Reason("no-baseline"), compare.Reason("needs-repeat"),
+        compare.Reason("agree", cluster_runs=2, single_runs=2, comparisons=7),
+        compare.level(True, single, worse, compare.comparisons(single, worse, 1e-5, 0), True)[1][0]]
+    assert [report.reason_line(r) for r in reasons] == [
+        "the check program completed on every rank and every cable, each rank's log kept",
+        "reproduces needs your own task: --script FILE --repeat K",
+        "the cluster check failed: not even a small task completes on every rank",
+        "cluster run 1 did not complete: rank 1 on b: timed out",
+        "cluster run 2 printed no JSON result (numbers or arrays) on any rank",
+        "the single-Mac run printed no JSON result: nothing to compare with",
+        "reproduces needs repeated runs: --repeat 2 or more",
+        "2 cluster runs and 2 single-Mac runs agree (7 comparisons)",
+        "cluster run 1, rank 0 vs single Mac run 1: $: 40.0 vs 10.0, difference 30 > allowed 0.0001 "
+        "(atol 0 + rtol 1e-05 x 10)"]
 
 def outcome_with(tmp_path: Path, jobs: list[Job], c: Cluster, **fields) -> Outcome:
     options = Options(INVENTORY, "/opt/mlx-fleet/venv/bin/python", [1024, 4096], 30)
@@ -516,7 +538,7 @@ def test_report_figures_schema_summary_and_page(tmp_path):
     link = c.cables[0]
     jobs_ = [job("all_sum", "all_sum", RING, sums), job(f"link {link.cable} ring", "link",
                                                         link_hostfile(c, link, "ring"), pings, link.cable)]
-    outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=["ran"])
+    outcome = outcome_with(tmp_path, jobs_, c, level=compare.RUNS, reasons=[compare.Reason("needs-script")])
     data = report.build(outcome, ["mlx-fleet", "verify", "-i", INVENTORY])
     assert data["schema"] == "mlx-fleet-verify/1" and data["status"] == "passed" and data["exit_code"] == 0
     figures = data["checks"][0]["figures"]

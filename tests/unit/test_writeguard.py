@@ -4,7 +4,8 @@ cables are still the ones the network step configured."""
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.addresses import to_configure
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import parse_cable
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import Refusal, refusal
 from factories import HOSTS, Cluster, plan, planned
 
 def configured(cluster: Cluster, network: dict | None = None) -> dict:
@@ -20,16 +21,13 @@ def test_every_mac_through_and_the_same_cables_writes():
     mesh = Cluster.of("mini-m4-pro", 3)
     before = plan(mesh)
     facts = configured(mesh)
-    assert refusal(HOSTS, HOSTS, before, before["cable_ends"], before["network"], facts, "inv.yml") is None
-    assert refusal(HOSTS, None, None, {}, {}, {}, "inv.yml") is None
+    assert refusal(HOSTS, HOSTS, before, before["cable_ends"], before["network"], facts) is None
+    assert refusal(HOSTS, None, None, {}, {}, {}) is None
 
 
 def test_a_mac_that_failed_its_network_step_keeps_the_last_hostfiles():
-    assert refusal(HOSTS, ["mini-1", "mini-3"], None, {}, {}, {}, "inv.yml") == (
-        "hostfiles not rewritten: mini-2 failed or did not answer earlier in this run; the last good hostfiles "
-        "stay on the controller and the Macs: fix it and run again")
-    assert refusal(HOSTS, ["mini-1"], None, {}, {}, {}, "inv.yml").startswith(
-        "hostfiles not rewritten: mini-2 and mini-3 failed or did not answer")
+    assert refusal(HOSTS, ["mini-1", "mini-3"], None, {}, {}, {}) == Refusal(dropped=("mini-2",))
+    assert refusal(HOSTS, ["mini-1"], None, {}, {}, {}) == Refusal(dropped=("mini-2", "mini-3"))
 
 
 def test_a_cable_pulled_between_the_plan_and_the_network_step_keeps_the_last_hostfiles():
@@ -39,9 +37,8 @@ def test_a_cable_pulled_between_the_plan_and_the_network_step_keeps_the_last_hos
     for end in gone.split(" -- "):
         mesh.unplug(end)
     now = plan(mesh)
-    assert refusal(HOSTS, HOSTS, before, now["cable_ends"], now["network"], configured(mesh), "inv.yml") == (
-        f"hostfiles not rewritten: the cabling changed while the ports were being configured ({gone} is gone); "
-        "the last good hostfiles stay on the controller and the Macs: check the cables and run again")
+    assert refusal(HOSTS, HOSTS, before, now["cable_ends"], now["network"], configured(mesh)) == Refusal(
+        gone=(parse_cable(gone),))
 
 
 def test_a_cable_moved_to_another_port_is_named_both_ways():
@@ -49,8 +46,8 @@ def test_a_cable_moved_to_another_port_is_named_both_ways():
     before = plan(line)
     line.unplug("mini-1:1").unplug("mini-2:1").cable("mini-1:2", "mini-2:1")
     now = plan(line)
-    assert "(mini-1:1 -- mini-2:1 is gone; mini-1:2 -- mini-2:1 is new)" in refusal(
-        ["mini-1", "mini-2"], None, before, now["cable_ends"], now["network"], configured(line), "inv.yml")
+    assert refusal(["mini-1", "mini-2"], None, before, now["cable_ends"], now["network"], configured(line)) == Refusal(
+        gone=(parse_cable("mini-1:1 -- mini-2:1"),), new=(parse_cable("mini-1:2 -- mini-2:1"),))
 
 
 def test_no_hostfile_names_an_address_its_port_does_not_hold():
@@ -62,13 +59,8 @@ def test_no_hostfile_names_an_address_its_port_does_not_hold():
     network = planned(line)  # the moved cable's /30 as the ledger has none for it
     one, two = network["mini-1"][0], network["mini-2"][0]
     assert two["hardware_port"] == "Thunderbolt 3"
-    stop = refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts, "inv.yml", cli=True)
-    assert stop.startswith("hostfiles not rewritten: they would name addresses no port holds (mini-1 Thunderbolt 1 "
-                           f"({one['device']}) has no {one['address']}/30; mini-2 Thunderbolt 3 ({two['device']}) "
-                           f"has no {two['address']}/30); ")
-    assert stop.endswith("mlx-fleet converge -i inv.yml configures the ports")
-    assert refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts, "inv.yml").endswith(
-        "ansible-playbook -i inv.yml mlx_fleet.cluster.site configures the ports")  # the collection's form
+    assert refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts) == Refusal(
+        unplaced=(("mini-1", one), ("mini-2", two)))
     # Both Macs need their ports configured: the new port, and on mini-2 the old one still holds the
     # ledger's address; a Mac whose ports are as planned does not.
     assert to_configure(network, line.facts, ledger) == ["mini-1", "mini-2"]
@@ -76,4 +68,4 @@ def test_no_hostfile_names_an_address_its_port_does_not_hold():
     assert to_configure(network, line.facts, ledger) == ["mini-2"]  # Thunderbolt 1 still holds the old cable's
     line.facts["mini-2"]["ports"][0]["addresses"] = []
     assert to_configure(network, line.facts, ledger) == []
-    assert refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts, "inv.yml") is None
+    assert refusal(["mini-1", "mini-2"], None, None, {}, network, line.facts) is None

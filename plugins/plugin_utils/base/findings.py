@@ -31,10 +31,10 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     # the preflight and the inventory
-    "apple silicon": Kind("hardware", FAULT, "{macs}: {found}"),
+    "apple-silicon": Kind("hardware", FAULT, "{macs}: {found}"),
     "macos": Kind("macOS", FAULT, "{macs}: {found}"),
     "sudo": Kind("access", FAULT, "{macs}: {found}"),
-    "wired limit": Kind("wired limit", FAULT, "{macs}: {found}"),
+    "wired-limit": Kind("wired limit", FAULT, "{macs}: {found}"),
     "pool": Kind("addresses", FAULT, "{macs}: {found}"),
     "inventory": Kind("inventory", FAULT, "{found}"),
     # a Mac
@@ -75,27 +75,27 @@ KINDS: dict[str, Kind] = {
     "addresses": Kind("addresses", FAULT, "{found}"),
     "backend": Kind("backend", FAULT, "{found}"),
     "missing": Kind("cables", FAULT, "missing cable {cable}: {fix}"),
-    "wrong port": Kind("cables", FAULT, "wrong port: {found}"),
-    "slow cable": Kind("cables", FAULT, "slow cable {cable}: {found}"),
-    "thunderbolt 4 cable": Kind("cables", WARNING, "slow cable {cable}: {found}"),
-    "not cabled": Kind("cables", FAULT, "{expected}: {found}"),
-    "no rdma": Kind("RDMA", FAULT, "{expected}: {found}"),
+    "wrong-port": Kind("cables", FAULT, "wrong port: {found}"),
+    "slow-cable": Kind("cables", FAULT, "slow cable {cable}: {found}"),
+    "thunderbolt-4-cable": Kind("cables", WARNING, "slow cable {cable}: {found}"),
+    "not-cabled": Kind("cables", FAULT, "{expected}: {found}"),
+    "no-rdma": Kind("RDMA", FAULT, "{expected}: {found}"),
     "dock": Kind("cables", WARNING, "{at}: {found}"),
     "outside": Kind("cables", NOTE, "{at}: {found}"),
-    "dead rdma port": Kind("RDMA", WARNING, "{at}: {found}"),
-    "thunderbolt 4": Kind("cables", WARNING, "{cable}: {found}"),
-    "bridge loop": Kind("Thunderbolt Bridge", WARNING, "{macs}: {found}"),
+    "dead-rdma-port": Kind("RDMA", WARNING, "{at}: {found}"),
+    "thunderbolt-4": Kind("cables", WARNING, "{cable}: {found}"),
+    "bridge-loop": Kind("Thunderbolt Bridge", WARNING, "{macs}: {found}"),
     # the audit: a fact that differs from the declared state or from the other Macs
     "drift": Kind("audit", FAULT, "{fact}:{on} expected {expected}; found {found}"),
     # verify: what the Macs' tools show about a job that failed ({where}: its cable, else its Macs)
     "unstaged": Kind("network", FAULT, "{macs}: cannot stage the check program ({found})"),
     "interpreter": Kind("environment", FAULT, "{macs}: {expected} does not run MLX ({found})"),
-    "link down": Kind("cables", FAULT, "cable {cable}: {found}"),
-    "end address": Kind("Thunderbolt addresses", FAULT, "cable {cable}: {found} where the fabric gave it {expected}"),
-    "bridge member": Kind("Thunderbolt Bridge", FAULT, "cable {cable}: {found}, the Thunderbolt Bridge, which is up"),
-    "rank address": Kind("Thunderbolt addresses", FAULT, "{macs} (rank {rank}) cannot use its address {expected}: "
+    "link-down": Kind("cables", FAULT, "cable {cable}: {found}"),
+    "end-address": Kind("Thunderbolt addresses", FAULT, "cable {cable}: {found} where the fabric gave it {expected}"),
+    "bridge-member": Kind("Thunderbolt Bridge", FAULT, "cable {cable}: {found}, the Thunderbolt Bridge, which is up"),
+    "rank-address": Kind("Thunderbolt addresses", FAULT, "{macs} (rank {rank}) cannot use its address {expected}: "
                          "{found}"),
-    "rdma path": Kind("RDMA", FAULT, "{where}: RDMA path failed, TCP path works ({found})"),
+    "rdma-path": Kind("RDMA", FAULT, "{where}: RDMA path failed, TCP path works ({found})"),
     "unexplained": Kind("verify", FAULT, "{where}: failed with no fault visible on the Macs' ports; {found}"),
 }
 

@@ -415,8 +415,8 @@ def _cables(macs, observed, declared, controller, checks):
 
 
 def _cable_found(finding) -> str:
-    """What was found about a cable, from a fabric finding's data."""
-    return finding.found if finding.kind == "missing" else f"{finding.kind}: {finding.found}"
+    """What was found about a cable, from a fabric finding's data: its kind in words ("wrong port: ...")."""
+    return finding.found if finding.kind == "missing" else f"{finding.kind.replace('-', ' ')}: {finding.found}"
 
 
 def _field(macs, observed, controller, checks):

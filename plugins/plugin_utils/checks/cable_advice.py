@@ -39,6 +39,44 @@ class HostPorts:
         return len([p for p in self.ports if not (rdma and p in self.no_rdma)])
 
 
+@dataclass(frozen=True)
+class Obstacle:
+    """What makes a topology impossible to cable, as data (``line`` says it). ``kind``: "too-few-ports" (the Macs
+    ``hosts``, of one ``label``, have ``has`` ports that carry RDMA, ``no_rdma`` never do, and a full mesh of ``macs``
+    Macs needs ``need``), "ports-in-use" (a Mac needs ``need`` more cables and has ``has`` free RDMA ports, the
+    ``taken`` ones in use), "alone" (the only Mac), "ring-ports" (the new Mac has ``has`` free ports, RDMA ones when
+    ``rdma``, and a ring needs ``need``), "no-join" (no two Macs joined through the others have a free port)."""
+
+    kind: str
+    hosts: tuple[str, ...] = ()
+    need: int = 0
+    has: int = 0
+    label: str = ""
+    no_rdma: tuple[int, ...] = ()
+    taken: tuple[int, ...] = ()
+    macs: int = 0
+    rdma: bool = True
+
+    @property
+    def line(self) -> str:
+        who = _join(list(self.hosts))
+        if self.kind == "too-few-ports":
+            broken = f" ({_ports_text(self.no_rdma)} cannot carry RDMA)" if self.no_rdma else ""
+            return (f"{who} ({self.label or 'model unknown'}) {'has' if len(self.hosts) == 1 else 'have'} {self.has} "
+                    f"Thunderbolt ports that carry RDMA{broken} and a full mesh of {self.macs} Macs needs {self.need} "
+                    "on every Mac")
+        if self.kind == "ports-in-use":
+            return (f"{who} needs {self.need} more cable{'s' if self.need != 1 else ''} but has "
+                    f"{_free_text(self.has)} that carries RDMA (in use: {_ports_text(self.taken)}); free one or "
+                    "re-cable it")
+        if self.kind == "alone":
+            return f"{who} is the only Mac: there is nothing to cable it to"
+        if self.kind == "ring-ports":
+            return f"{who} has {_free_text(self.has)} {'that carries RDMA ' if self.rdma else ''}and a ring needs {self.need}"
+        return (f"no two Macs joined by a path through the others have a free {'RDMA-capable ' if self.rdma else ''}"
+                "Thunderbolt port, even after moving one cable")
+
+
 @dataclass
 class Advice:
     backend: str  # what the advised cabling runs: jaccl, jaccl-ring or ring
@@ -46,12 +84,17 @@ class Advice:
     cables: list[Cable] = field(default_factory=list)  # to plug; the new Mac's end first
     unplug: list[Cable] = field(default_factory=list)  # to take out before plugging
     ring: list[str] = field(default_factory=list)  # the ring's order, for a ring
-    impossible: str | None = None  # why this topology cannot be cabled (then no cables)
+    obstacles: tuple[Obstacle, ...] = ()  # why this topology cannot be cabled (then no cables)
     alternative: Advice | None = None  # the best cabling instead, when impossible
 
     @property
     def possible(self) -> bool:
-        return self.impossible is None
+        return not self.obstacles
+
+    @property
+    def impossible(self) -> str:
+        """Why this topology cannot be cabled, one phrase ("" when it can)."""
+        return "; ".join(o.line for o in self.obstacles)
 
     def steps(self) -> list[str]:
         """What a person does, in order: "connect studio-4 Thunderbolt 2 to studio-1 Thunderbolt 5"."""
@@ -121,27 +164,23 @@ def _mesh(new: str, hosts: list[HostPorts], cables: list[Cable]) -> Advice:
         needs[a] = needs.get(a, 0) + 1
         needs[b] = needs.get(b, 0) + 1
     n = len(hosts)
-    reasons = []
-    # Too few ports at all, whatever the cabling: one reason per kind of Mac.
+    obstacles = []
+    # Too few ports at all, whatever the cabling: one obstacle per kind of Mac.
     short: dict[tuple, list[str]] = {}
     for host in hosts:
         if host.usable(True) < n - 1:
             short.setdefault((host.label, host.usable(True), host.no_rdma), []).append(host.name)
     for (label, usable, no_rdma), names_short in short.items():
-        broken = f" ({_ports_text(no_rdma)} cannot carry RDMA)" if no_rdma else ""
-        reasons.append(f"{_join(names_short)} ({label or 'model unknown'}) "
-                       f"{'has' if len(names_short) == 1 else 'have'} {usable} Thunderbolt ports that carry "
-                       f"RDMA{broken} and a full mesh of {n} Macs needs {n - 1} on every Mac")
+        obstacles.append(Obstacle("too-few-ports", tuple(names_short), n - 1, usable, label, tuple(no_rdma), macs=n))
     for host in hosts:
         need = needs.get(host.name, 0)
         if host.usable(True) < n - 1:
             continue
         if need > len(host.free(True)):
-            reasons.append(f"{host.name} needs {need} more cable{'s' if need != 1 else ''} but has "
-                           f"{_free_text(host.free(True))} that carries RDMA (in use: "
-                           f"{_ports_text(sorted(host.taken))}); free one or re-cable it")
-    if reasons:
-        advice.impossible = "; ".join(reasons)
+            obstacles.append(Obstacle("ports-in-use", (host.name,), need, len(host.free(True)),
+                                      taken=tuple(sorted(host.taken))))
+    if obstacles:
+        advice.obstacles = tuple(obstacles)
         return advice
     free = {h.name: h.free(True) for h in hosts}
     for a, b in gaps:
@@ -159,8 +198,8 @@ def _ports_text(ports) -> str:
     return "Thunderbolt " + ", ".join(str(p) for p in ports) if ports else "none"
 
 
-def _free_text(free: list[int]) -> str:
-    return "no free port" if not free else f"only {len(free)} free port{'s' if len(free) != 1 else ''}"
+def _free_text(free: int) -> str:
+    return "no free port" if not free else f"only {free} free port{'s' if free != 1 else ''}"
 
 
 def _path_between(start: str, end: str, nodes: list[str], pairs: set[frozenset[str]]) -> list[str] | None:
@@ -179,7 +218,7 @@ def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -
     others = [h.name for h in hosts if h.name != new]
     pairs = _pairs(cables)
     if not others:
-        advice.impossible = f"{new} is the only Mac: there is nothing to cable it to"
+        advice.obstacles = (Obstacle("alone", (new,)),)
         return advice
     if len(others) == 1:
         # Two Macs: one cable is the whole ring.
@@ -205,12 +244,9 @@ def _ring(new: str, hosts: list[HostPorts], cables: list[Cable], backend: str) -
             best = option
     if best is None:
         need = 1 if len(others) == 1 else 2
-        if len(by_name[new].free(rdma)) < need:
-            advice.impossible = (f"{new} has {_free_text(by_name[new].free(rdma))} "
-                                 f"{'that carries RDMA ' if rdma else ''}and a ring needs {need}")
-        else:
-            advice.impossible = (f"no two Macs joined by a path through the others have a free "
-                                 f"{'RDMA-capable ' if rdma else ''}Thunderbolt port, even after moving one cable")
+        free = len(by_name[new].free(rdma))
+        advice.obstacles = ((Obstacle("ring-ports", (new,), need, free, rdma=rdma),) if free < need
+                            else (Obstacle("no-join", rdma=rdma),))
         return advice
     dummy, dummy, advice.cables, advice.unplug, path = best
     advice.ring = path + [new]

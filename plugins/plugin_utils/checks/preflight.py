@@ -31,7 +31,7 @@ def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: b
         problems.append(Finding(kind, (host,), found, expected, fix))
 
     if not facts.get("apple_silicon"):
-        problem("apple silicon", f"{mac} is not Apple Silicon", "an M-series Mac",
+        problem("apple-silicon", f"{mac} is not Apple Silicon", "an M-series Mac",
                 "MLX distributed needs an M-series Mac: remove it from mlx_cluster")
     minimum = str(host_vars.get("mlx_fleet_min_macos", defaults.MIN_MACOS))
     if version_tuple(facts["product_version"]) < version_tuple(minimum):
@@ -49,7 +49,7 @@ def node_problems(host: str, facts: dict, host_vars: dict, *, become_password: b
     limit = int(host_vars.get("macos_node_wired_limit_mb") or 0)
     memory = facts.get("memory_mb")
     if limit > 0 and memory and memory - limit < MACOS_RESERVE_MB:
-        problem("wired limit", f"macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
+        problem("wired-limit", f"macos_node_wired_limit_mb {limit} leaves macOS {memory - limit} MB of this Mac's "
                 f"{memory} MB", f"at least {MACOS_RESERVE_MB} MB for macOS",
                 f"keep at least {MACOS_RESERVE_MB} MB for macOS: use at most {max(memory - MACOS_RESERVE_MB, 0)}")
     pool = pool or host_vars.get("mlx_fleet_ip_pool")

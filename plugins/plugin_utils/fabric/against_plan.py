@@ -75,9 +75,8 @@ def rewiring(reference: list[Cable], found: list[Cable]) -> Rewiring:
     return Rewiring([m for k, m in enumerate(moves) if k not in paired], swaps, missing, extra)
 
 
-def changes_since(reference: list[Cable], links: list[Link]) -> list[str]:
+def change_lines(found: Rewiring) -> list[str]:
     """What changed since the cables of the last converge, one line each (no plan: nothing to fix)."""
-    found = rewiring(reference, [link.cable for link in links])
     lines = [f"cable {was} moved to {now}" for was, now in found.moves]
     lines += [f"cables in {port_name(Port(host, first))} and {second} swapped: "
               + ", ".join(f"{was} is now {now}" for was, now in pair) for host, first, second, pair in found.swaps]
@@ -94,10 +93,10 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
         # One fix for both cables; a finding per cable for the picture and the audit.
         what = f"{pair[0][0]} and {pair[1][0]} are cabled as {pair[0][1]} and {pair[1][1]}"
         fix = f"swap the cables in {port_name(Port(host, first))} and {second}"
-        findings += [Finding("wrong port", found=what, expected=str(was), fix=fix, ports=was.key + now.key, cable=was,
+        findings += [Finding("wrong-port", found=what, expected=str(was), fix=fix, ports=was.key + now.key, cable=was,
                              link=now, note="swapped") for was, now in pair]
     for cable, wrong in found.moves:
-        findings.append(Finding("wrong port", found=f"{cable} is cabled as {wrong}", expected=str(cable),
+        findings.append(Finding("wrong-port", found=f"{cable} is cabled as {wrong}", expected=str(cable),
                                 fix=_move(cable, wrong), ports=cable.key + wrong.key, cable=cable, link=wrong,
                                 note="wrong port"))
     for cable in found.missing:
@@ -116,12 +115,12 @@ def compare(plan: list[Cable], links: list[Link], models: dict) -> list[Finding]
         if slow_end:
             # A Thunderbolt 4 Mac: as fast as it gets; the JACCL warning says what it costs.
             findings.append(Finding(
-                "thunderbolt 4 cable", found=f"{gbps(link.speed_gbps)} because {slow_end[0]} ({slow_end[1].key}) is "
+                "thunderbolt-4-cable", found=f"{gbps(link.speed_gbps)} because {slow_end[0]} ({slow_end[1].key}) is "
                 "Thunderbolt 4", expected=gbps(link.speed_gbps), ports=link.cable.key, cable=link.cable,
                 link=link.cable, note="slow"))
         else:
             findings.append(Finding(
-                "slow cable", found=f"{gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}",
+                "slow-cable", found=f"{gbps(link.speed_gbps)} where both ends do {gbps(FULL_SPEED_GBPS)}",
                 expected=gbps(FULL_SPEED_GBPS), fix="replace it with a Thunderbolt 5 cable", ports=link.cable.key,
                 cable=link.cable, link=link.cable, note="slow"))
     return findings

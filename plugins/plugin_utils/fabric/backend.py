@@ -140,13 +140,58 @@ def broken_ends(link: Link, models: dict) -> list[tuple]:
     return found
 
 
+@dataclass(frozen=True)
+class Why:
+    """Why this backend, or why none, as data (``line`` says it): its rule, the backend requested or chosen,
+    the number of hosts, the ring found (hosts in order), and what kept auto from a better backend: the mesh's
+    first pair of hosts not cabled (``gap``), the hosts and cables that cannot carry RDMA, each with why."""
+
+    rule: str  # a key of REASONS
+    backend: str | None = None
+    hosts: int = 0
+    ring: tuple[str, ...] = ()
+    gap: tuple[str, str] | None = None
+    no_rdma: tuple[tuple[str, str], ...] = ()  # (host, why it cannot carry RDMA)
+    unable: tuple[tuple[Cable, str], ...] = ()  # (cable, why it cannot carry RDMA)
+
+    @property
+    def line(self) -> str:
+        ring = " -> ".join(self.ring)
+        if self.rule == "ring-not-mesh":
+            but = (f"not a full mesh ({self.gap[0]} and {self.gap[1]} are not cabled)" if self.gap
+                   else f"not a full mesh of RDMA links ({_unable(self.unable[:1])})")
+        else:
+            but = _named(dict(self.no_rdma)) or _unable(self.unable)
+        return REASONS[self.rule].format(backend=self.backend, hosts=self.hosts, ring=ring, but=but)
+
+
+REASONS = {  # the sentence of each rule of Why
+    "refused": "no backend",
+    "requested": "{backend} as requested (mlx_fleet_backend)",
+    "cannot-run": "{backend} was requested but cannot run here (see the errors)",
+    "mesh": "auto chose jaccl: the cables form a full mesh and every host and cable can carry RDMA",
+    "ring-not-mesh": "auto chose jaccl-ring: the cables form a ring ({ring}) but {but}, and every host and cable of "
+                     "the ring can carry RDMA",
+    "ring-no-rdma": "auto chose ring: the cables form a ring ({ring}) but {but}",
+    "none": "auto found no backend: the cables form neither a full mesh nor a ring through all {hosts} hosts",
+}
+
+
+def _unable(unable) -> str:
+    return "; ".join(f"{cable} cannot carry RDMA ({why})" for cable, why in unable)
+
+
 @dataclass
 class Choice:
     backend: str | None  # None when no backend can run on these cables
-    reason: str  # why this backend (or why none): always said, auto never silent
+    why: Why  # why this backend (or why none): always said, auto never silent
     ring: list[int] | None  # ranks round the ring mlx.distributed_config would pick, None without one
     pairs: Pairs
     findings: list[Finding] = field(default_factory=list)  # the errors when backend is None
+
+    @property
+    def reason(self) -> str:
+        return self.why.line
 
 
 def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, carriers: Carriers,
@@ -159,8 +204,8 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
     pairs = pair_links(hosts, links)
     ring = _find_ring(n, pairs)
     mesh_gaps = [(i, j) for i in range(n) for j in range(i + 1, n) if (i, j) not in pairs]
-    no_rdma = [h for h in hosts if h in carriers.hosts]
-    ring_text = " -> ".join(hosts[i] for i in ring) if ring else ""
+    no_rdma = tuple((h, carriers.hosts[h]) for h in hosts if h in carriers.hosts)
+    ring_hosts = tuple(hosts[i] for i in ring) if ring else ()
 
     def gaps(prefix: str, missing: list[tuple[int, int]], rdma: bool) -> list[Finding]:
         picker = _PortPicker(facts, links, plan or [], models, rdma)
@@ -168,21 +213,20 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
         for i, j in missing:
             what, fix = f"{hosts[i]} and {hosts[j]} are not cabled", picker.connect(hosts[i], hosts[j])
             # the two Macs as the gap only: the picture draws the missing edge red, not the Macs
-            found.append(Finding("not cabled", found=what, expected=prefix, fix=fix, gap=(hosts[i], hosts[j]),
+            found.append(Finding("not-cabled", found=what, expected=prefix, fix=fix, gap=(hosts[i], hosts[j]),
                                  note="needed"))
         return found
 
     def rdma_errors(backend: str) -> list[Finding]:
-        return [Finding("no rdma", (h,), carriers.refusals[h], f"{backend} needs RDMA on every host")
+        return [Finding("no-rdma", (h,), carriers.refusals[h], f"{backend} needs RDMA on every host")
                 for h in hosts if h in carriers.refusals]
 
-    def unable(used: list[Link]) -> list[str]:
-        """Why these cables cannot all carry RDMA: one text per cable that cannot."""
-        return [f"{link} cannot carry RDMA ({carriers.cables[link.cable]})" for link in used
-                if link.cable in carriers.cables]
+    def unable(used: list[Link]) -> tuple[tuple[Cable, str], ...]:
+        """The cables among these that cannot carry RDMA, each with why."""
+        return tuple((link.cable, carriers.cables[link.cable]) for link in used if link.cable in carriers.cables)
 
     def refused(message: str) -> Choice:
-        return Choice(None, "no backend", None, pairs, [Finding("backend", found=message)])
+        return Choice(None, Why("refused"), None, pairs, [Finding("backend", found=message)])
 
     if requested not in BACKENDS:
         return refused(f"mlx_fleet_backend: {requested!r} is not one of {', '.join(BACKENDS)}")
@@ -196,29 +240,22 @@ def choose(requested: str, hosts: list[str], facts: dict, links: list[Link], *, 
         if requested == "jaccl-ring":
             errors += rdma_errors("jaccl-ring")
     if requested != "auto":
-        return (Choice(None, f"{requested} was requested but cannot run here (see the errors)", None, pairs, errors)
-                if errors else Choice(requested, f"{requested} as requested (mlx_fleet_backend)", ring, pairs))
+        return (Choice(None, Why("cannot-run", requested), None, pairs, errors)
+                if errors else Choice(requested, Why("requested", requested), ring, pairs))
     # auto, as mlx.distributed_config decides (mesh + RDMA, ring + RDMA, ring), but RDMA only where
     # every Mac and every cable the hostfile uses can carry it.
-    rdma_text = _named({h: carriers.hosts[h] for h in no_rdma})
-    mesh_faults = [] if mesh_gaps or no_rdma else unable(links)
+    mesh_faults = () if mesh_gaps or no_rdma else unable(links)
     if not mesh_gaps and not no_rdma and not mesh_faults:
-        return Choice("jaccl", "auto chose jaccl: the cables form a full mesh and every host and cable can carry "
-                      "RDMA", ring, pairs)
-    ring_faults = unable(_ring_links(ring, hosts, links)) if ring and not no_rdma else []
+        return Choice("jaccl", Why("mesh", "jaccl", n), ring, pairs)
+    ring_faults = unable(_ring_links(ring, hosts, links)) if ring and not no_rdma else ()
     if ring and not no_rdma and not ring_faults:
-        if mesh_gaps:
-            i, j = mesh_gaps[0]
-            why = f"not a full mesh ({hosts[i]} and {hosts[j]} are not cabled)"
-        else:
-            why = f"not a full mesh of RDMA links ({mesh_faults[0]})"
-        return Choice("jaccl-ring", f"auto chose jaccl-ring: the cables form a ring ({ring_text}) but {why}, and "
-                      "every host and cable of the ring can carry RDMA", ring, pairs)
+        gap = (hosts[mesh_gaps[0][0]], hosts[mesh_gaps[0][1]]) if mesh_gaps else None
+        return Choice("jaccl-ring", Why("ring-not-mesh", "jaccl-ring", n, ring_hosts, gap, unable=mesh_faults),
+                      ring, pairs)
     if ring:
-        why = rdma_text or "; ".join(ring_faults)
-        return Choice("ring", f"auto chose ring: the cables form a ring ({ring_text}) but {why}", ring, pairs)
-    return Choice(None, f"auto found no backend: the cables form neither a full mesh nor a ring through all {n} "
-                  "hosts", None, pairs,
+        return Choice("ring", Why("ring-no-rdma", "ring", n, ring_hosts, no_rdma=no_rdma, unable=ring_faults),
+                      ring, pairs)
+    return Choice(None, Why("none", None, n), None, pairs,
                   gaps(f"auto: no ring through all {n} hosts", _ring_gaps(_cheapest_ring(n, pairs), pairs), False))
 
 
@@ -270,14 +307,14 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                 what = (f"{hardware_port(end.receptacle)} ({end.device}) is the {model.model_name} port beside Ethernet, "
                         "where RDMA never comes up")
                 fix = f"move the cable {link} to another port"
-                found.append(Finding("dead rdma port", found=what, expected="a port where RDMA comes up", fix=fix,
+                found.append(Finding("dead-rdma-port", found=what, expected="a port where RDMA comes up", fix=fix,
                                      ports=(end.port,), cable=link.cable, link=link.cable,
                                      note=f"no RDMA on {port_name(end.port)}"))
             if link.speed_gbps < FULL_SPEED_GBPS:
                 what = f"{gbps(link.speed_gbps)} (Thunderbolt 4) on a {backend} link"
                 why = ("JACCL wants Thunderbolt 5 Macs and cables: Thunderbolt 4 Macs list rdma devices yet fail "
                        "to run it")
-                found.append(Finding("thunderbolt 4", found=what, expected=gbps(FULL_SPEED_GBPS), fix=why,
+                found.append(Finding("thunderbolt-4", found=what, expected=gbps(FULL_SPEED_GBPS), fix=why,
                                      ports=link.cable.key, cable=link.cable, link=link.cable,
                                      note="Thunderbolt 4 for JACCL"))
     if _has_loop(hosts, links):
@@ -288,5 +325,5 @@ def warnings(backend: str | None, hosts: list[str], facts: dict, models: dict, l
                         "form a loop")
                 fix = ("it floods frames around the loop and breaks RDMA setup: turn the Thunderbolt Bridge service "
                        "off (a converge's fabric step does, with mlx_fabric_bridge: disabled)")
-                found.append(Finding("bridge loop", (host,), what, "the Thunderbolt Bridge off", fix))
+                found.append(Finding("bridge-loop", (host,), what, "the Thunderbolt Bridge off", fix))
     return found

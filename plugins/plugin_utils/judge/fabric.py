@@ -40,7 +40,7 @@ class Fabric:
     links: list[Link]  # sorted by cable
     findings: list[Finding]  # the cable plan against the cables found
     backend: str | None  # None when no backend can run on these cables
-    reason: str  # why this backend (or why none): always said, auto never silent
+    why: fabric_backend.Why  # why this backend (or why none), as data: always said, auto never silent
     errors: list[str]
     cautions: list[Finding]  # what is wrong yet leaves a hostfile possible
     ip_pool: str
@@ -49,13 +49,21 @@ class Fabric:
     hostfile: Hostfile | None  # None when there are errors
     ring_hostfile: Hostfile | None  # None when there are errors or no ring
     dot: str
-    # With no cable plan: what moved, was unplugged or is new since the last converge's cables, one line each.
-    changes: list[str]
+    # With no cable plan: what moved, was unplugged or is new since the last converge's cables (None: no reference).
+    rewired: fabric_plan.Rewiring | None
     model: ClusterModel  # what cluster.json keeps
 
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def reason(self) -> str:
+        return self.why.line
+
+    @property
+    def changes(self) -> list[str]:
+        return fabric_plan.change_lines(self.rewired) if self.rewired else []
 
     @property
     def warnings(self) -> list[str]:
@@ -83,11 +91,12 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
     plan: list[Cable] = []
     findings: list[Finding] = []
     plan_errors: list[Finding] = []
-    changes: list[str] = []
+    rewired = None
     if cables is None and previous and previous.links:
         # The last converge's cables between the hosts (a Mac no longer in the inventory took its cables along).
-        changes = fabric_plan.changes_since(
-            [link.cable for link in previous.links if {link.a.host, link.b.host} <= set(hosts)], links)
+        rewired = fabric_plan.rewiring(
+            [link.cable for link in previous.links if {link.a.host, link.b.host} <= set(hosts)],
+            [link.cable for link in links])
     if cables is not None:
         try:
             plan = fabric_plan.read_plan(cables, hosts, facts, models)
@@ -122,9 +131,9 @@ def build_fabric(facts: dict, macos: dict, *, models: dict | None = None, cables
         pool, [cluster_model.link(link.cable, addresses[link.cable], devices=(link.a.device, link.b.device),
                                   speed_gbps=link.speed_gbps) for link in links if link.cable in addresses],
         [_host(host, facts[host], models.get(host)) for host in hosts], choice.backend, choice.reason, everything)
-    return Fabric(hosts, links, findings, choice.backend, choice.reason, errors, seen + cautions, pool, addresses,
+    return Fabric(hosts, links, findings, choice.backend, choice.why, errors, seen + cautions, pool, addresses,
                   network, hostfile_data, ring_hostfile,
-                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), changes, model)
+                  fabric_picture.dot(hosts, models, links, addresses, choice.reason, everything), rewired, model)
 
 
 def _host(name: str, thunderbolt: dict, model: str | None) -> HostModel:

@@ -5,7 +5,8 @@ the fabric found: which Macs are ready, which need a person to run the Recovery 
 do RDMA at all (and must not be sent to Recovery), and which have RDMA on but not working. The
 cabling questions (which ports are cables, which backend the cables allow) are answered by
 ``plugin_utils.fabric.discovery`` and ``fabric_backend``, here as everywhere. One Mac is judged in
-``rdma_state`` and put in words in ``rdma_text``; here the cluster, and the ledger of Macs last seen ready.
+``rdma_state`` and put in words in ``rdma_text``; here the cluster (said by ``render.rdma_summary``), and the ledger
+of Macs last seen ready.
 Pure Python: the action plugin is a thin wrapper.
 
 Nothing here, or anywhere in mlx-fleet, switches RDMA on: only a person at the Mac can, in macOS
@@ -26,7 +27,6 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports impor
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.state import (
     ENABLED_NOT_WORKING, NEEDS_RECOVERY, NOT_CAPABLE, RDMA_MIN_MACOS, READY, Readiness, judge_node)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.words import STATUS_WORDS, describe
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.words import join as _join
 
 LEDGER_FILE = "rdma-ledger.json"
 LEDGER_FORMAT = "mlx-fleet-rdma-ledger/1"
@@ -65,40 +65,21 @@ def cables_by_host(links: list[Link]) -> dict[str, dict[int, str]]:
     return out
 
 
-BACKEND_TEXT = {
-    "jaccl": "jaccl (full mesh)",
-    "jaccl-ring": "jaccl-ring (a ring, not a full mesh)",
-    "ring": "ring (no RDMA)",
-    None: "no backend (the cables form neither a full mesh nor a ring)",
-}
-
-
 @dataclass
 class Assessment:
     nodes: dict[str, Readiness]  # inventory order
     backend: str  # what the inventory asks for
     current: str | None  # what auto chooses from the cables and RDMA as they are
     projected: str | None  # what auto would choose once the Recovery checklist is done
-    summary: str
 
     def hosts(self, status: str) -> list[str]:
         return [h for h, r in self.nodes.items() if r.status == status]
 
     @property
-    def blocking(self) -> str | None:
-        """With an RDMA backend (jaccl, jaccl-ring) asked for: why the run must stop, else None."""
-        if self.backend not in fabric_backend.RDMA_BACKENDS:
-            return None
-        parts = []
-        needs = self.hosts(NEEDS_RECOVERY)
-        if needs:
-            parts.append(f"{_join(needs)} {'needs' if len(needs) == 1 else 'need'} the Recovery step")
-        cannot = self.hosts(NOT_CAPABLE)
-        if cannot:
-            parts.append(f"{_join(cannot)} cannot do RDMA (use ring for {'it' if len(cannot) == 1 else 'them'})")
-        if not parts:
-            return None
-        return f"mlx_fleet_backend {self.backend} needs RDMA on every Mac: " + "; ".join(parts)
+    def blocked(self) -> bool:
+        """An RDMA backend (jaccl, jaccl-ring) is asked for and a Mac needs the Recovery step or cannot do RDMA:
+        the run must stop (render.rdma_summary.blocking says why)."""
+        return self.backend in fabric_backend.RDMA_BACKENDS and bool(self.hosts(NEEDS_RECOVERY) or self.hosts(NOT_CAPABLE))
 
 
 def classify_cluster(macos: dict[str, dict], thunderbolt: dict[str, dict], links: list[Link], *,
@@ -161,46 +142,16 @@ def carriers(nodes: dict[str, Readiness], links: list[Link], *,
 
 def assess(macos: dict[str, dict], thunderbolt: dict[str, dict], *, models: dict | None = None,
            locations: dict | None = None, backend: str = defaults.BACKEND) -> Assessment:
-    """Classify every Mac (inventory order) and say what the cluster gains once the checklist is done."""
+    """Classify every Mac (inventory order), and what auto chooses now and once the checklist is done."""
     hosts = list(thunderbolt)
     links, dummy = discover(hosts, thunderbolt)
     nodes = classify_cluster(macos, thunderbolt, links, models=models, locations=locations)
     needs = [h for h in hosts if nodes[h].status == NEEDS_RECOVERY]
-    cannot = [h for h in hosts if nodes[h].status == NOT_CAPABLE]
     # What auto makes of RDMA as it is, and once every Mac needing the step has it.
     current = fabric_backend.choose("auto", hosts, thunderbolt, links, carriers=carriers(nodes, links)).backend
     projected = fabric_backend.choose("auto", hosts, thunderbolt, links,
                                       carriers=carriers(nodes, links, enabled=set(needs))).backend
-    summary = _summary(hosts, needs, cannot, [h for h in hosts if nodes[h].status == ENABLED_NOT_WORKING],
-                       backend, current, projected)
-    return Assessment(nodes, backend, current, projected, summary)
-
-
-def _summary(hosts, needs, cannot, broken, backend, current, projected) -> str:
-    cannot_text = (f"; {_join(cannot)} cannot do RDMA, so ring is the way for "
-                   f"{'it' if len(cannot) == 1 else 'them'}" if cannot else "")
-    # Where the details are depends on who prints the summary: said there, not here.
-    broken_text = (f"; {_join(broken)} {'has' if len(broken) == 1 else 'have'} RDMA enabled but not working"
-                   if broken else "")
-    if len(hosts) < 2:
-        ready = "ready for RDMA" if not needs and not cannot else "not ready for RDMA"
-        return f"{_join(hosts) or 'no Mac'}: {ready}; one Mac has no Thunderbolt fabric{cannot_text}{broken_text}"
-    if not needs:
-        if not cannot and not broken:
-            return f"all {len(hosts)} Macs are ready for RDMA; the cabling supports {BACKEND_TEXT[current]}"
-        return f"no Mac needs the Recovery step; the cabling supports {BACKEND_TEXT[current]}{cannot_text}{broken_text}"
-    who = f"once {_join(needs)} {'is' if len(needs) == 1 else 'are'} enabled from Recovery"
-    if projected == current:
-        gain = f"{who}, the cabling still supports only {BACKEND_TEXT[projected]}"
-    else:
-        gain = f"{who}, the cabling supports {BACKEND_TEXT[projected]}"
-    if backend == "auto":
-        until = f"; until then auto falls back to {BACKEND_TEXT[current]}" if projected != current else ""
-    elif backend in fabric_backend.RDMA_BACKENDS:
-        until = f"; until then {backend} cannot run"
-    else:
-        until = f"; mlx_fleet_backend is {backend}"
-    return gain + until + cannot_text + broken_text
+    return Assessment(nodes, backend, current, projected)
 
 
 # --- the ledger -----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import rdma_summary
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import printable, template_environment
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.versions import version_tuple
@@ -53,7 +54,7 @@ def context(assessment: rdma.Assessment, *, inventory: str, output_dir: str, gen
         "inventory": inventory,
         "output_dir": output_dir,
         "generated": generated,
-        "summary": assessment.summary,
+        "summary": rdma_summary.summary(assessment),
         "command": fixes.run_command("checklist", inventory, cli=cli),
         "converge": fixes.run_command("site", inventory, cli=cli),
     })

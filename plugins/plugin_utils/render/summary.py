@@ -51,7 +51,7 @@ class RunOutcome:
     rc: int = 0  # ansible-playbook's exit status, where known (0, 2 and 4: it finished)
     changed: set[str] = field(default_factory=set)
     controller_changed: bool = False  # a step run once for the cluster rewrote the controller's files
-    failed: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # Mac -> (task, what it said) of its failures
     cluster_failed: list[tuple[str, str]] = field(default_factory=list)  # (step, what it said) of the steps run
     # once for the whole cluster
     unreachable: dict[str, str] = field(default_factory=dict)
@@ -100,7 +100,11 @@ class RunOutcome:
             if res.get(CLUSTER_STEP):  # the cluster's failure, not that of the Mac it ran under
                 self.cluster_failed.append((task, text))
             elif text or not bad:
-                self.failed.setdefault(host, []).append(f"{task}: {text}")
+                self.failed.setdefault(host, []).append((task, text))
+
+    def failures(self, host: str) -> list[str]:
+        """What failed on HOST, one text each: "task: what it said"."""
+        return [f"{task}: {text}" for task, text in self.failed.get(host, [])]
 
     def warn(self, text: str, host: str | None = None) -> None:
         """A warning, from HOST's own task when given."""
@@ -116,7 +120,7 @@ class RunOutcome:
             out.append(f"error: {line}")
         for host in natural(self.unreachable):
             out.append(f"unreachable: {host}: {self.unreachable[host]}")
-        failures = [f"{host}: {text}" for host in natural(self.failed) for text in self.failed[host]]
+        failures = [f"{host}: {text}" for host in natural(self.failed) for text in self.failures(host)]
         for failure in failures + [f"{task}:\n{text}" for task, text in self.cluster_failed]:
             first, *more = failure.splitlines()
             out += [f"failed: {first}", *(f"  {line}" for line in more)]

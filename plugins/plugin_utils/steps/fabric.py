@@ -21,6 +21,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.preflight import cluster_pool, same_macs
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common import Run, StepFailed, locked
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.write_guard import refusal
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.write_guard import refusal_line
 
 # The cluster-wide variables the fabric reads, with what leaving one out means.
 SETTINGS = {"mlx_fleet_cables": None, "mlx_fleet_backend": defaults.BACKEND, "mlx_fleet_envs": [],
@@ -87,7 +88,7 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
     built, previous, pool_note = _built(view, run)
     # Before the network step, an active bridge it is about to turn off is no news: the publishing step reads
     # the bridges the network step read back and says so if one stayed on (bridge_cautions).
-    held = [f for f in built.cautions if f.kind == "bridge loop" and bridge == "disabled"]
+    held = [f for f in built.cautions if f.kind == "bridge-loop" and bridge == "disabled"]
     warnings = [f.line for f in built.cautions if f not in held]
     run.shown.extend(warnings)
     network = port_arguments(built.network)
@@ -130,10 +131,10 @@ def _judged(view: ClusterView, run: Run, *, bridge: str | None, hostfiles: bool,
 def _written(view: ClusterView, run: Run, built: fab.Fabric, result: dict, hostfiles: bool) -> list[str]:
     """Writes the picture, and the hostfiles and the model when HOSTFILES and the write guard lets them
     (result's changed set); the notes on what was left alone."""
-    stop = refusal(view.names, view.active, None, result["cable_ends"], result["network"], view.thunderbolt(),
-                   run.inventory, cli=run.cli) if hostfiles else None
+    stop = refusal(view.names, view.active, None, result["cable_ends"], result["network"], view.thunderbolt()
+                   ) if hostfiles else None
     if stop:
-        raise StepFailed([stop], result=result)
+        raise StepFailed([refusal_line(stop, run.inventory, cli=run.cli)], result=result)
     with staged(run.output_dir) as stage:
         written = fab.write_outputs(stage, built, hostfiles=hostfiles)
     result["changed"] = written.changed
@@ -172,14 +173,14 @@ def publish(view: ClusterView, run: Run, judged: dict, network_steps: dict, held
     publication = fab.Publication.from_dict(judged["publication"])
     # A bridge the network step turned off is no finding of the cluster it publishes.
     publication.model.findings = [f for f in publication.model.findings if not (
-        f.kind == "bridge loop" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
+        f.kind == "bridge-loop" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
     # The cables on the ports now, against the ones judged; the addresses judged, against the ports read back.
     cables = fab.cable_ends(discover(view.names, facts)[0])
 
     def written():
-        stop = refusal(view.names, view.active, judged, cables, judged["network"], facts, run.inventory, cli=run.cli)
+        stop = refusal(view.names, view.active, judged, cables, judged["network"], facts)
         if stop:
-            raise StepFailed([stop], result=result)
+            raise StepFailed([refusal_line(stop, run.inventory, cli=run.cli)], result=result)
         with staged(run.output_dir) as stage:
             return fab.write_outputs(stage, publication)
 

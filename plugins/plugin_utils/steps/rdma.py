@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import checklist, rdma_summary
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma import readiness as rdma
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import MACOS, THUNDERBOLT, ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks.preflight import same_macs
@@ -53,7 +53,7 @@ def readiness(view: ClusterView, run: Run) -> dict:
         not_capable=assessment.hosts(rdma.NOT_CAPABLE),
         enabled_not_working=assessment.hosts(rdma.ENABLED_NOT_WORKING),
         ready=assessment.hosts(rdma.READY),
-        summary=assessment.summary,
+        summary=rdma_summary.summary(assessment),
         regressions=done.regressions,
         checklist={"html": str(done.html), "text": str(done.text)},
         ledger=str(done.ledger),
@@ -65,9 +65,9 @@ def readiness(view: ClusterView, run: Run) -> dict:
     lines = [r.message for r in assessment.nodes.values()]
     if needs:
         lines.append(f"checklist for {', '.join(needs)}: {done.html} (text: {done.text})")
-    lines.append(assessment.summary)
-    if assessment.blocking:
+    lines.append(result["summary"])
+    if assessment.blocked:
         where = f"; the checklist is {done.html}" if needs else ""
-        raise StepFailed([f"{assessment.blocking}{where}"], result=result)
+        raise StepFailed([f"{rdma_summary.blocking(assessment)}{where}"], result=result)
     result["msg"] = "\n".join(lines)
     return result

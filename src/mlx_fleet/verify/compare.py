@@ -148,30 +148,42 @@ def comparisons(single: list[Run], cluster: list[Run], rtol: float, atol: float)
     return found
 
 
+@dataclass(frozen=True)
+class Reason:
+    """Why the level is what it is, as data (verify.report says it). ``kind``: "check-failed", "checks-ran",
+    "needs-script", "incomplete" (``run`` did not complete: ``problem``), "no-result" (``run`` printed no JSON),
+    "no-baseline", "disagree" (its ``comparison``), "needs-repeat", "agree" (``cluster_runs`` and ``single_runs``
+    agree over ``comparisons``)."""
+
+    kind: str
+    run: str = ""
+    problem: str = ""
+    comparison: Comparison | None = None
+    cluster_runs: int = 0
+    single_runs: int = 0
+    comparisons: int = 0
+
+
 def level(checks_passed: bool, single: list[Run], cluster: list[Run], found: list[Comparison],
-          scripted: bool) -> tuple[str | None, list[str]]:
-    """The acceptance level reached and why (each reason one line)."""
+          scripted: bool) -> tuple[str | None, list[Reason]]:
+    """The acceptance level reached and why."""
     if not checks_passed:
-        return None, ["the cluster check failed: not even a small task completes on every rank"]
+        return None, [Reason("check-failed")]
     if not scripted:
-        return RUNS, ["the check program completed on every rank and every cable, each rank's log kept",
-                      "reproduces needs your own task: --script FILE --repeat K"]
+        return RUNS, [Reason("checks-ran"), Reason("needs-script")]
     why = []
     for run in single + cluster:
         if not run.completed:
-            why.append(f"{run.label} did not complete: {run.problem}")
+            why.append(Reason("incomplete", run.label, run.problem))
         elif not any(v is not None for v in run.outputs.values()):
-            why.append(f"{run.label} printed no JSON result (numbers or arrays) on any rank")
+            why.append(Reason("no-result", run.label))
     if why:
         return None, why
     if single[0].outputs.get(0) is None:
-        return RUNS, ["the single-Mac run printed no JSON result: nothing to compare with"]
+        return RUNS, [Reason("no-baseline")]
     disagree = [c for c in found if c.difference is not None]
     if disagree:
-        return RUNS, [f"{c.what}: {c.difference.message}"
-                      + (f" ({c.difference.count} elements out of tolerance)" if c.difference.count > 1 else "")
-                      for c in disagree]
+        return RUNS, [Reason("disagree", comparison=c) for c in disagree]
     if len(cluster) < 2:
-        return RUNS, ["reproduces needs repeated runs: --repeat 2 or more"]
-    return REPRODUCES, [f"{len(cluster)} cluster runs and {len(single)} single-Mac runs agree "
-                        f"({len(found)} comparisons)"]
+        return RUNS, [Reason("needs-repeat")]
+    return REPRODUCES, [Reason("agree", cluster_runs=len(cluster), single_runs=len(single), comparisons=len(found))]

@@ -32,8 +32,8 @@ from mlx_fleet.verify.plan import Cluster, ring_cables
 CAUSES = ("unreachable", "interpreter", "moved", "no-ipv4", "bridge", "cable", "rdma", "unknown")
 # The cause verify.json names for each kind of finding verify makes (plugin_utils.base.findings.KINDS).
 CAUSE = {"unreachable": "unreachable", "unstaged": "unreachable", "interpreter": "interpreter", "moved": "moved",
-         "end address": "no-ipv4", "rank address": "no-ipv4", "bridge member": "bridge", "link down": "cable",
-         "rdma path": "rdma", "unexplained": "unknown"}
+         "end-address": "no-ipv4", "rank-address": "no-ipv4", "bridge-member": "bridge", "link-down": "cable",
+         "rdma-path": "rdma", "unexplained": "unknown"}
 
 
 PLUG_IN = "plug the cable in firmly at both ends, or replace it"
@@ -91,17 +91,17 @@ def end_findings(link: Link, end: End, node: Node | None, inventory: str,
     seen = (f"{end.host}: ifconfig {device}: status: {iface['status']}, inet {', '.join(has) or 'none'}",)
     found = []
     if iface["status"] == "inactive":
-        found.append(Finding("link down", (link.a.host, link.b.host), f"{where} has no link (status: inactive)",
+        found.append(Finding("link-down", (link.a.host, link.b.host), f"{where} has no link (status: inactive)",
                              "a link", PLUG_IN, (end.port,), link.cable, evidence=seen))
     if not audit.port_address_check(end.host, end.receptacle, device, has, end.interface).ok:
-        found.append(Finding("end address", (end.host,), f"{where} has {', '.join(has) or 'no IPv4 address'}",
+        found.append(Finding("end-address", (end.host,), f"{where} has {', '.join(has) or 'no IPv4 address'}",
                              end.interface, f"converge it back: {converge(inventory)}", (end.port,), link.cable,
                              evidence=seen))
     state = node.bridge
     judged = audit.bridge_check(end.host, state, wanted_bridge(bridge))
     if judged is not None and not judged.ok and device in state["members"]:
         name = state["device"]
-        found.append(Finding("bridge member", (end.host,), f"{where} is a member of {name}", judged.expected,
+        found.append(Finding("bridge-member", (end.host,), f"{where} is a member of {name}", judged.expected,
                              f"turn it off: {converge(inventory)} (the fabric step)", (end.port,), link.cable,
                              evidence=(f"{end.host}: Thunderbolt Bridge: {judged.found} (expected {judged.expected}); "
                                        f"ifconfig {name}: member {device}",)))
@@ -126,12 +126,12 @@ def cable_findings(link: Link, nodes: dict[str, Node], inventory: str, bridge: s
         return [replace(f, fix=fixes.fill(f.fix, inventory, cli=True),
                         evidence=(f"Thunderbolt: {f.found} links, {f.expected} does not",)) for f in moved]
     found = [f for end in link.ends() for f in end_findings(link, end, nodes.get(end.host), inventory, bridge)]
-    dark = [f for f in found if f.kind == "link down"]
+    dark = [f for f in found if f.kind == "link-down"]
     if len(dark) == 2:  # no link at either end: one cable to look at, not two findings
         ends = " and ".join(f"{e.host} {e.hardware_port}" for e in link.ends())
         both = replace(dark[0], found=f"no link at either end ({ends}: status: inactive)",
                        ports=link.cable.key, evidence=dark[0].evidence + dark[1].evidence)
-        found = [both] + [f for f in found if f.kind != "link down"]
+        found = [both] + [f for f in found if f.kind != "link-down"]
     return found
 
 
@@ -199,7 +199,7 @@ def _rdma_finding(job: Job, cluster: Cluster, nodes: dict[str, Node], inventory:
     else:
         fix = ("RDMA is not reported off, yet MLX cannot use it; meanwhile the TCP ring works: "
                f"mlx.launch --hostfile {cluster.folder / RING_HOSTFILE}")
-    return Finding("rdma path", tuple(job.hosts), said[0] if said else "no rank said why", "the RDMA path works", fix,
+    return Finding("rdma-path", tuple(job.hosts), said[0] if said else "no rank said why", "the RDMA path works", fix,
                    cable=job.cable, rank=job.failed_ranks()[0].rank if job.failed_ranks() else None,
                    evidence=tuple(failure_lines(job) + _rdma_evidence(job, nodes)))
 
@@ -231,7 +231,7 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
             if job.backend == "ring" and explain.causes_of(message)[:1] == ["no-ipv4"] and not any(
                     cause(f) == "no-ipv4" and rank.host in f.hosts for f in causes):
                 ips = ", ".join(job.hostfile["hosts"][rank.rank]["ips"])
-                causes.append(Finding("rank address", (rank.host,), message, ips,
+                causes.append(Finding("rank-address", (rank.host,), message, ips,
                                       f"converge it back: {converge(inventory)}", rank=rank.rank, evidence=(message,)))
         first = messages[0] if messages else None
         if not causes and job.backend != "ring" and (job.kind, job.cable) in tcp_works:
@@ -248,14 +248,14 @@ def diagnose(jobs: list[Job], cluster: Cluster, nodes: dict[str, Node], inventor
 
 def _merge_rdma(findings: list[Finding]) -> list[Finding]:
     """One RDMA finding: the first (all ranks when the all_sum failed), naming the other cables it holds for."""
-    rdma = [f for f in findings if f.kind == "rdma path"]
+    rdma = [f for f in findings if f.kind == "rdma-path"]
     if len(rdma) < 2:
         return findings
     first, others = rdma[0], [f.cable for f in rdma[1:] if f.cable]
     merged = replace(first, found=first.found + "; the same on cable" + ("s " if len(others) > 1 else " ")
                      + ", ".join(map(str, others)), hosts=tuple(dict.fromkeys(h for f in rdma for h in f.hosts)),
                      evidence=tuple(dict.fromkeys(line for f in rdma for line in f.evidence)))
-    return [merged if f is first else f for f in findings if f.kind != "rdma path" or f is first]
+    return [merged if f is first else f for f in findings if f.kind != "rdma-path" or f is first]
 
 
 def _unique(findings: list[Finding]) -> list[Finding]:

@@ -99,23 +99,37 @@ class Rank:
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.garbled
 
-    def outcome(self) -> str:
-        """One line: how this rank ended."""
+    @property
+    def ending(self) -> str:
+        """How this rank ended, as data: completed, garbled (completed, output lines lost), timed-out, exited,
+        stopped (when another rank failed), never-started, never-reported (the launcher said why), cut (stopped
+        before it finished: mlx.launch stops every other rank once one has failed)."""
         if self.ok:
             return "completed"
-        if self.timed_out:
-            how = f"timed out after {self._event('timeout')['deadline']:g} s"
-        elif self.exit_code is not None:
-            how = f"exited with code {self.exit_code}"
-        elif self._event("stopped"):
-            how = "was stopped when another rank failed"
-        elif not self.started:
-            how = "never started" if not self.launcher else f"never reported ({self.launcher})"
-        else:  # mlx.launch stops every other rank once one has failed
-            how = "stopped before it finished" + (f" ({self.launcher})" if self.launcher else "")
         if self.garbled and self.exit_code == 0:
-            how = f"completed, but {self.garbled} of its output lines were lost in transit"
-        return how
+            return "garbled"
+        if self.timed_out:
+            return "timed-out"
+        if self.exit_code is not None:
+            return "exited"
+        if self._event("stopped"):
+            return "stopped"
+        if not self.started:
+            return "never-reported" if self.launcher else "never-started"
+        return "cut"
+
+    def outcome(self) -> str:
+        """One line: how this rank ended."""
+        ending, launcher = self.ending, f" ({self.launcher})" if self.launcher else ""
+        if ending == "timed-out":
+            return f"timed out after {self._event('timeout')['deadline']:g} s"
+        return {"completed": "completed",
+                "garbled": f"completed, but {self.garbled} of its output lines were lost in transit",
+                "exited": f"exited with code {self.exit_code}",
+                "stopped": "was stopped when another rank failed",
+                "never-started": "never started",
+                "never-reported": f"never reported{launcher}",
+                "cut": f"stopped before it finished{launcher}"}[ending]
 
 
 @dataclass

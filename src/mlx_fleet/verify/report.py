@@ -36,6 +36,31 @@ JSON_FILE, HTML_FILE, PLOT_FILE, LOG_DIR = "verify.json", "verify.html", "bandwi
 TEMPLATES = [Path(__file__).parent / "templates", RECOVERY_TEMPLATES]
 
 
+# --- the level's reasons -----------------------------------------------------------------------------
+
+
+_REASONS = {
+    "check-failed": "the cluster check failed: not even a small task completes on every rank",
+    "checks-ran": "the check program completed on every rank and every cable, each rank's log kept",
+    "needs-script": "reproduces needs your own task: --script FILE --repeat K",
+    "incomplete": "{run} did not complete: {problem}",
+    "no-result": "{run} printed no JSON result (numbers or arrays) on any rank",
+    "no-baseline": "the single-Mac run printed no JSON result: nothing to compare with",
+    "needs-repeat": "reproduces needs repeated runs: --repeat 2 or more",
+    "agree": "{cluster_runs} cluster runs and {single_runs} single-Mac runs agree ({comparisons} comparisons)",
+}
+
+
+def reason_line(reason: compare.Reason) -> str:
+    """A reason for the level, as the report and the terminal say it."""
+    if reason.kind == "disagree":
+        c = reason.comparison
+        return f"{c.what}: {c.difference.message}" + (
+            f" ({c.difference.count} elements out of tolerance)" if c.difference.count > 1 else "")
+    return _REASONS[reason.kind].format(run=reason.run, problem=reason.problem, cluster_runs=reason.cluster_runs,
+                                        single_runs=reason.single_runs, comparisons=reason.comparisons)
+
+
 # --- figures ----------------------------------------------------------------------------------------
 
 
@@ -203,7 +228,7 @@ def build(outcome: Outcome, command: list[str]) -> dict:
         "status": status,
         "exit_code": EXIT[status],
         "level": outcome.level,
-        "level_reasons": outcome.reasons,
+        "level_reasons": [reason_line(reason) for reason in outcome.reasons],
         "summary": "",
         "cluster": {"folder": str(outcome.cluster.folder), "backend": outcome.cluster.backend,
                     "ranks": _ranks(outcome)},

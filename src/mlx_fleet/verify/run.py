@@ -50,7 +50,7 @@ class Outcome:
     scripted: list[compare.Run] = field(default_factory=list)
     comparisons: list[compare.Comparison] = field(default_factory=list)
     level: str | None = None
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[compare.Reason] = field(default_factory=list)
     leftovers: dict[str, list[str]] = field(default_factory=dict)
 
     def checks(self) -> list[jobs.Job]:
