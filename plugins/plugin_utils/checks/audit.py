@@ -28,6 +28,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.artifacts im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.versions import version_tuple
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError, check_declaration
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS, mismatch
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import join
 
 FORMAT = "mlx-fleet-audit/1"
 HOSTFILES = (HOSTFILE, RING_HOSTFILE)
@@ -89,13 +90,8 @@ class Audit:
         }
 
 
-def _join(items) -> str:
-    items = list(items)
-    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
-
-
 def _others(names: list[str]) -> str:
-    return _join(names) if len(names) <= 3 else f"the {len(names)} other Macs"
+    return join(names) if len(names) <= 3 else f"the {len(names)} other Macs"
 
 
 def _majority(values: dict[str, object], key=None):
@@ -139,7 +135,7 @@ def _macos(macs, observed, declared, checks):
         elif found != common:
             if _build_key(found) > _build_key(common):
                 behind = [h for h in macs if releases[h] != found]
-                fix = f"update macOS on {_join(behind)} to {_release_text(found)} ({why})"
+                fix = f"update macOS on {join(behind)} to {_release_text(found)} ({why})"
             else:
                 fix = f"update macOS on {host} to {_release_text(common)} ({why})"
             checks.append(Check("macOS", "macOS", [host], f"{_release_text(common)}, as on {_others(same)}",

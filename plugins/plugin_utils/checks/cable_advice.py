@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.graph import path_through
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Cable, Port, port_name
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import join
 
 RING_BACKENDS = {"jaccl": "jaccl-ring", "jaccl-ring": "jaccl-ring", "ring": "ring"}
 
@@ -59,7 +60,7 @@ class Obstacle:
 
     @property
     def line(self) -> str:
-        who = _join(list(self.hosts))
+        who = join(list(self.hosts))
         if self.kind == "too-few-ports":
             broken = f" ({_ports_text(self.no_rdma)} cannot carry RDMA)" if self.no_rdma else ""
             return (f"{who} ({self.label or 'model unknown'}) {'has' if len(self.hosts) == 1 else 'have'} {self.has} "
@@ -187,10 +188,6 @@ def _mesh(new: str, hosts: list[HostPorts], cables: list[Cable]) -> Advice:
         ends = [Port(host, free[host].pop(0)) for host in (a, b)]
         advice.cables.append(Cable(*ends))
     return advice
-
-
-def _join(items: list[str]) -> str:
-    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
 def _ports_text(ports) -> str:

@@ -8,18 +8,13 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.state import (
     ACTIVE, ENABLED_NOT_WORKING, NEEDS_RECOVERY, NOT_CAPABLE, READY, RDMA_MIN_MACOS, PortState, Readiness,
     macos_too_old)
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import join
 
 # Each status as a person reads it in a table.
 STATUS_WORDS = {READY: "ready", NEEDS_RECOVERY: "off: Recovery step to do", NOT_CAPABLE: "not capable",
                 ENABLED_NOT_WORKING: "on, not working"}
 NOT_WORKING = "enabled but not working"
 _RING = "use the ring backend for it (a Recovery visit cannot help)"
-
-
-def join(items: list[str]) -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def plural(n: int, word: str) -> str:
