@@ -74,6 +74,21 @@ def test_a_cable_pulled_during_the_network_step_keeps_the_last_hostfiles(tmp_pat
     assert not failed.value.bad_input and not (tmp_path / "hostfile.json").exists()
 
 
+def test_a_cable_pulled_while_only_one_end_is_configured_keeps_the_last_hostfiles(tmp_path):
+    """Only mini-1 had work in the network step (the others skipped it, their ports as read before): its read-back
+    no longer shows its cable to mini-2, which mini-2's older read still does. The fresh end wins."""
+    view, cluster = ring()
+    judged = fabric_step.judge(view, run_in(tmp_path), bridge="disabled", hostfiles=False, hostfile_dir=None)
+    steps = {"mini-1": read_back(judged, cluster.facts)["mini-1"]}
+    mini_2 = {port["domain_uuid"] for port in cluster.facts["mini-2"]["ports"]}
+    for port in steps["mini-1"]["ansible_facts"]["mlx_fleet_thunderbolt"]["ports"]:
+        port["peers"] = [p for p in port["peers"] if p["domain_uuid"] not in mini_2]
+    with pytest.raises(StepFailed) as failed:
+        fabric_step.publish(view, run_in(tmp_path), judged, steps, "")
+    assert not failed.value.bad_input and not (tmp_path / "hostfile.json").exists()
+    assert failed.value.lines[0].startswith("hostfiles not rewritten: the cabling changed")
+
+
 def test_check_mode_publishes_nothing(tmp_path):
     view, cluster = ring()
     judged = fabric_step.judge(view, run_in(tmp_path, write=False), bridge=None, hostfiles=True, hostfile_dir=None)

@@ -23,6 +23,21 @@ def model_of(models: dict, host: str) -> Model | None:
     return MODELS.get(models.get(host))
 
 
+def read_again_wins(facts: dict, read_again: set[str]) -> dict:
+    """FACTS with each Mac not in READ_AGAIN (its ports as read before) less the cables to a Mac whose ports were read
+    again and no longer show that end: discovery takes a cable from either end, and a pulled cable's fresh end
+    outweighs the other's older read."""
+    seen = {peer["domain_uuid"] for host in read_again for port in facts[host]["ports"] for peer in port.get("peers", [])}
+    owned = {port["domain_uuid"] for host in read_again for port in facts[host]["ports"]}
+
+    def still_cabled(port, peer) -> bool:
+        return peer["domain_uuid"] not in owned or port["domain_uuid"] in seen
+
+    return {host: tb if host in read_again else dict(tb, ports=[
+        dict(port, peers=[peer for peer in port.get("peers", []) if still_cabled(port, peer)]) for port in tb["ports"]])
+        for host, tb in facts.items()}
+
+
 def discover(hosts: list[str], facts: dict) -> tuple[list[Link], list[Finding]]:
     """The direct cables between the hosts (sorted by cable), and warnings about what else the ports see."""
     owner = {port["domain_uuid"]: (host, port) for host in hosts for port in facts[host]["ports"]}

@@ -13,7 +13,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric import ho
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import ClusterModel, read_model
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import THUNDERBOLT, ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.addresses import port_arguments, to_configure
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover, read_again_wins
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.network_step import macs_that_differ
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.management import lockout_problems, management_interface
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import mismatch
@@ -175,7 +175,8 @@ def publish(view: ClusterView, run: Run, judged: dict, network_steps: dict, held
     publication.model.findings = [f for f in publication.model.findings if not (
         f.kind == "bridge-loop" and not (facts[f.hosts[0]].get("bridge") or {}).get("active"))]
     # The cables on the ports now, against the ones judged; the addresses judged, against the ports read back.
-    cables = fab.cable_ends(discover(view.names, facts)[0])
+    read_again = {n for n in view.names if (steps[n].get("ansible_facts") or {}).get(THUNDERBOLT)}
+    cables = fab.cable_ends(discover(view.names, read_again_wins(facts, read_again))[0])
 
     def written():
         stop = refusal(view.names, view.active, judged, cables, judged["network"], facts)
