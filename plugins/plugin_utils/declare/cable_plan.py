@@ -1,8 +1,6 @@
 """The cable plan: which Thunderbolt port of which Mac is cabled to which.
 
-One format serves the inventory (what the user intends) and `mlx-fleet sim up
---topology FILE` (what the simulator builds, read by mlx_fleet.sim.plan_file), so a
-declared cluster can be rehearsed as written. A cable is written ``host:port -- host:port`` where port
+The inventory's `mlx_fleet_cables` (what the user intends) is written in it. A cable is written ``host:port -- host:port`` where port
 is the Thunderbolt receptacle number that macOS names ``Thunderbolt N``
 (``tb3`` and ``Thunderbolt 3`` are accepted too).
 """
