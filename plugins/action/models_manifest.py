@@ -19,9 +19,5 @@ class ActionModule(ClusterAction):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments()
-        view = self.view(task_vars, args["group"], models_step.SETTINGS)
-        run = self.step_run(task_vars, args["output_dir"])
-        with self.translated(run, result):
-            result.update(models_step.manifests(view, run, args["lock_file"]))
-        return result
+        return self.stepped(result, task_vars, models_step.manifests, self.arguments()["lock_file"],
+                            settings=models_step.SETTINGS)

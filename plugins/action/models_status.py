@@ -19,10 +19,4 @@ class ActionModule(ClusterAction):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments()
-        view = self.view(task_vars, args["group"])
-        run = self.step_run(task_vars, args["output_dir"])
-        with self.translated(run, result):
-            result.update(models_step.judge(view, run, args["expected"]))
-        self._display.display(result["msg"])  # where each Mac stands: for a person, at every verbosity
-        return result
+        return self.stepped(result, task_vars, models_step.judge, self.arguments()["expected"], show=True)

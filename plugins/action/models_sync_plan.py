@@ -21,9 +21,5 @@ class ActionModule(ClusterAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments()
-        view = self.view(task_vars, args["group"], models_step.SYNC_SETTINGS)
-        run = self.step_run(task_vars, args["output_dir"])
-        with self.translated(run, result):
-            result.update(models_step.sync_plan(view, run, args["expected"], args["names"]))
-        self._display.display(result["msg"])  # what each Mac is to receive: for a person, at every verbosity
-        return result
+        return self.stepped(result, task_vars, models_step.sync_plan, args["expected"], args["names"],
+                            settings=models_step.SYNC_SETTINGS, show=True)

@@ -19,10 +19,4 @@ class ActionModule(ClusterAction):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments()
-        view = self.view(task_vars, args["group"])
-        run = self.step_run(task_vars, args["output_dir"])
-        with self.translated(run, result):
-            result.update(models_step.sync_report(view, run, args["plan"]))
-        self._display.display(result["msg"])
-        return result
+        return self.stepped(result, task_vars, models_step.sync_report, self.arguments()["plan"], show=True)

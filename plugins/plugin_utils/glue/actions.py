@@ -52,6 +52,19 @@ class ClusterAction(ActionBase):
                    holder=f"ansible-playbook task '{self._task.get_name()}'",
                    inventory=fixes.inventory_named(task_vars), cli=fixes.uses_cli(task_vars))
 
+    def stepped(self, result: dict, task_vars: dict, step, *step_args, settings: dict | tuple[str, ...] = (),
+                show: bool = False) -> dict:
+        """RESULT updated with STEP(view, run, *STEP_ARGS): the view of the arguments' group (with SETTINGS) and the
+        run of their output_dir; SHOW: the step's msg printed for a person, at every verbosity."""
+        args = self.arguments()
+        view = self.view(task_vars, args["group"], settings)
+        run = self.step_run(task_vars, args["output_dir"])
+        with self.translated(run, result):
+            result.update(step(view, run, *step_args))
+        if show:
+            self._display.display(result["msg"])
+        return result
+
     @contextmanager
     def translated(self, run: Run, result: dict):
         """Runs the step's block: its warnings shown, its StepFailed as Ansible's failure (bad input marked), a
