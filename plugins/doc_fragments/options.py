@@ -30,3 +30,16 @@ options:
     type: path
     required: true
 """
+
+    # Where a Mac keeps the declared models (the modules that read or write them).
+    MODELS = r"""
+options:
+  hf_cache:
+    description: The Hugging Face cache of the Hub entries (C(mlx_fleet_models_hf_cache)).
+    type: path
+    default: /opt/mlx-fleet/huggingface/hub
+  models_dir:
+    description: The folder of the path entries (C(mlx_fleet_models_dir)).
+    type: path
+    default: /opt/mlx-fleet/models
+"""

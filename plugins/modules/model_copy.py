@@ -30,14 +30,6 @@ options:
     type: list
     elements: dict
     required: true
-  hf_cache:
-    description: The Hugging Face cache of the Hub entries (C(mlx_fleet_models_hf_cache)).
-    type: path
-    default: /opt/mlx-fleet/huggingface/hub
-  models_dir:
-    description: The folder of the path entries (C(mlx_fleet_models_dir)).
-    type: path
-    default: /opt/mlx-fleet/models
   receive:
     description: Per sender, its C(address), C(port), C(sender) (its name, for the report) and the C(files)
       (C(model), C(path)) to pull from it.
@@ -58,6 +50,7 @@ options:
     default: 3600
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.changes
+  - mlx_fleet.cluster.options.models
 """
 
 EXAMPLES = r"""

@@ -34,20 +34,13 @@ options:
     type: list
     elements: dict
     required: true
-  hf_cache:
-    description: The Hugging Face cache of the Hub entries (C(mlx_fleet_models_hf_cache)).
-    type: path
-    default: /opt/mlx-fleet/huggingface/hub
-  models_dir:
-    description: The folder of the path entries (C(mlx_fleet_models_dir)).
-    type: path
-    default: /opt/mlx-fleet/models
   deep:
     description: Hash every byte of every file, not only compare sizes.
     type: bool
     default: false
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
+  - mlx_fleet.cluster.options.models
 """
 
 EXAMPLES = r"""
