@@ -262,12 +262,14 @@ def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
 
 
 def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False) -> dict[str, list[str]]:
-    """Kill what a job (or every job, "*") still runs on each Mac, and remove the folder too if
-    asked; host -> "JOB.RANK PID" for each process that had to be killed."""
+    """Kill what a job (or every job, "*") still runs on each Mac, the supervisor and its child's whole process
+    group, and remove the folder too if asked; host -> "JOB.RANK PID" for each process that had to be killed
+    (a group: "-PID")."""
     folder = shlex.quote(rundir)
     pattern = "*" if job == "*" else shlex.quote(job) + ".*"
     script = (f"for f in {folder}/{RUNNING_DIR}/{pattern}; do [ -f \"$f\" ] || continue; "
-              f"for p in $(cat \"$f\"); do kill -9 \"$p\" 2>/dev/null && echo \"${{f##*/}} $p\"; done; "
+              f"for p in $(cat \"$f\"); do for t in \"$p\" \"-$p\"; do "
+              f"kill -9 \"$t\" 2>/dev/null && echo \"${{f##*/}} $t\"; done; done; "
               f"rm -f \"$f\"; done; " + (f"rm -rf {folder}; " if remove else "") + "true")
     results = _each(hosts, lambda host: ssh(by_name(host), script))
     return {host: r.stdout.decode("utf-8", "replace").split("\n")[:-1] for host, r in results.items()
@@ -291,7 +293,7 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
     return records
 
 
-def rundir_for(run_id: str) -> str:
+def rundir_for(run_id: str, command: str = "verify") -> str:
     """The run's folder on every Mac, relative to the admin's home, where ssh (and so mlx.launch) starts:
     never a shared folder such as /tmp, where another account could make the path first."""
-    return f".mlx-fleet-verify-{run_id}"
+    return f".mlx-fleet-{command}-{run_id}"
