@@ -168,7 +168,8 @@ class Job:
     killed: bool = False  # the controller stopped mlx.launch at the deadline
     seconds: float = 0.0
     leftovers: list[str] = field(default_factory=list)  # processes the controller had to kill
-    first_failure: int | None = None  # the first rank whose end came in as a failure (stop_on_failure)
+    first_failure: int | None = None  # the first rank whose end came in as a failure
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP stopped it (run raised KeyboardInterrupt)
     cable: Cable | None = None  # for a link job
     reread: list[int] = field(default_factory=list)  # ranks whose output came from their own record
 
@@ -280,6 +281,8 @@ def run(job: Job, *, launcher: list[str], python: str, rundir: str, command: lis
         except subprocess.TimeoutExpired:
             job.killed = True
             _stop_group(process)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the ranks' logs are still written, then it goes on
+            job.interrupted = True
         finally:
             if process.poll() is None:  # interrupted (Ctrl-C), or a rank failed: the launcher goes too
                 _stop_group(process)
@@ -299,6 +302,8 @@ def run(job: Job, *, launcher: list[str], python: str, rundir: str, command: lis
                           "their own records on the Macs\n")
     _collect(job, tagged, err)
     _write_rank_logs(job)
+    if job.interrupted:
+        raise KeyboardInterrupt
     return job
 
 
