@@ -339,6 +339,11 @@ def from_records(tagged: dict, records: dict[int, str]) -> tuple[dict, list[int]
     for rank, text in sorted(records.items()):
         own = read_tagged(text.splitlines()).get(rank)
         if own is not None:
+            streamed = tagged.get(rank, {})
+            came = dict(zip(range(len(streamed.get("times", []))), zip(streamed.get("lines", []), streamed["times"])))
+            # When each line came, where the stream brought the same line at the same place.
+            own["times"] = [came[i][1] if i in came and came[i][0] == line else None
+                            for i, line in enumerate(own["lines"])]
             merged[rank] = own
             taken.append(rank)
     return merged, taken
