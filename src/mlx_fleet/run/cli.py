@@ -157,4 +157,5 @@ def _summary(outcome: jobrun.Outcome, inventory: str) -> list[str]:
         said = f"rank {rank.rank} on {rank.host} {rank.outcome()}"
     explanation = outcome.cause()
     more = explain.report(explanation, inventory)[1:] if explanation.causes else []
-    return [f"{explanation.first_line}; {said} (exit {status})"] + left + [line for line in more if line]
+    ranks = "ranks: " + "; ".join(f"{r.rank} on {r.host} {r.outcome()}" for r in job.ranks)
+    return [f"{explanation.first_line}; {said} (exit {status})", ranks] + left + [line for line in more if line]
