@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-
 from simlib import BIN, REPO, Sim, node_python
+from test_verify_sim import CONVERGED, converged, plan
+from test_verify_sim import run as run_cli
 
 pytestmark = pytest.mark.sim
 RING = ["vrun-1", "vrun-2", "vrun-3", "vrun-4"]  # names of their own: other clusters may be up
 JOB = str(Path(__file__).parent / "scripts/ranks_job.py")
 STOPPED_WITHIN = 15  # seconds: the bound for stopping every rank
 ORPHANS_STOP_WITHIN = 30  # seconds: a rank whose launcher is gone stops itself within this
-CONVERGED = "converged"  # the ring's snapshot once its fabric is configured
 
 
 def env() -> dict:
@@ -31,16 +30,9 @@ def env() -> dict:
 
 @pytest.fixture(scope="module")
 def ring(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("plans")
-    plan = folder / "ring.yml"
-    plan.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in RING},
-                                    "cables": [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]}))
-    sim = Sim(topology=str(plan), rdma="none")
-    done = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"),
-                           str(REPO / "playbooks/fabric.yml")], capture_output=True, text=True, env=env(), cwd="/",
-                          timeout=300)
-    assert done.returncode == 0, done.stdout
-    sim.cli("snapshot", CONVERGED)
+    cables = [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]
+    sim = Sim(topology=plan(tmp_path_factory.mktemp("plans") / "ring.yml", RING, cables), rdma="none")
+    converged(sim).cli("snapshot", CONVERGED)
     yield sim
     sim.down()
 
@@ -59,8 +51,7 @@ def argv(sim: Sim, out: Path, *args: str) -> list[str]:
 
 
 def run(sim: Sim, out: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(argv(sim, out, *args), capture_output=True, text=True, env=env(), cwd="/",
-                          stdin=subprocess.DEVNULL, timeout=600)
+    return run_cli(argv(sim, out, *args), 600)
 
 
 def the_run(out: Path) -> tuple[Path, dict]:

@@ -146,6 +146,8 @@ def _summary(outcome: jobrun.Outcome, inventory: str) -> list[str]:
     if outcome.findings:
         return [f"refused: {line}" for line in lines(outcome.findings)]
     job = outcome.job
+    if job is None:
+        return ["interrupted before the launch: nothing was started"]
     left = ([f"still running after the stop: {', '.join(outcome.left)}"] if outcome.left
             else ["checked over ssh: nothing of the job left on any Mac"])
     if status == EXIT_OK:
