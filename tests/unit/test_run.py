@@ -179,3 +179,21 @@ def test_the_guard_stops_its_launcher_when_the_controller_is_gone():
     guard.wait(timeout=30)
     with pytest.raises(ProcessLookupError):
         os.killpg(guard.pid, 0)
+
+
+def test_record_diff_compares_two_runs(tmp_path):
+    from mlx_fleet import record as records
+
+    def run_record(name: str, status: int, first: int | None) -> str:
+        facts = {"cluster": {"backend": "ring", "hostfile": None, "envs": [], "cables": [], "rdma": {}}, "macs": {}}
+        record = records.build(facts, inventory=tmp_path / "inv.yml", output_dir=tmp_path, recorded_at=name,
+                               not_recorded=[], command=["job.py"], cwd=tmp_path)
+        record["run"] = {"id": name, "exit_status": status, "first_failure": first, "seconds": 1.0,
+                         "ranks": [{"rank": 0, "mac": "m1", "ending": "exited", "exit_code": status}]}
+        (tmp_path / name).mkdir()
+        records.write(tmp_path / name / "record.json", record)
+        return str(tmp_path / name / "record.json")
+
+    a, b = records.load(run_record("a", 0, None)), records.load(run_record("b", 3, 0))
+    assert [key for key, _, _ in records.changes(a, b)] == [records.TIME_KEY, "run.exit_status", "run.first_failure",
+                                                            "run.id", "run.ranks"]
