@@ -1,20 +1,23 @@
-"""The program `mlx-fleet verify` runs on every Mac through mlx.launch (standard library and MLX).
+"""The program `mlx-fleet verify` and `mlx-fleet run` run on every Mac through mlx.launch (standard library and MLX).
 
 It is copied, with the user's script if any, into a private folder on each Mac and started by
 mlx.launch with the cluster's interpreter, one process per rank:
 
-    python check_program.py supervise --job NAME --deadline SECONDS -- SCRIPT [ARGS...]
-        runs SCRIPT with this same interpreter as a child process. Every line the child prints
+    python check_program.py supervise --job NAME --deadline SECONDS [--stall SECONDS] [--as-is] -- SCRIPT [ARGS...]
+        runs SCRIPT with this same interpreter (with --as-is: a program, this interpreter's folder first on
+        PATH) as a child process, in a session of its own. Every line the child prints
         (stdout or stderr) comes out on stdout tagged with the rank, a sequence number and the
         stream, because mlx.launch merges all ranks' output into one stream; the controller
         sorts it back into one log per rank (``read_tagged``). mlx.launch merges the ranks'
         streams by whatever each read of a rank's ssh returned, not by lines, so a line can
         arrive cut in two with another rank's output in between: every tagged line is also
         appended to output/NAME.RANK beside this file, the rank's own record, which the
-        controller reads back when the merged stream came with a piece missing. The child is stopped at the
-        deadline, or when this process is told to stop (mlx.launch, or the ssh connection
-        going away), so one bad rank never leaves processes behind; while it runs, its
-        process ids are in running/NAME.RANK beside this file, for the controller to stop it.
+        controller reads back when the merged stream came with a piece missing. The child's whole
+        process tree is stopped (SIGTERM, SIGKILL after a grace) at the deadline (0: none), on a
+        stall (no output and no CPU time by ps for --stall seconds), when this process is told to
+        stop (mlx.launch, the ssh connection's hangup) or when its launcher is gone (its parent
+        changes), so one bad rank never leaves processes behind; while it runs, its process ids
+        are in running/NAME.RANK beside this file, for the controller to stop it.
 
     python check_program.py all_sum --backend ring --sizes 1024,4096
         all_sum over every rank at each size, every element checked on every rank, timed.
