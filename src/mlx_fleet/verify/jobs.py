@@ -145,7 +145,10 @@ class Rank:
         if ending == "timed-out":
             return f"timed out after {self._event('timeout')['deadline']:g} s"
         if ending == "stalled":
-            return f"stalled: no output and no CPU time for {self._event('stall')['stall']:g} s"
+            stall = self._event("stall")
+            used = stall.get("cpu_seconds")
+            return (f"stalled: no output and no CPU time for {stall['stall']:g} s"
+                    + (f" ({used:g} CPU-s used before)" if isinstance(used, (int, float)) else " (CPU time unread)"))
         return {"completed": "completed", "killed": f"was killed by {self.signal}",
                 "garbled": f"completed, but {self.garbled} of its output lines were lost in transit",
                 "exited": f"exited with code {self.exit_code}",
