@@ -116,8 +116,9 @@ def launch(plan: Launch, launcher: list[str], on_output) -> Outcome:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             hosts = [h for h in plan.hosts if staged[h].staged] if staged else plan.hosts
-            outcome.killed = _lines(nodes.stop(hosts, rundir, name))
-            outcome.left = _lines(nodes.stop(hosts, rundir, name, remove=True))  # the check afterwards
+            stopped = _lines(nodes.stop(hosts, rundir, name, remove=True, check=True))
+            outcome.left = [line for line in stopped if line.split(": ", 1)[1].startswith(nodes.LEFT)]
+            outcome.killed = [line for line in stopped if line not in outcome.left]
         finally:
             signal.signal(signal.SIGINT, previous)
     return outcome
