@@ -197,3 +197,14 @@ def test_record_diff_compares_two_runs(tmp_path):
     a, b = records.load(run_record("a", 0, None)), records.load(run_record("b", 3, 0))
     assert [key for key, _, _ in records.changes(a, b)] == [records.TIME_KEY, "run.exit_status", "run.first_failure",
                                                             "run.id", "run.ranks"]
+
+
+def test_a_failed_runs_cause_comes_from_explains_rules():
+    from mlx_fleet.explain import RULES
+
+    rule = RULES[0]
+    failing = Rank(1, "m2", [(cp.ERR, "RuntimeError: " + rule.example)],
+                   events=[{"event": "start"}, {"event": "exit", "code": 1}])
+    result = outcome(ended(0, STOPPED), failing, first=1)
+    assert result.cause().causes == list(rule.causes) and result.exit_status == 1
+    assert outcome(ended(0, {"event": "exit", "code": 1})).cause().causes == []  # nothing known: unknown
