@@ -5,8 +5,8 @@ mlx.launch runs in its own process group, under mlx_fleet.verify.guard, which st
 process is gone (even SIGKILLed); at the deadline (the ranks' own deadline plus a grace for ssh and
 interpreter start-up), on an interrupt, or (``stop_on_failure``) once a rank has failed, the whole group is
 stopped, which closes every rank's ssh session; the supervisor on each Mac stops its child's process tree
-when that happens, and the caller then kills whatever is still recorded as running (nodes.stop). Each rank's output is sorted out of
-mlx.launch's merged stream into its own log; when that stream came with a piece of a rank's line
+when that happens, and the caller then kills whatever is still recorded as running (nodes.stop). Each
+rank's output is sorted out of mlx.launch's merged stream into its own log; when that stream came with a piece of a rank's line
 missing (mlx.launch merges by reads, not lines), every rank's own record is read back from its Mac.
 """
 
@@ -228,8 +228,8 @@ class Supervision:
 
 def _argv(job: Job, launcher: list[str], python: str, rundir: str, command: list[str],
           supervision: Supervision) -> list[str]:
-    """mlx.launch with the job's hostfile, under the guard; one Mac alone (the single-Mac baseline) is run
-    over plain ssh with the same interpreter and environment, as MLX's ring launcher cannot start a group of one."""
+    """mlx.launch with the job's hostfile; one Mac alone (the single-Mac baseline) is run over plain ssh
+    with the same interpreter and environment, as MLX's ring launcher cannot start a group of one."""
     # Paths relative to rundir, the ranks' working folder: it is not at the same place on every Mac.
     supervised = [python, "-B", "check_program.py", *supervision.argv(job.name), "--", *command]
     if len(job.hosts) == 1:
