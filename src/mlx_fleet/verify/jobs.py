@@ -6,8 +6,9 @@ process is gone (even SIGKILLed); at the deadline (the ranks' own deadline plus 
 interpreter start-up), on an interrupt, or (``stop_on_failure``) once a rank has failed, the whole group is
 stopped, which closes every rank's ssh session; the supervisor on each Mac stops its child's process tree
 when that happens, and the caller then kills whatever is still recorded as running (nodes.stop). Each
-rank's output is sorted out of mlx.launch's merged stream into its own log; when that stream came with a piece of a rank's line
-missing (mlx.launch merges by reads, not lines), every rank's own record is read back from its Mac.
+rank's output is sorted out of mlx.launch's merged stream into its own log; when that stream came with a
+piece of a rank's line missing (mlx.launch merges by reads, not lines), every rank's own record is read
+back from its Mac.
 """
 
 from __future__ import annotations
