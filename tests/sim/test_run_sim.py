@@ -130,6 +130,7 @@ def test_ctrl_c_stops_every_rank(ring, tmp_path):
     assert none_left_within(ring, STOPPED_WITHIN) == {}
     _, record = the_run(tmp_path)
     assert record["run"]["interrupted"] and record["run"]["exit_status"] == 130
+    assert record["run"]["first_failure"] is None and len(record["run"]["ranks"]) == 4
 
 
 def test_a_silent_rank_is_stopped_as_a_stall(ring, tmp_path):

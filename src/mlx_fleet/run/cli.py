@@ -153,7 +153,7 @@ def _summary(outcome: jobrun.Outcome, inventory: str) -> list[str]:
     if status == EXIT_OK:
         return [f"every rank exited 0 ({len(job.ranks)} ranks, {job.seconds:g} s)"] + left
     rank = outcome.first_failed
-    if outcome.interrupted or rank is None:
+    if rank is None:
         said = "interrupted: every rank stopped"
     else:
         said = f"rank {rank.rank} on {rank.host} {rank.outcome()}"

@@ -51,8 +51,9 @@ class Outcome:
 
     @property
     def first_failed(self) -> jobs.Rank | None:
-        """The first rank whose end came in as a failure, else the lowest rank that did not exit 0."""
-        if self.job is None:
+        """The first rank whose end came in as a failure, else the lowest rank that did not exit 0; None when
+        every rank exited 0 or the run was interrupted (its ranks stopped for that)."""
+        if self.job is None or self.interrupted:
             return None
         if self.job.first_failure is not None and self.job.first_failure < len(self.job.ranks):
             return self.job.ranks[self.job.first_failure]
