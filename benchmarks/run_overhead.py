@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         subprocess.run([str(BIN / "mlx-fleet"), "sim", "down", "--dir", str(folder)], capture_output=True,
                        stdin=subprocess.DEVNULL, cwd="/")
+        shutil.rmtree(folder, ignore_errors=True)
     wall = {who: statistics.median(w for w, _ in runs) for who, runs in figures.items()}
     cpu = {who: statistics.median(c for _, c in runs) for who, runs in figures.items()}
     more = wall["mlx-fleet run"] - wall["mlx.launch"]
