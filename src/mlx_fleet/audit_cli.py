@@ -10,7 +10,6 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import atomic_write_json, atomic_write_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.audit_report import summary_lines
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
@@ -97,6 +96,24 @@ def run_audit(args) -> int:
     return status
 
 
+def write_record(args, launch: list[str] | None, out: Path | None = None):
+    """Read every Mac as the audit does and write the record of LAUNCH (the command, or None) to OUT (default
+    OUTPUT_DIR/records/record-TIME.json) with its Markdown beside it: (the run's report, the record or None
+    when no Mac could be read, its path)."""
+    report, result = _audit(args, "record")
+    if result is None:
+        return report, None, out
+    now = datetime.now(timezone.utc)
+    output_dir = runner.output_dir_from(args)
+    out = out or output_dir / "records" / f"record-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    record = records.build(result["record"], inventory=Path(args.inventory[0]), output_dir=output_dir,
+                           recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), not_recorded=sorted(
+                               set(report.unreachable) | set(report.failed)),
+                           command=launch, cwd=Path(os.getcwd()))
+    records.write(out, record)
+    return report, record, out
+
+
 def run_record(args) -> int:
     if args.compare:
         lines = records.diff(records.load(args.compare[0]), records.load(args.compare[1]))
@@ -105,20 +122,10 @@ def run_record(args) -> int:
     if not args.inventory:
         raise UserError("give the inventory with -i (or --diff A B to compare two records)")
     launch = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
-    report, result = _audit(args, "record")
-    if result is None:
+    report, record, out = write_record(args, launch or None, Path(args.out) if args.out else None)
+    if record is None:
         return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
-    now = datetime.now(timezone.utc)
-    output_dir = runner.output_dir_from(args)
-    out = Path(args.out) if args.out else output_dir / "records" / f"record-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    record = records.build(result["record"], inventory=Path(args.inventory[0]), output_dir=output_dir,
-                              recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), not_recorded=sorted(
-                                  set(report.unreachable) | set(report.failed)),
-                              command=launch or None, cwd=Path(os.getcwd()))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out, record)
     notebook = out.with_suffix(".md")
-    atomic_write_text(notebook, records.markdown(record))
     for line in _not_audited(report):
         print(terminal_text([line.replace("not audited", "not recorded")]))
     print(f"record: {out} (Markdown: {notebook}); {len(record['macs'])} Macs")

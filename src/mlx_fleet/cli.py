@@ -99,6 +99,7 @@ TOOLS = (
     Tool(tuple(PLAYBOOK_COMMANDS), "mlx_fleet.cli", "_playbook_parsers", "_run_playbook_command"),
     Tool(("lock",), "mlx_fleet.env_lock_cli", "add_env_lock_parser", "run_env_lock"),
     Tool(("verify",), "mlx_fleet.verify.cli", "add_verify_parser", "run_verify"),
+    Tool(("run",), "mlx_fleet.run.cli", "add_run_parser", "run_run"),
     Tool(("audit", "record"), "mlx_fleet.audit_cli", "add_audit_parsers", "run_audit_or_record"),
     Tool(("models",), "mlx_fleet.models_cli", "add_models_parser", "run_models"),
     Tool(("watch",), "mlx_fleet.watch_cli", "add_watch_parser", "run_watch"),

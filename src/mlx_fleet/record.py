@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import (
+    atomic_write_json, atomic_write_text, load_json)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.readiness import STATUS_WORDS
 from mlx_fleet import __version__
 from mlx_fleet.errors import UserError
@@ -62,6 +63,13 @@ def build(facts: dict, *, inventory: Path, output_dir: Path, recorded_at: str, n
     }
 
 
+def write(path: Path, record: dict) -> None:
+    """The record's JSON at PATH and its Markdown beside it (.md)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, record)
+    atomic_write_text(path.with_suffix(".md"), markdown(record))
+
+
 def _git_text(state: dict | None) -> str:
     if not state:
         return "not in a git repository"
@@ -87,6 +95,10 @@ def markdown(record: dict) -> str:
         target = f"{update['target']['version']} ({update['target']['build']})"
         lines.append(f"- last macOS update: {target}, " + (f"finished {update['finished_at']}" if update["finished_at"]
                      else "unfinished: " + ", ".join(f"{n} {s}" for n, s in update["macs"].items())))
+    run = record.get("run")
+    if run:
+        lines.append(f"- run {run['id']}: exit status {run['exit_status']} after {run['seconds']:g} s; "
+                     + ", ".join(f"rank {r['rank']} on {r['mac']} {r['ending']}" for r in run["ranks"]))
     if record["not_recorded"]:
         lines.append(f"- not recorded (unreachable): {', '.join(record['not_recorded'])}")
     lines += ["", "| Mac | macOS | model | serial | memory | Python | mlx | mlx-lm | packages | wired limit | RDMA |",

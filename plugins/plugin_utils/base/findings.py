@@ -97,6 +97,8 @@ KINDS: dict[str, Kind] = {
                          "{found}"),
     "rdma-path": Kind("RDMA", FAULT, "{where}: RDMA path failed, TCP path works ({found})"),
     "unexplained": Kind("verify", FAULT, "{where}: failed with no fault visible on the Macs' ports; {found}"),
+    # mlx-fleet run: what stops a job before it starts
+    "hostfile": Kind("hostfiles", FAULT, "{found}"),
 }
 
 

@@ -1,20 +1,23 @@
-"""The program `mlx-fleet verify` runs on every Mac through mlx.launch (standard library and MLX).
+"""The program `mlx-fleet verify` and `mlx-fleet run` run on every Mac through mlx.launch (standard library and MLX).
 
 It is copied, with the user's script if any, into a private folder on each Mac and started by
 mlx.launch with the cluster's interpreter, one process per rank:
 
-    python check_program.py supervise --job NAME --deadline SECONDS -- SCRIPT [ARGS...]
-        runs SCRIPT with this same interpreter as a child process. Every line the child prints
+    python check_program.py supervise --job NAME --deadline SECONDS [--stall SECONDS] [--as-is] -- SCRIPT [ARGS...]
+        runs SCRIPT with this same interpreter (with --as-is: a program, this interpreter's folder first on
+        PATH) as a child process, in a session of its own. Every line the child prints
         (stdout or stderr) comes out on stdout tagged with the rank, a sequence number and the
         stream, because mlx.launch merges all ranks' output into one stream; the controller
         sorts it back into one log per rank (``read_tagged``). mlx.launch merges the ranks'
         streams by whatever each read of a rank's ssh returned, not by lines, so a line can
         arrive cut in two with another rank's output in between: every tagged line is also
         appended to output/NAME.RANK beside this file, the rank's own record, which the
-        controller reads back when the merged stream came with a piece missing. The child is stopped at the
-        deadline, or when this process is told to stop (mlx.launch, or the ssh connection
-        going away), so one bad rank never leaves processes behind; while it runs, its
-        process ids are in running/NAME.RANK beside this file, for the controller to stop it.
+        controller reads back when the merged stream came with a piece missing. The child's whole
+        process tree is stopped (SIGTERM, SIGKILL after a grace) at the deadline (0: none), on a
+        stall (no output and no CPU time by ps for --stall seconds), when this process is told to
+        stop (mlx.launch, the ssh connection's hangup) or when its launcher is gone (its parent
+        changes), so one bad rank never leaves processes behind; while it runs, its process ids
+        are in running/NAME.RANK beside this file, for the controller to stop it.
 
     python check_program.py all_sum --backend ring --sizes 1024,4096
         all_sum over every rank at each size, every element checked on every rank, timed.
@@ -33,6 +36,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -111,20 +115,26 @@ def _event_ok(value) -> bool:
     return wanted is None or (isinstance(value.get(wanted[0]), wanted[1]) and not isinstance(value[wanted[0]], bool))
 
 
-def read_tagged(lines) -> dict:
-    """The controller's side of the format: mlx.launch's merged output (or a rank's record) -> per rank
-    {"lines": [(stream, text)] in order (stream out, err or event), "events": [dict], "garbled": count}. Lines without a tag (mlx.launch's
-    own, or a piece another rank's output cut into) are left out; a lost or mangled piece of a
-    rank's output is counted in "garbled", never guessed."""
-    ranks: dict = {}
-    partial: dict = {}
-    for line in lines:
+class TagReader:
+    """The controller's side of the format, a line at a time: mlx.launch's merged output (or a rank's record)
+    -> per rank {"lines": [(stream, text)] in order (stream out, err or event), "times": when each line came
+    (None when not read as it came), "events": [dict], "garbled": count}. Lines without a tag (mlx.launch's own,
+    or a piece another rank's output cut into) are left out; a lost or mangled piece of a rank's output is
+    counted in "garbled", never guessed."""
+
+    def __init__(self):
+        self.ranks: dict = {}
+        self.partial: dict = {}
+
+    def feed(self, line: str, at: float | None = None) -> list:
+        """Read one line (AT: when it came); the (rank, stream, text or event) it completed, in order."""
+        done = []
         for chunk in line.rstrip("\r\n").split(TAG + " ")[1:]:
             words = chunk.split(" ", 3)
             if len(words) != 4 or not _number(words[0]) or not _number(words[1]):
                 continue
             rank, seq, kind, payload = int(words[0]), int(words[1]), words[2], words[3].rstrip("\r")
-            state = ranks.setdefault(rank, {"lines": [], "events": [], "garbled": 0, "next": 0})
+            state = self.ranks.setdefault(rank, {"lines": [], "times": [], "events": [], "garbled": 0, "next": 0})
             if seq != state["next"]:
                 state["garbled"] += 1
             state["next"] = seq + 1
@@ -138,74 +148,193 @@ def read_tagged(lines) -> dict:
                     state["garbled"] += 1
                     continue
                 state["events"].append(value)
-                state["lines"].append((EVENT, payload))
+                self._add(state, EVENT, payload, at)
+                done.append((rank, EVENT, value))
                 continue
             stream = kind.rstrip(MORE)
             if stream not in (OUT, ERR) or not isinstance(value, str):
                 state["garbled"] += 1
                 continue
-            text = partial.pop((rank, stream), "") + value
+            text = self.partial.pop((rank, stream), "") + value
             if kind.endswith(MORE):
-                partial[(rank, stream)] = text
+                self.partial[(rank, stream)] = text
             else:
-                state["lines"].append((stream, text))
-    for (rank, stream), text in partial.items():
-        ranks[rank]["lines"].append((stream, text))
-        ranks[rank]["garbled"] += 1  # its last piece never came
-    for state in ranks.values():
-        del state["next"]
-    return ranks
+                self._add(state, stream, text, at)
+                done.append((rank, stream, text))
+        return done
+
+    @staticmethod
+    def _add(state: dict, stream: str, text: str, at: float | None) -> None:
+        state["lines"].append((stream, text))
+        state["times"].append(at)
+
+    def result(self) -> dict:
+        ranks = {rank: {key: (list(value) if isinstance(value, list) else value) for key, value in state.items()
+                        if key != "next"} for rank, state in self.ranks.items()}
+        for (rank, stream), text in self.partial.items():
+            self._add(ranks[rank], stream, text, None)
+            ranks[rank]["garbled"] += 1  # its last piece never came
+        return ranks
 
 
-def _pump(pipe, stream: str, tagged: _Tagged) -> None:
+def read_tagged(lines) -> dict:
+    """TagReader's result for all of LINES at once."""
+    reader = TagReader()
+    for line in lines:
+        reader.feed(line)
+    return reader.result()
+
+
+def _pump(pipe, stream: str, tagged: _Tagged, progress: _Progress) -> None:
     for raw in iter(pipe.readline, b""):
+        progress.output()
         tagged.line(stream, raw.decode("utf-8", "replace").rstrip("\r\n"))
     pipe.close()
 
 
-def supervise(job: str, deadline: float, command: list) -> int:
+STOP_GRACE = 5.0  # seconds a stopped child's process tree gets between SIGTERM and SIGKILL
+POLL = 0.5  # seconds between the supervisor's looks at its child, its launcher and the clock
+_CPU_TIME = re.compile(r"^(\d+):(\d\d)\.(\d\d)$")  # ps -o time on macOS: minutes:seconds.hundredths
+
+
+def _processes():
+    """pid -> (parent pid, CPU seconds or None) of every process, from ps(1); {} when ps cannot tell."""
+    try:
+        out = subprocess.run(["ps", "-ax", "-o", "pid=,ppid=,time="], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    table = {}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) == 3 and _number(words[0]) and _number(words[1]):
+            clock = _CPU_TIME.match(words[2])
+            table[int(words[0])] = (int(words[1]), int(clock.group(1)) * 60 + int(clock.group(2))
+                                    + int(clock.group(3)) / 100 if clock else None)
+    return table
+
+
+def _tree(root: int, table: dict) -> list:
+    """root and every process below it in TABLE (_processes)."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table and pid not in found:
+            found.append(pid)
+            todo += [child for child, (parent, _) in table.items() if parent == pid]
+    return found
+
+
+def _cpu_seconds(root: int):
+    """CPU seconds root's process tree has used, or None when ps does not say."""
+    table = _processes()
+    used = [table[pid][1] for pid in _tree(root, table)]
+    return sum(used) if used and None not in used else None
+
+
+def _stop_tree(child) -> None:
+    """The child's whole process tree (its own session, and whatever below it left that): SIGTERM, then
+    SIGKILL to what is left after STOP_GRACE seconds."""
+    pids = _tree(child.pid, _processes())
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for target in [-child.pid] + pids:
+            try:
+                os.kill(target, signum)
+            except OSError:
+                pass
+        ends = time.monotonic() + STOP_GRACE
+        while signum == signal.SIGTERM and time.monotonic() < ends:
+            if child.poll() is not None and not [p for p in pids if _alive(p)]:
+                return
+            time.sleep(0.1)
+    child.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    table = _processes()
+    return pid in table if table else True
+
+
+class _Progress:
+    """When the child last showed progress: a line out, or CPU time used (--stall)."""
+
+    def __init__(self):
+        self.at = time.monotonic()
+        self.cpu = None
+
+    def output(self) -> None:
+        self.at = time.monotonic()
+
+    def quiet_for(self, root: int) -> float:
+        """Seconds without output nor CPU progress (ps read only once the output went quiet)."""
+        now = time.monotonic()
+        if now - self.at < 1:
+            return now - self.at
+        cpu = _cpu_seconds(root)
+        if cpu is not None and (self.cpu is None or cpu > self.cpu):
+            self.cpu, self.at = cpu, now
+        return now - self.at
+
+
+def supervise(job: str, deadline: float, command: list, stall: float = 0, run_as_is: bool = False) -> int:
+    """Run COMMAND (a script for this interpreter, or with RUN_AS_IS a program) until it ends, the DEADLINE
+    (seconds, 0: none), a STALL (no output and no CPU time for that many seconds), a signal, or its launcher
+    going away (the ssh session closed: the parent changes); its whole process tree is stopped then."""
     rank = os.environ.get("MLX_RANK", "0")
     here = os.path.dirname(os.path.abspath(__file__))
     tagged = _Tagged(rank, os.path.join(here, OUTPUT_DIR, "{0}.{1}".format(job, rank)))
     running = os.path.join(here, RUNNING_DIR, "{0}.{1}".format(job, rank))
     # No bytecode cache beside the script or in the environment's packages: those are not verify's to change.
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
+    # The interpreter's folder first: a command as is ("python -m ...") finds the cluster's environment.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    launcher = os.getppid()
+    told = []
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, lambda signum, _frame: told.append(signum))
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable] + command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
+    # Its own session: the child's tree is stopped as one, and a hangup reaches it only through this process.
+    child = subprocess.Popen(command if run_as_is else [sys.executable] + command, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
     os.makedirs(os.path.dirname(running), exist_ok=True)
     with open(running, "w") as handle:
         handle.write("{0} {1}\n".format(os.getpid(), child.pid))
     tagged.event(event="start", pid=os.getpid(), child=child.pid, python=platform.python_version(),
                  executable=sys.executable)
-
-    def stop(signum, _frame):
-        child.kill()
-        tagged.event(event="stopped", signal=signum, seconds=round(time.monotonic() - started, 3))
-        _forget(running)
-        os._exit(128 + signum)
-
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(signum, stop)
-    pumps = [threading.Thread(target=_pump, args=(pipe, stream, tagged), daemon=True)
+    progress = _Progress()
+    pumps = [threading.Thread(target=_pump, args=(pipe, stream, tagged, progress), daemon=True)
              for pipe, stream in ((child.stdout, OUT), (child.stderr, ERR))]
     for pump in pumps:
         pump.start()
-    try:
-        code = child.wait(timeout=deadline)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        child.kill()
-        code = child.wait()
-        timed_out = True
+    ending = None
+    while child.poll() is None and ending is None:
+        seconds = round(time.monotonic() - started, 3)
+        if told:
+            ending = dict(event="stopped", signal=told[0], seconds=seconds)
+        elif os.getppid() != launcher:
+            ending = dict(event="orphaned", launcher=launcher, seconds=seconds)
+        elif deadline and seconds >= deadline:
+            ending = dict(event="timeout", deadline=deadline, seconds=seconds)
+        elif stall and progress.quiet_for(child.pid) >= stall:
+            ending = dict(event="stall", stall=stall, cpu_seconds=progress.cpu, seconds=seconds)
+        else:
+            time.sleep(POLL)
+    if ending:
+        _stop_tree(child)
     for pump in pumps:
         pump.join(timeout=5)
-    seconds = round(time.monotonic() - started, 3)
-    if timed_out:
-        tagged.event(event="timeout", deadline=deadline, seconds=seconds)
-        code = 124
+    if ending is None:
+        code = child.returncode
+        tagged.event(event="exit", code=code, seconds=round(time.monotonic() - started, 3))
     else:
-        tagged.event(event="exit", code=code, seconds=seconds)
+        tagged.event(**ending)
+        code = {"stopped": 128 + (told or [0])[0], "timeout": 124}.get(ending["event"], 125)
     _forget(running)
     return 0 if code == 0 else 1
 
@@ -345,7 +474,9 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="mode", required=True)
     sup = sub.add_parser("supervise")
     sup.add_argument("--job", required=True)
-    sup.add_argument("--deadline", type=float, required=True)
+    sup.add_argument("--deadline", type=float, required=True, help="seconds, 0: none")
+    sup.add_argument("--stall", type=float, default=0, help="seconds without output nor CPU time, 0: no limit")
+    sup.add_argument("--as-is", action="store_true", help="the command is a program, not a script")
     sup.add_argument("command", nargs=argparse.REMAINDER)
     for name in CHECKS:
         check = sub.add_parser(name)
@@ -354,7 +485,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.mode == "supervise":
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
-        return supervise(args.job, args.deadline, command)
+        return supervise(args.job, args.deadline, command, args.stall, args.as_is)
     return _run_check(args.mode, args.backend, [int(s) for s in args.sizes.split(",")])
 
 

@@ -261,14 +261,25 @@ def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
     return probe([by_name(host) for host in hosts], read_script(reads, None))
 
 
-def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False) -> dict[str, list[str]]:
-    """Kill what a job (or every job, "*") still runs on each Mac, and remove the folder too if
-    asked; host -> "JOB.RANK PID" for each process that had to be killed."""
+LEFT = "left "  # stop(check=True): a line of what was still there when looked at again
+
+
+def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False, check: bool = False) -> dict[str, list[str]]:
+    """Kill what a job (or every job, "*") still runs on each Mac, the supervisor and its child's whole process
+    group, and remove the folder too if asked; host -> "JOB.RANK PID" for each process that had to be killed
+    (a group: "-PID"). With CHECK, in the same ssh session a second later, "left JOB.RANK PID" for each of those
+    still there and "left PID COMMAND" for each supervisor of the job ps still lists."""
     folder = shlex.quote(rundir)
     pattern = "*" if job == "*" else shlex.quote(job) + ".*"
-    script = (f"for f in {folder}/{RUNNING_DIR}/{pattern}; do [ -f \"$f\" ] || continue; "
-              f"for p in $(cat \"$f\"); do kill -9 \"$p\" 2>/dev/null && echo \"${{f##*/}} $p\"; done; "
-              f"rm -f \"$f\"; done; " + (f"rm -rf {folder}; " if remove else "") + "true")
+    script = (f"k=; for f in {folder}/{RUNNING_DIR}/{pattern}; do [ -f \"$f\" ] || continue; "
+              f"for p in $(cat \"$f\"); do for t in \"$p\" \"-$p\"; do "
+              f"kill -9 \"$t\" 2>/dev/null && echo \"${{f##*/}} $t\" && k=\"$k ${{f##*/}}:$t\"; done; done; "
+              f"rm -f \"$f\"; done; " + (f"rm -rf {folder}; " if remove else ""))
+    if check:
+        supervisors = shlex.quote("--job " + job + " " if job != "*" else "check_program.py supervise")
+        script += (f"sleep 1; for e in $k; do kill -0 \"${{e#*:}}\" 2>/dev/null && echo \"{LEFT}${{e%%:*}} ${{e#*:}}\"; "
+                   f"done; ps -ax -o pid,command | grep -F -e {supervisors} | grep -v grep | sed 's/^ */{LEFT}/'; ")
+    script += "true"
     results = _each(hosts, lambda host: ssh(by_name(host), script))
     return {host: r.stdout.decode("utf-8", "replace").split("\n")[:-1] for host, r in results.items()
             if r.returncode == 0 and r.stdout.strip()}
@@ -291,7 +302,7 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
     return records
 
 
-def rundir_for(run_id: str) -> str:
+def rundir_for(run_id: str, command: str = "verify") -> str:
     """The run's folder on every Mac, relative to the admin's home, where ssh (and so mlx.launch) starts:
     never a shared folder such as /tmp, where another account could make the path first."""
-    return f".mlx-fleet-verify-{run_id}"
+    return f".mlx-fleet-{command}-{run_id}"
