@@ -91,9 +91,9 @@ def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> 
 
 def copy_arguments(plan: dict, mac: str) -> dict:
     """MAC's model_copy arguments from PLAN: every model synced (it may serve any, and finishes each Hub entry's
-    links and ref), its senders, whom it serves."""
+    links and ref), its senders, whom it serves (the token is the task's own)."""
     mine = plan["macs"].get(mac, {"receive": [], "serve": None})
-    return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"], "token": plan["token"]}
+    return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"]}
 
 
 def nothing_to_do(plan: dict, mac: str) -> bool:
