@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -161,3 +162,19 @@ def test_the_step_gives_the_macs_their_manifests_and_folders(folder, tmp_path):
     found = models_step.manifests(cluster([{"name": "m", "path": str(folder)}]), run, str(tmp_path / "no-lock"))
     assert [m["name"] for m in found["manifests"]] == ["m"] and found["not_pinned"] == []
     assert (found["hf_cache"], found["models_dir"]) == ("/opt/mlx-fleet/huggingface/hub", "/opt/mlx-fleet/models")
+
+
+def test_the_converge_is_told_per_model_the_macs_the_bytes_and_the_command():
+    expected = {"manifests": [hub_lock_entry()], "not_pinned": ["other"], "changed_folders": {}}
+    report = status.report(expected, {
+        "mini-1": facts(True, [{"path": "model.safetensors", "state": "ok", "size": 10}]),
+        "mini-2": facts(False, [{"path": "model.safetensors", "state": "missing", "size": None}]),
+        "mini-3": facts(False, [{"path": "model.safetensors", "state": "size_differs", "size": 3}]),
+    }, unread=[])
+    found = models_step.to_do(report, Run(Path("out"), write=False, holder="test", inventory="inv.yml", cli=True))
+    assert found == [
+        {"model": "tiny", "macs": ["mini-2", "mini-3"], "bytes": 20, "command": "mlx-fleet models sync -i inv.yml tiny"},
+        {"model": "other", "not_pinned": True, "command": "mlx-fleet lock -i inv.yml"}]
+    present = status.report(expected, {"mini-1": facts(True, [{"path": "model.safetensors", "state": "ok",
+                                                                "size": 10}])}, unread=[])
+    assert models_step.to_do(dict(present, not_pinned=[]), Run(Path("out"), write=False, holder="test")) == []

@@ -4,21 +4,11 @@ a last line saying what to run next."""
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key, size
 
 _STATE_WORDS = {"size_differs": "another size", "hash_differs": "other bytes", "not_a_file": "not a file",
                 "unreadable": "unreadable", "not_linked": "not a link to its blob",
                 "link_outside": "a link that leads elsewhere", "link_broken": "a link to a missing blob"}
-
-
-def size(count: int | None) -> str:
-    """A byte count a person reads: 1.3 GB, 512 MB, 20 kB, 7 B (decimal units, as Finder shows them)."""
-    if count is None:
-        return "unknown"
-    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
 
 
 def _revision(row: dict) -> str:
