@@ -129,11 +129,10 @@ def test_every_mac_is_judged_with_the_files_and_bytes_it_lacks():
     assert lines[0] == "mini-1: tiny at main (cccccccccccc): present, every byte verified"
     assert lines[2] == ("mini-3: tiny at main (cccccccccccc): not present: model.safetensors: other bytes; "
                         "10 B to copy, 5.0 kB free")
-    assert lines[-1] == ("mini-2, mini-3 lack declared models (20 B to copy): copy the files named above into their "
-                        "folders (mlx-fleet models sync, the next step of issue 28, will), then check every byte: "
-                        "mlx-fleet models status -i inv.yml --deep")
+    assert lines[-1] == ("mini-2, mini-3 lack declared models (20 B to copy): copy them, every byte verified: "
+                        "mlx-fleet models sync -i inv.yml")
     assert models_status.lines(report, "inv.yml", cli=False)[-1].endswith(
-        "ansible-playbook -i inv.yml mlx_fleet.cluster.models_status -e mlx_fleet_models_deep=true")
+        "ansible-playbook -i inv.yml mlx_fleet.cluster.models")
 
 
 def test_the_last_line_says_what_to_run_next():

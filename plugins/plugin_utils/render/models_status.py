@@ -46,11 +46,9 @@ def lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
     out += [f"{mac}: not read" for mac in report["unread"]]
     if report["lacking"]:
         to_copy = sum(row["bytes_missing"] for row in rows)
-        deep = " --deep" if cli else " -e mlx_fleet_models_deep=true"
         verb = "lacks a declared model" if len(report["lacking"]) == 1 else "lack declared models"
-        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy the files "
-                   f"named above into their folders (mlx-fleet models sync, the next step of issue 28, will), then "
-                   f"check every byte: {fixes.run_command('models_status', inventory, cli=cli)}{deep}")
+        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy them, every byte "
+                   f"verified: {fixes.run_command('models', inventory, cli=cli)}")
     elif report["not_pinned"]:
         out.append(f"pin the Hub models first: {fixes.run_command('lock', inventory, cli=cli)}")
     else:
