@@ -15,12 +15,13 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import mod
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("plan", "hf_cache", "models_dir", "timeout"))
+    _VALID_ARGS = frozenset(("plan", "token", "hf_cache", "models_dir", "timeout"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         dummy, args = self.validate_argument_spec(argument_spec={
             "plan": {"type": "dict", "required": True},
+            "token": {"type": "str", "required": True, "no_log": True},
             "hf_cache": {"type": "path", "default": defaults.MODELS_HF_CACHE},
             "models_dir": {"type": "path", "default": defaults.MODELS_DIR},
             "timeout": {"type": "int", "default": 3600}})
@@ -29,14 +30,15 @@ class ActionModule(ActionBase):
             result.update(changed=False, ansible_facts={"mlx_fleet_model_copy": model_stream.nothing_copied()})
             return result
         module_args = dict(models_step.copy_arguments(args["plan"], task_vars["inventory_hostname"]),
-                           hf_cache=args["hf_cache"], models_dir=args["models_dir"], timeout=args["timeout"])
+                           token=args["token"], hf_cache=args["hf_cache"], models_dir=args["models_dir"],
+                           timeout=args["timeout"])
         fed = models_step.from_controller(module_args)
         if not fed or self._task.check_mode:
             result.update(self._execute_module(module_name="mlx_fleet.cluster.model_copy", module_args=module_args,
                                                task_vars=task_vars))
             return result
         mac = task_vars.get("ansible_host") or task_vars["inventory_hostname"]
-        with first_copy_listener(mac, args["plan"]["folders"], fed, module_args["token"], args["timeout"]) as where:
+        with first_copy_listener(mac, args["plan"]["folders"], fed, args["token"], args["timeout"]) as where:
             for sender in module_args["receive"]:
                 if sender["address"] is None:
                     sender["address"], sender["port"] = where

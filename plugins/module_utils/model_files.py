@@ -201,3 +201,14 @@ def read_model(manifest, hf_cache, models_dir, deep):
         found["ref"], found["ref_commit"] = read_ref(root, manifest.get("revision"), manifest["commit"])
     found["present"] = all(f["state"] == OK for f in files) and found.get("ref", REF_OK) == REF_OK
     return found
+
+
+def read_models(manifests, hf_cache, models_dir, deep):
+    """Every model of MANIFESTS as the Mac holds it, with the free bytes of its volume (the fact
+    mlx_fleet_model_files: model_files_facts, and macos_facts' models option in a converge)."""
+    found = []
+    for manifest in manifests:
+        model = read_model(manifest, hf_cache, models_dir, deep)
+        model["free_bytes"] = free_bytes(model["root"])
+        found.append(model)
+    return {"deep": deep, "models": found}

@@ -54,6 +54,13 @@ options:
         Mac's network step with that module's own code and runs it only where something differs.
     type: bool
     default: false
+  models:
+    description:
+      - The declared models' pinned files as M(mlx_fleet.cluster.models_manifest) returns them (its C(manifests),
+        C(hf_cache), C(models_dir); other keys ignored); also read what the Mac holds of them, sizes only, as
+        M(mlx_fleet.cluster.model_files_facts) does, and return the fact C(mlx_fleet_model_files), so a converge
+        says which models a Mac lacks without another call.
+    type: dict
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
 notes:
@@ -209,6 +216,11 @@ ansible_facts:
         - Left out when the record cannot be read (that module says why).
       type: dict
       returned: when O(network) is true
+    mlx_fleet_model_files:
+      description: With O(models), what the Mac holds of them (sizes checked, no byte hashed), as
+        M(mlx_fleet.cluster.model_files_facts) returns it.
+      type: dict
+      returned: when O(models) is given
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -217,7 +229,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_node_plan as node_plan
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env_state
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, mlx_env_state
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import thunderbolt_services as services_utils
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE_FOLDER, digests
@@ -267,7 +280,8 @@ def network_state(module, reads):
 def main():
     module = AnsibleModule(argument_spec={"thunderbolt": {"type": "bool", "default": False},
                                           "hostfile_dir": {"type": "path"}, "node": {"type": "dict"},
-                                          "mlx_env": {"type": "dict"}, "network": {"type": "bool", "default": False}},
+                                          "mlx_env": {"type": "dict"}, "network": {"type": "bool", "default": False},
+                                          "models": {"type": "dict"}},
                            supports_check_mode=True)
     params = module.params
     node = validated(node_plan.ARGUMENT_SPEC, params["node"])
@@ -289,6 +303,11 @@ def main():
             facts["mlx_fleet_network"] = network.result()
         if env_state is not None:
             facts["mlx_fleet_env"] = env_state.result()
+        if params["models"] is not None:
+            models = params["models"]
+            facts["mlx_fleet_model_files"] = model_files.read_models(
+                models.get("manifests") or [], models.get("hf_cache") or defaults.MODELS_HF_CACHE,
+                models.get("models_dir") or defaults.MODELS_DIR, False)
     module.exit_json(changed=False, ansible_facts=facts)
 
 

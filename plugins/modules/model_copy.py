@@ -58,7 +58,7 @@ EXAMPLES = r"""
   mlx_fleet.cluster.model_copy:
     models: "{{ mlx_fleet_models_pinned.manifests }}"
     receive: [{address: 192.168.0.1, port: 47181, files: [{model: tiny, path: config.json}]}]
-    token: "{{ mlx_fleet_models_sync_plan.token }}"
+    token: "{{ mlx_fleet_models_sync_token }}"  # a no_log fact: never in the registered plan, which is logged
   become: true
 """
 

@@ -55,7 +55,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: C(token) (the run's one-time token), C(macs) (per Mac C(receive), per sender C(sender), C(address),
+  description: C(macs) (per Mac C(receive), per sender C(sender), C(address),
     C(port), C(files); C(serve), C(finish) (Hub entries to link and ref, every file there), C(files), C(bytes)),
     C(short_of_space), C(manifests), C(folders) (per model
     the controller folder it sends from).

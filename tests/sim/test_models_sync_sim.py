@@ -177,7 +177,7 @@ def test_models_sync_copies_once_over_the_cables_resumes_nothing_twice_repairs_a
     interrupted = subprocess.Popen([MLX_FLEET, "models", "sync", "-i", str(sim.dir / "inventory.yml")], env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in interrupted.stderr:
-        if line.startswith("[4] "):  # model_copy started on the Macs
+        if "] Copy the Mac's missing files" in line:  # model_copy started on the Macs
             interrupted.send_signal(signal.SIGINT)
             break
     interrupted.stderr.read()

@@ -685,3 +685,14 @@ def test_bridges_the_network_step_turned_off_or_would():
              "commands": [["-setnetworkserviceenabled", "Thunderbolt 1", "off"]]}
     assert bridges_turned_off({"mini-1": off, "mini-2": already, "mini-3": other, "mini-4": None,
                                "mini-10": off}) == ["mini-1", "mini-10"]
+
+
+def test_rank_envs_add_the_models_cache_offline_only_when_models_are_declared():
+    declared = ["OMP_NUM_THREADS=4"]
+    assert hostfile.rank_envs(declared, None, "/opt/hf") == declared  # no models: the hostfiles stay as they were
+    assert hostfile.rank_envs(declared, [], "/opt/hf") == declared
+    models = [{"name": "tiny", "path": "/data/tiny"}]
+    assert hostfile.rank_envs(declared, models, "/opt/hf") == [
+        "OMP_NUM_THREADS=4", "HF_HUB_CACHE=/opt/hf", "HF_HUB_OFFLINE=1"]
+    # A name the inventory sets itself stays as it says, once.
+    assert hostfile.rank_envs(["HF_HUB_OFFLINE=0"], models, "/opt/hf") == ["HF_HUB_OFFLINE=0", "HF_HUB_CACHE=/opt/hf"]

@@ -93,3 +93,11 @@ def test_no_fix_names_a_clone_only_site_yml():
     # What may name it: the simulator's own notes, and prose about the playbook (not a command to run).
     commands = [line for line in found if "ansible-playbook" in line or "-i " in line]
     assert commands == []
+
+
+def test_the_models_sync_command_names_the_models_in_the_installs_form():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.fixes import models_sync_command
+
+    assert models_sync_command(["tiny", "my model"], "inv.yml", cli=True) == "mlx-fleet models sync -i inv.yml tiny 'my model'"
+    assert models_sync_command(["tiny"], "inv.yml") == (
+        "ansible-playbook -i inv.yml mlx_fleet.cluster.models -e '{\"mlx_fleet_models_sync_names\": [\"tiny\"]}'")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -128,11 +129,10 @@ def test_every_mac_is_judged_with_the_files_and_bytes_it_lacks():
     assert lines[0] == "mini-1: tiny at main (cccccccccccc): present, every byte verified"
     assert lines[2] == ("mini-3: tiny at main (cccccccccccc): not present: model.safetensors: other bytes; "
                         "10 B to copy, 5.0 kB free")
-    assert lines[-1] == ("mini-2, mini-3 lack declared models (20 B to copy): copy the files named above into their "
-                        "folders (mlx-fleet models sync, the next step of issue 28, will), then check every byte: "
-                        "mlx-fleet models status -i inv.yml --deep")
+    assert lines[-1] == ("mini-2, mini-3 lack declared models (20 B to copy): copy them, every byte verified: "
+                        "mlx-fleet models sync -i inv.yml")
     assert models_status.lines(report, "inv.yml", cli=False)[-1].endswith(
-        "ansible-playbook -i inv.yml mlx_fleet.cluster.models_status -e mlx_fleet_models_deep=true")
+        "ansible-playbook -i inv.yml mlx_fleet.cluster.models")
 
 
 def test_the_last_line_says_what_to_run_next():
@@ -161,3 +161,19 @@ def test_the_step_gives_the_macs_their_manifests_and_folders(folder, tmp_path):
     found = models_step.manifests(cluster([{"name": "m", "path": str(folder)}]), run, str(tmp_path / "no-lock"))
     assert [m["name"] for m in found["manifests"]] == ["m"] and found["not_pinned"] == []
     assert (found["hf_cache"], found["models_dir"]) == ("/opt/mlx-fleet/huggingface/hub", "/opt/mlx-fleet/models")
+
+
+def test_the_converge_is_told_per_model_the_macs_the_bytes_and_the_command():
+    expected = {"manifests": [hub_lock_entry()], "not_pinned": ["other"], "changed_folders": {}}
+    report = status.report(expected, {
+        "mini-1": facts(True, [{"path": "model.safetensors", "state": "ok", "size": 10}]),
+        "mini-2": facts(False, [{"path": "model.safetensors", "state": "missing", "size": None}]),
+        "mini-3": facts(False, [{"path": "model.safetensors", "state": "size_differs", "size": 3}]),
+    }, unread=[])
+    found = models_step.to_do(report, Run(Path("out"), write=False, holder="test", inventory="inv.yml", cli=True))
+    assert found == [
+        {"model": "tiny", "macs": ["mini-2", "mini-3"], "bytes": 20, "command": "mlx-fleet models sync -i inv.yml tiny"},
+        {"model": "other", "not_pinned": True, "command": "mlx-fleet lock -i inv.yml"}]
+    present = status.report(expected, {"mini-1": facts(True, [{"path": "model.safetensors", "state": "ok",
+                                                                "size": 10}])}, unread=[])
+    assert models_step.to_do(dict(present, not_pinned=[]), Run(Path("out"), write=False, holder="test")) == []

@@ -165,3 +165,21 @@ def test_the_preflight_compares_the_node_settings_with_macos_nodes_own_plan(monk
     # Options macos_node would refuse: it runs, and says why.
     assert node_compared(monkeypatch, 0, wired_limit_label="no spaces")["differs"] is True
     assert node_compared(monkeypatch, 0, wired_limit_mb="many")["differs"] is True
+
+
+def test_models_adds_what_the_mac_holds_of_them_sizes_only_in_the_same_call(monkeypatch, tmp_path):
+    monkeypatch.setenv("SSH_CONNECTION", "192.168.64.7 50122 192.168.64.1 22")
+    (tmp_path / "models" / "tiny").mkdir(parents=True)
+    (tmp_path / "models" / "tiny" / "config.json").write_text("{}")
+    manifest = {"name": "tiny", "source": "path", "files": [
+        {"path": "config.json", "size": 2, "sha256": "0" * 64}, {"path": "model.safetensors", "size": 9, "sha256": "1" * 64}]}
+    pinned = {"manifests": [manifest], "not_pinned": [], "hf_cache": str(tmp_path / "hf"),
+              "models_dir": str(tmp_path / "models"), "changed": False}  # models_manifest's result, as registered
+    commands = outputs()
+    result = run_module(macos_facts.main, {"models": pinned}, commands)
+    held = result["ansible_facts"]["mlx_fleet_model_files"]
+    assert held["deep"] is False  # sizes only: a wrong hash of config.json goes unseen here
+    assert [(f["path"], f["state"]) for f in held["models"][0]["files"]] == [
+        ("config.json", "ok"), ("model.safetensors", "missing")]
+    assert sorted(set(commands.calls)) == sorted(READS[name] for name in node_facts.MACOS_READS)  # no other tool
+    assert "mlx_fleet_model_files" not in facts(monkeypatch, "192.168.64.7 50122 192.168.64.1 22")["ansible_facts"]

@@ -148,3 +148,17 @@ def test_a_cluster_steps_failure_names_no_mac_and_indents_its_lines():
     assert out.getvalue().splitlines()[:5] == [
         "failed: mini-2: Give each port its network: boom", "  exit 1",
         "failed: Build the fabric:", f"  {CLUSTER_STEP_WHY}", "  the picture, faults in red: /o/fabric.svg"]
+
+
+def test_a_model_to_copy_is_a_line_to_act_on_with_its_command():
+    to_do = [{"model": "tiny", "macs": ["mini-10", "mini-2"], "bytes": 2_500_000_000,
+              "command": "mlx-fleet models sync -i inv tiny"},
+             {"model": "hub", "not_pinned": True, "command": "mlx-fleet lock -i inv"}]
+    report = _report(_event("runner_on_ok", action="mlx_fleet.cluster.models_status",
+                            res={"to_do": to_do, CLUSTER_STEP: True}))
+    assert summary._models_lines(report) == [
+        "to do: model tiny is not on mini-2, mini-10 (2.5 GB to copy): mlx-fleet models sync -i inv tiny",
+        "to do: model hub is not pinned: mlx-fleet lock -i inv"]
+    out = io.StringIO()
+    # Something to do, as a Recovery step is: a line, not a failure.
+    assert runner.print_summary(report, stream=out, extra=summary._models_lines(report)) == 0

@@ -5,6 +5,7 @@ installs have. Never a path into a clone (site.yml, playbooks/...): a wheel or a
 
 from __future__ import annotations
 
+import json
 import shlex
 
 CLI_VAR = "mlx_fleet_cli"  # set by the CLI for every run: the person has the `mlx-fleet` command
@@ -21,6 +22,15 @@ def run_command(playbook: str, inventory: str | list[str], *, cli: bool = False)
     if cli and playbook in CLI_COMMANDS:
         return f"mlx-fleet {CLI_COMMANDS[playbook]} -i {where}"
     return f"ansible-playbook -i {where} mlx_fleet.cluster.{playbook}"
+
+
+def models_sync_command(names: list[str], inventory: str | list[str], *, cli: bool = False) -> str:
+    """The command that syncs the models NAMES (`mlx-fleet models sync -i INV NAME...`, or the playbook with
+    mlx_fleet_models_sync_names)."""
+    command = run_command("models", inventory, cli=cli)
+    if cli:
+        return " ".join([command, *(shlex.quote(name) for name in names)])
+    return f"{command} -e " + shlex.quote(json.dumps({"mlx_fleet_models_sync_names": list(names)}))
 
 
 def lock_problem(problem: Exception, inventory: str, *, cli: bool = False) -> str:

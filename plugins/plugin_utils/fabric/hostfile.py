@@ -64,6 +64,23 @@ class Hostfile:
                    data["backend"], list(data["envs"]))
 
 
+# With models declared, every rank resolves them from the Macs' cache, offline (docs/models-on-macs.md): unless set,
+# a rank asks the Hub on its own and the ranks may load different revisions.
+HF_HUB_CACHE, HF_HUB_OFFLINE = "HF_HUB_CACHE", "HF_HUB_OFFLINE"
+
+
+def rank_envs(declared: list[str], models: list | None, hf_cache: str) -> list[str]:
+    """The hostfile's envs: the inventory's (mlx_fleet_envs) and, when it declares models, HF_HUB_CACHE=HF_CACHE
+    and HF_HUB_OFFLINE=1 after them, each unless the inventory sets that name itself. Without models the
+    inventory's alone, so a cluster that declares none keeps its hostfiles byte for byte."""
+    if not models:
+        return list(declared)
+    named = {entry.split("=", 1)[0] for entry in declared}
+    added = [f"{name}={value}" for name, value in ((HF_HUB_CACHE, hf_cache), (HF_HUB_OFFLINE, "1"))
+             if name not in named]
+    return list(declared) + added
+
+
 def _host(backend: str, rank: int, host, ranks: int) -> Host:
     if not isinstance(host, dict) or not isinstance(host.get("ssh"), str) or not isinstance(host.get("ips"), list):
         raise ValueError(f"hostfile: rank {rank} needs ssh and ips")

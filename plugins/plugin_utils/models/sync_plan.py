@@ -10,7 +10,6 @@ A Mac no cable reaches from a source pulls from the controller. Free space is ch
 
 from __future__ import annotations
 
-import secrets
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -22,9 +21,9 @@ CONTROLLER = "controller"  # the source of a file no Mac holds
 
 @dataclass
 class SyncPlan:
-    """Per Mac what it pulls (by sender) and whom it serves; the Macs refused for space; the run's token."""
+    """Per Mac what it pulls (by sender) and whom it serves; the Macs refused for space. No token: the plan is in
+    the run's log, the token the Macs show each other is not (playbooks/models.yml)."""
 
-    token: str
     port: int
     pulls: dict[str, dict[str, list[dict]]] = field(default_factory=dict)  # mac -> sender -> files
     serves: dict[str, set[str]] = field(default_factory=dict)  # mac -> the neighbours that pull from it
@@ -50,7 +49,7 @@ class SyncPlan:
                          "serve": {"addresses": sorted({addresses[(mac, c)] for c in clients}), "port": self.port,
                                    "clients": len(clients)} if clients else None,
                          "files": len(wanted), "bytes": sum(self.sizes[(f["model"], f["path"])] for f in wanted)}
-        return {"token": self.token, "macs": macs, "short_of_space": self.short_of_space}
+        return {"macs": macs, "short_of_space": self.short_of_space}
 
 
 def cable_addresses(links: list[Link]) -> dict[tuple[str, str], str]:
@@ -79,7 +78,7 @@ def needs(manifests: list[dict], facts: dict[str, dict]) -> tuple[dict[str, list
 def plan(manifests: list[dict], facts: dict[str, dict], macs: list[str], links: list[Link], port: int) -> SyncPlan:
     """The sync of MANIFESTS to the Macs read (FACTS: mac -> model_files_facts, deep), MACS in the inventory's
     order, along LINKS (the cluster model's cables with their addresses)."""
-    found = SyncPlan(secrets.token_hex(16), port)
+    found = SyncPlan(port)
     found.sizes = {(m["name"], f["path"]): f["size"] for m in manifests for f in m["files"]}
     lacking, found.finish = needs(manifests, facts)
     for mac in macs:

@@ -4,21 +4,11 @@ a last line saying what to run next."""
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key, size
 
 _STATE_WORDS = {"size_differs": "another size", "hash_differs": "other bytes", "not_a_file": "not a file",
                 "unreadable": "unreadable", "not_linked": "not a link to its blob",
                 "link_outside": "a link that leads elsewhere", "link_broken": "a link to a missing blob"}
-
-
-def size(count: int | None) -> str:
-    """A byte count a person reads: 1.3 GB, 512 MB, 20 kB, 7 B (decimal units, as Finder shows them)."""
-    if count is None:
-        return "unknown"
-    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} B"
 
 
 def _revision(row: dict) -> str:
@@ -56,11 +46,9 @@ def lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
     out += [f"{mac}: not read" for mac in report["unread"]]
     if report["lacking"]:
         to_copy = sum(row["bytes_missing"] for row in rows)
-        deep = " --deep" if cli else " -e mlx_fleet_models_deep=true"
         verb = "lacks a declared model" if len(report["lacking"]) == 1 else "lack declared models"
-        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy the files "
-                   f"named above into their folders (mlx-fleet models sync, the next step of issue 28, will), then "
-                   f"check every byte: {fixes.run_command('models_status', inventory, cli=cli)}{deep}")
+        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy them, every byte "
+                   f"verified: {fixes.run_command('models', inventory, cli=cli)}")
     elif report["not_pinned"]:
         out.append(f"pin the Hub models first: {fixes.run_command('lock', inventory, cli=cli)}")
     else:

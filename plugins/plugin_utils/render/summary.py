@@ -39,6 +39,16 @@ def first_line(text) -> str:
     return lines[0] if lines else ""
 
 
+def size(count: int | None) -> str:
+    """A byte count a person reads: 1.3 GB, 512 MB, 20 kB, 7 B (decimal units, as Finder shows them)."""
+    if count is None:
+        return "unknown"
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
+
+
 def message(res: dict) -> str:
     msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or res.get("reason") or ""
     return str(msg).strip()
@@ -142,7 +152,7 @@ class RunOutcome:
 
     def outcome_lines(self) -> list[str]:
         """The summary with what the cluster's steps found (the RDMA readiness and the fabric)."""
-        return self.lines(_rdma_lines(self) + _fabric_lines(self))
+        return self.lines(_rdma_lines(self) + _fabric_lines(self) + _models_lines(self))
 
 
 def _fabric_lines(report) -> list[str]:
@@ -189,4 +199,18 @@ def _rdma_lines(report) -> list[str]:
     if rdma.get("needs_recovery"):
         lines.append(f"to do at the rack: Recovery step for {', '.join(rdma['needs_recovery'])}; "
                      f"checklist {rdma['checklist']['html']} (text: {rdma['checklist']['text']})")
+    return lines
+
+
+def _models_lines(report) -> list[str]:
+    """A converge's models still to copy (or to pin), each with its command: a line to act on, as a Recovery step
+    is, not a failure."""
+    status = report.result("mlx_fleet.cluster.models_status")
+    lines = []
+    for entry in (status or {}).get("to_do") or []:
+        if entry.get("not_pinned"):
+            lines.append(f"to do: model {entry['model']} is not pinned: {entry['command']}")
+        else:
+            lines.append(f"to do: model {entry['model']} is not on {', '.join(natural(entry['macs']))} "
+                         f"({size(entry['bytes'])} to copy): {entry['command']}")
     return lines

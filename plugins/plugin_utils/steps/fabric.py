@@ -25,7 +25,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.write_gua
 
 # The cluster-wide variables the fabric reads, with what leaving one out means.
 SETTINGS = {"mlx_fleet_cables": None, "mlx_fleet_backend": defaults.BACKEND, "mlx_fleet_envs": [],
-            "mlx_fleet_ip_pool": None, "mlx_fleet_management_network": None}
+            "mlx_fleet_ip_pool": None, "mlx_fleet_management_network": None,
+            "mlx_fleet_models": None, "mlx_fleet_models_hf_cache": defaults.MODELS_HF_CACHE}  # the ranks' envs
 NOT_REWRITTEN = "hostfiles not rewritten"
 NETWORK = "mlx_fleet_network"  # what thunderbolt_network compares, as the preflight read it (macos_facts)
 # The fabric's result as the summary reads it: carried over, so the publishing step's result is the fabric's last word.
@@ -79,7 +80,8 @@ def _built(view: ClusterView, run: Run) -> tuple[fab.Fabric, ClusterModel | None
         view.thunderbolt(), macos, models=view.models(), cables=view.setting("mlx_fleet_cables"),
         backend=view.setting("mlx_fleet_backend"), ip_pool=pool, previous=previous,
         management_ips={n: facts.get("management_address") for n, facts in macos.items()},
-        envs=list(view.setting("mlx_fleet_envs") or []))
+        envs=hostfile.rank_envs(list(view.setting("mlx_fleet_envs") or []), view.setting("mlx_fleet_models"),
+                                view.setting("mlx_fleet_models_hf_cache")))
     return built, previous, pool_note
 
 

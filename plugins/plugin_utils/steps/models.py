@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclarationError, parse_models
@@ -39,12 +40,28 @@ def manifests(view: ClusterView, run: Run, lock_file: str | None) -> dict:
 
 
 def judge(view: ClusterView, run: Run, expected: dict) -> dict:
-    """Every Mac read against EXPECTED (manifests' result): the report and its lines (msg)."""
+    """Every Mac read against EXPECTED (manifests' result): the report, its lines (msg), and what there is to do
+    (to_do: the converge's summary says it)."""
     facts = view.having(FACTS).facts(FACTS[0])
     unread = [name for name in view.names if name not in facts]
     found = status.report(expected, facts, unread)
-    return {"changed": False, "report": found,
+    return {"changed": False, "report": found, "to_do": to_do(found, run),
             "msg": "\n".join(models_status.lines(found, run.inventory, cli=run.cli))}
+
+
+def to_do(report: dict, run: Run) -> list[dict]:
+    """Per model a Mac lacks, the Macs, the bytes to copy to them all and the sync's command; per Hub entry not
+    pinned, the lock's command."""
+    lacking: dict[str, dict] = {}
+    for row in report["rows"]:
+        if not row["present"]:
+            entry = lacking.setdefault(row["model"], {"model": row["model"], "macs": [], "bytes": 0})
+            entry["macs"].append(row["mac"])
+            entry["bytes"] += row["bytes_missing"]
+    found = [dict(entry, command=fixes.models_sync_command([name], run.inventory, cli=run.cli))
+             for name, entry in sorted(lacking.items())]
+    return found + [{"model": name, "not_pinned": True, "command": fixes.run_command("lock", run.inventory, cli=run.cli)}
+                    for name in report["not_pinned"]]
 
 
 # `mlx-fleet models sync`: the plan (with the controller's folders, a Hub entry fetched once), each Mac's part
@@ -91,9 +108,9 @@ def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> 
 
 def copy_arguments(plan: dict, mac: str) -> dict:
     """MAC's model_copy arguments from PLAN: every model synced (it may serve any, and finishes each Hub entry's
-    links and ref), its senders, whom it serves."""
+    links and ref), its senders, whom it serves (the token is the task's own)."""
     mine = plan["macs"].get(mac, {"receive": [], "serve": None})
-    return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"], "token": plan["token"]}
+    return {"models": plan["manifests"], "receive": mine["receive"], "serve": mine["serve"]}
 
 
 def nothing_to_do(plan: dict, mac: str) -> bool:

@@ -9,6 +9,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import (
     CONTROLLER,
     _fabric_lines,
+    _models_lines,
     _rdma_lines,
 )
 
@@ -104,4 +105,4 @@ def print_summary(report: RunReport, stream=sys.stdout, extra: list[str] | None 
 
 def print_converge_summary(report: RunReport) -> int:
     """A converge's summary (converge, hostfile, checklist, onboard): the RDMA and fabric lines first."""
-    return print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report))
+    return print_summary(report, extra=_rdma_lines(report) + _fabric_lines(report) + _models_lines(report))
