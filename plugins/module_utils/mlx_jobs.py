@@ -31,8 +31,9 @@ def _program(command):
 
 def is_job_process(command, env_path):
     words = command.split()
-    prefix = env_path.rstrip("/") + "/"
-    return bool(words) and (words[0].startswith(prefix) or any(os.path.basename(w) == "mlx.launch" for w in words[:3]))
+    folder = env_path.rstrip("/")
+    return bool(words) and (bool(folder) and words[0].startswith(folder + "/")
+                            or any(os.path.basename(w) == "mlx.launch" for w in words[:3]))
 
 
 def _launcher(process, by_pid):

@@ -9,7 +9,6 @@ says what is still there.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
@@ -120,17 +119,18 @@ def _described(job: dict) -> str:
     return f"pid {job['pid']}, {size(job['rss_kib'])}, up {age(job['age_seconds'])}: {job['command'][:80]}"
 
 
-def stop_fix(inventory: str, what: str) -> str:
-    return f"mlx-fleet stop -i {shlex.quote(inventory)} {what}"
+# Fix templates ({inventory}: base.fixes.fill).
+STOP_ORPHANS = "mlx-fleet stop -i {inventory} --orphans"
+STOP_JOB = "mlx-fleet stop -i {inventory} "
 
 
-def orphan_ranks(host: str, mac_jobs: list[dict], inventory: str) -> list[Finding]:
-    """A job on HOST whose launcher is gone (reparented to launchd), holding memory: one finding each."""
-    return [Finding("orphan-rank", (host,), _described(job), fix=stop_fix(inventory, "--orphans"))
-            for job in mac_jobs if job["orphan"]]
+def orphan_ranks(host: str, mac_jobs: list[dict]) -> list[Finding]:
+    """The jobs on HOST whose launcher is gone (reparented to launchd), holding memory: one finding for the Mac
+    (the watch names a finding by its kind and Mac)."""
+    orphans = [job for job in mac_jobs if job["orphan"]]
+    return [Finding("orphan-rank", (host,), "; ".join(map(_described, orphans)), fix=STOP_ORPHANS)] if orphans else []
 
 
-def running(host: str, mac_jobs: list[dict], inventory: str) -> list[Finding]:
+def running(host: str, mac_jobs: list[dict]) -> list[Finding]:
     """Any MLX job on HOST (another one would share its memory and its RDMA ports): one finding each."""
-    return [Finding("job-running", (host,), _described(job), fix=stop_fix(inventory, job_id(host, job)))
-            for job in mac_jobs]
+    return [Finding("job-running", (host,), _described(job), fix=STOP_JOB + job_id(host, job)) for job in mac_jobs]

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet import jobs
 from mlx_fleet.arguments import seconds
@@ -68,7 +69,7 @@ def run_ps_or_stop(args) -> int:
         print(json.dumps({host: {"reachable": mac.reachable, "error": mac.error, "jobs": mac.jobs}
                           for host, mac in found.items()}, indent=2))
     else:
-        _say(_table(found, " -i ".join(args.inventory)))
+        _say(_table(found, args.inventory[0]))
     return EXIT_UNREACHABLE if down else EXIT_ATTENTION if orphans else EXIT_OK
 
 
@@ -86,7 +87,7 @@ def _table(found: dict[str, jobs.MacJobs], inventory: str) -> list[str]:
               for host, mac in found.items() if not mac.reachable or mac.error]
     lines += [f"{host}: {warning}" for host, mac in found.items() for warning in mac.warnings]
     lines.append(f"{count} MLX job{'' if count == 1 else 's'} on {len(found)} Macs, {orphans} orphaned"
-                 + (f"; stop them: {jobs.stop_fix(inventory, '--orphans')}" if orphans else ""))
+                 + (f"; stop them: {fixes.fill(jobs.STOP_ORPHANS, inventory)}" if orphans else ""))
     return lines if count else lines[len(rows):]
 
 
