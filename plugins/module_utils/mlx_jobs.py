@@ -30,10 +30,15 @@ def _program(command):
 
 
 def is_job_process(command, env_path):
+    """mlx.launch, a Python running it, or a program of the environment (a shell's `-c "mlx.launch ..."` is
+    only its wrapper)."""
     words = command.split()
+    if not words:
+        return False
     folder = env_path.rstrip("/")
-    return bool(words) and (bool(folder) and words[0].startswith(folder + "/")
-                            or any(os.path.basename(w) == "mlx.launch" for w in words[:3]))
+    program = os.path.basename(words[0])
+    script = os.path.basename(words[1]) if len(words) > 1 and program.startswith("python") else ""
+    return bool(folder) and words[0].startswith(folder + "/") or "mlx.launch" in (program, script)
 
 
 def _launcher(process, by_pid):

@@ -84,6 +84,17 @@ def _hostfile_envs(path: Path, inventory: str) -> list[str]:
     return [str(e) for e in envs]
 
 
+def read_records(baseline: watch.Baseline, records: Path) -> None:
+    """The last converge's records in the output folder RECORDS into BASELINE: its cables, the Macs the RDMA
+    ledger saw ready, the hostfile's environment (the watch, and the check before a run)."""
+    try:
+        baseline.cables = last_links(records)
+        baseline.rdma_ready = list(read_ledger(records / LEDGER_FILE)["nodes"])
+        baseline.hostfile_envs = _hostfile_envs(records / HOSTFILE, baseline.inventory)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 class Watch:
     def __init__(self, args):
         try:
@@ -109,12 +120,7 @@ class Watch:
 
     def read_records(self) -> None:
         """The last converge's records, read again each round: a converge while watching moves the baseline."""
-        try:
-            self.baseline.cables = last_links(self.records)
-            self.baseline.rdma_ready = list(read_ledger(self.records / LEDGER_FILE)["nodes"])
-            self.baseline.hostfile_envs = _hostfile_envs(self.records / HOSTFILE, self.baseline.inventory)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+        read_records(self.baseline, self.records)
 
     def probe(self) -> dict[str, dict]:
         timeout = self.args.connect_timeout + self.args.rdma_timeout + 30
