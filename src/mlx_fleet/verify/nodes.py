@@ -174,15 +174,17 @@ def read_script(reads: tuple[str, ...], python: str | None, *, bounded: tuple[st
     macos_commands.READS (a process list: private, not the Mac's configuration)."""
     registry = {**macos_commands.READS, **(commands or {})}
     parts = []
+    # The shell prints the marker, but the script's own text (which a process list read in it shows) holds none.
+    mark = _MARK[:-1] + '""' + _MARK[-1]
     for name in (*reads, *(commands or {})):
         command = remote_command(registry[name])
         command = _bounded(command, limit) if name in bounded else f"{command} 2>/dev/null"
-        parts.append(f"echo {_MARK} {name}; {command}; echo {_MARK} end $?")
+        parts.append(f"echo {mark} {name}; {command}; echo {mark} end $?")
     for name, path in (files or {}).items():
-        parts.append(f"echo {_MARK} {name}; cat {shlex.quote(path)} 2>/dev/null; echo {_MARK} end $?")
+        parts.append(f"echo {mark} {name}; cat {shlex.quote(path)} 2>/dev/null; echo {mark} end $?")
     if python:
-        parts.append(f"echo {_MARK} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
-                     f"echo {_MARK} end $?")
+        parts.append(f"echo {mark} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
+                     f"echo {mark} end $?")
     return "; ".join(parts)
 
 

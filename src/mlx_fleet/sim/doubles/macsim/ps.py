@@ -1,6 +1,7 @@
 """ps(1) -ax -o pid,command and -ax -o pid,ppid,etime,rss,command, as macOS's BSD ps prints them: this Mac's
-processes (the sim's nodes share the host's process table, so the node's own are those in its network and
-mount namespaces). A parent outside the node is printed as pid 1: on a Mac every process descends from launchd,
+processes (the sim's nodes share the host's process table, so the node's own are those in its network
+namespace, told by the inode of /proc/PID/net/dev, which any account may read, as macOS's ps lists every
+account's processes). A parent outside the node is printed as pid 1: on a Mac every process descends from launchd,
 and an orphan is reparented to it. Other forms are refused."""
 
 import os
@@ -12,9 +13,10 @@ FORMATS = {"pid,command": "  PID COMMAND\n", "pid=,command=": "",
 LAUNCHD = 1
 
 
-def _ns(pid: str, kind: str):
+def _node(pid) -> int | None:
+    """The network namespace PID runs in (each simulated Mac has its own), None once it is gone."""
     try:
-        return os.readlink(f"/proc/{pid}/ns/{kind}")
+        return os.stat(f"/proc/{pid}/net/dev").st_ino
     except OSError:
         return None
 
@@ -54,10 +56,10 @@ def main(argv: list[str]) -> int:
         form = None
     if form not in FORMATS:
         raise Fail("ps: only -ax -o pid,command and -ax -o pid,ppid,etime,rss,command are simulated\n", 1)
-    mine = (_ns("self", "net"), _ns("self", "mnt"))
+    mine = _node("self")
     text = FORMATS[form]
     for pid in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
-        if (_ns(pid, "net"), _ns(pid, "mnt")) != mine or pid == str(os.getpid()):
+        if _node(pid) != mine or pid == str(os.getpid()):
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -68,7 +70,7 @@ def main(argv: list[str]) -> int:
         if not words or (len(words) > 2 and words[2] == "ps" and words[1].endswith("dispatch.py")):
             continue
         if form.startswith("pid,ppid"):
-            if (_ns(str(ppid), "net"), _ns(str(ppid), "mnt")) != mine:
+            if _node(ppid) != mine:
                 ppid = LAUNCHD
             text += f"{int(pid):5d} {ppid:5d} {_etime(age):>11} {rss:6d} {' '.join(words)}\n"
         else:
