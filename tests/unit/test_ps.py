@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_jobs import jobs
@@ -92,3 +93,17 @@ def test_the_stop_script_terms_then_kills_what_is_left_then_lists():
                           capture_output=True, text=True, timeout=30)
     assert polite.wait(5) == -15 and stubborn.wait(5) == -9
     assert "@@mlx-fleet-verify-section ps" in done.stdout
+
+
+@settings(deadline=None, database=None, derandomize=True, max_examples=200)
+@given(st.lists(st.sampled_from(LISTING.splitlines()[1:]) | st.text(max_size=40), max_size=12), st.booleans())
+def test_odd_listings_are_a_value_error_or_jobs_never_a_traceback(lines, header):
+    text = "\n".join(([LISTING.splitlines()[0]] if header else []) + lines)
+    warnings = []
+    try:
+        processes = parsers.parse_ps(text, warnings)
+    except ValueError as exc:
+        assert str(exc).startswith("ps: ")
+        return
+    for job in jobs(processes, ENV):
+        assert job["pid"] in job["pids"] and job["rss_kib"] >= 0
