@@ -131,7 +131,7 @@ def test_each_reason_not_to_launch_is_one_finding_and_nothing_starts(changed_rin
     sim.cli("restore", CONVERGED)
     # a cable out, then a Mac unreachable
     sim.cli("unplug", f"{RING[0]}:2")
-    assert ("cable", ()) in check(sim)
+    assert check(sim) == [("cable", (RING[0], RING[1]))]
     sim.cli("restore", CONVERGED)
     sim.cli("link", RING[3], "down")
     assert check(sim) == [("unreachable", (RING[3],))]
