@@ -107,3 +107,19 @@ def test_odd_listings_are_a_value_error_or_jobs_never_a_traceback(lines, header)
         return
     for job in jobs(processes, ENV):
         assert job["pid"] in job["pids"] and job["rss_kib"] >= 0
+
+
+def test_os_update_facts_lists_the_jobs_from_the_same_read():
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import READS
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import os_update_facts
+    from module_runner import Commands, fixture, run_module
+
+    def key(argv):
+        return (argv[0].rsplit("/", 1)[-1], *argv[1:])
+
+    answers = {key(READS["sw_vers"]): (0, fixture("sw_vers__sudo-is-man-pmset__1.txt"), ""),
+               key(READS["softwareupdate"]): (0, fixture("softwareupdate-list__topgrade-rs-topgrade-issue-2123__1.txt"), ""),
+               ("ps", "-axo", "pid,ppid,etime,rss,command"): (0, LISTING, "")}
+    result = run_module(os_update_facts.main, {"env_path": ENV}, Commands(answers))
+    listed = result["ansible_facts"]["mlx_fleet_os_update"]["jobs"]
+    assert [(job["pid"], job["orphan"]) for job in listed] == [(404, False), (778, True), (902, False)]
