@@ -70,6 +70,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_jobs import 
 
 READS = ("sw_vers", "softwareupdate")
 CHECK_READS = ("rdma_ctl", "hardware_ports", "ifconfig")
+
+
 def updates(module, results):
     """The installed version and build, the pending updates, and the warnings of softwareupdate --list
     (each also given to Ansible)."""
