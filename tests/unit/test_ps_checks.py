@@ -76,10 +76,15 @@ def test_one_macs_reads_against_a_launch():
     ps = "  PID  PPID     ELAPSED    RSS COMMAND\n    9     1       00:05   1000 /env/bin/python x.py\n"
     reads = {checks.HELD_READ: (0, "held: os-update in progress\n"), checks.HOSTFILE_READ: (0, json.dumps(JACCL)),
              "ps": (0, ps), "model-tiny": (1, ""), "model-big": (0, "123\t/hf/models--org--Big/blobs\n")}
-    found = checks.on_mac("a", reads, {"rdma_enabled": False}, RING, "jaccl", "/env", ["tiny", "big"])
+    found = checks.on_mac("a", reads, {"rdma_enabled": False}, RING, "jaccl", "/env", {"tiny": None, "big": None})
     assert [(f.kind, f.hosts) for f in found] == [("update-held", ("a",)), ("hostfile-stale", ("a",)),
                                                   ("rdma-off", ("a",)), ("job-running", ("a",)),
                                                   ("model-missing", ("a",))]
     assert found[0].found == "os-update in progress" and (found[4].found, found[4].expected) == ("missing", "tiny")
     clean = {checks.HOSTFILE_READ: (0, json.dumps(RING)), "ps": (0, ps.split("\n")[0] + "\n")}
-    assert checks.on_mac("a", clean, {"rdma_enabled": False}, RING, "ring", "/env", []) == []
+    assert checks.on_mac("a", clean, {"rdma_enabled": False}, RING, "ring", "/env", {}) == []
+    # by size: smaller than its pin is incomplete (du -sk counts KiB), at least its pin is there
+    sized = {"model-big": (0, "123\t/hf/models--org--Big/blobs\n")}
+    [short] = checks.on_mac("a", sized, {}, None, "ring", "/env", {"big": 123 * 1024 + 1})
+    assert (short.kind, short.expected, short.found.split()[0]) == ("model-missing", "big", "incomplete")
+    assert checks.on_mac("a", sized, {}, None, "ring", "/env", {"big": 123 * 1024}) == []

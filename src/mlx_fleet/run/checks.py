@@ -26,6 +26,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.hostfile import Hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.facts import FIX_RECOVERY
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import (
+    ModelsLockError, load_models_lock, models_lock_path)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs import current_files
 from mlx_fleet import jobs, watch
@@ -47,7 +49,7 @@ def before_launch(inventory: str, backend: str, command: list[str]) -> list[Find
     """Every reason not to launch COMMAND on the cluster of INVENTORY with BACKEND (auto: the hostfile's);
     [] when it may start. Reads only."""
     names = ("mlx_fleet_model", "mlx_fabric_hostfile_dir", "mlx_fleet_models", "mlx_fleet_models_hf_cache",
-             "mlx_fleet_models_dir")
+             "mlx_fleet_models_dir", "mlx_env_lock_file")
     try:
         settings, hosts = read_inventory([inventory], names)
     except VerifyError as exc:
@@ -85,7 +87,7 @@ def before_launch(inventory: str, backend: str, command: list[str]) -> list[Find
     for host, node in probed.items():
         if not macs[host]["up"]:
             continue
-        found += on_mac(host, node.reads, macs[host], hostfile, backend, env_path, [m.name for m in models])
+        found += on_mac(host, node.reads, macs[host], hostfile, backend, env_path, pinned_sizes(models, values))
     return [replace(f, fix=fixes.fill(f.fix, inventory, cli=True)) for f in found]
 
 
@@ -93,6 +95,16 @@ def named_models(declared: tuple[ModelDeclaration, ...], command: list[str]) -> 
     """The declared models whose name or repo is a word of COMMAND (or an option's value: --model=REPO)."""
     words = {part for word in command for part in (word, word.partition("=")[2]) if part}
     return [m for m in declared if m.name in words or (m.repo and m.repo in words)]
+
+
+def pinned_sizes(models: list[ModelDeclaration], values: dict) -> dict[str, int | None]:
+    """Each named model's bytes as its lock pins them (the models' lock beside the environment's), None when it
+    is not pinned (then only its presence is checked)."""
+    try:
+        locked = load_models_lock(models_lock_path(values["mlx_env_lock_file"])) if values["mlx_env_lock_file"] else {}
+    except ModelsLockError:
+        locked = {}
+    return {m.name: locked[m.name].total_bytes if m.name in locked else None for m in models}
 
 
 def model_folder(model: ModelDeclaration, hf_cache: str, models_dir: str) -> str:
@@ -168,9 +180,10 @@ def unlike_model(hostfile: dict, model) -> list[str]:
 
 
 def on_mac(host: str, reads: dict, mac: dict, hostfile: dict | None, backend: str | None, env_path: str,
-           models: list[str]) -> list[Finding]:
+           models: dict[str, int | None]) -> list[Finding]:
     """What one Mac's reads say against a launch: its hold marker, its copy of the hostfile, RDMA off for an
-    RDMA backend, an MLX job running, a named model missing."""
+    RDMA backend, an MLX job running, a named model (name -> its pinned bytes, or None) missing, empty or smaller
+    than pinned."""
     found = []
     rc, text = reads.get(HELD_READ, (1, ""))
     if rc == 0 and text.strip():
@@ -188,11 +201,12 @@ def on_mac(host: str, reads: dict, mac: dict, hostfile: dict | None, backend: st
     if backend in RDMA_BACKENDS and mac.get("rdma_enabled") is False:
         found.append(Finding("rdma-off", (host,), "disabled", f"the {backend} backend needs it", fix=FIX_RECOVERY))
     found += jobs.running(host, jobs.jobs_in(host, reads, env_path).jobs)
-    for name in models:
+    for name, pinned in models.items():
         rc, text = reads.get(_MODEL_READ + name, (1, ""))
         words = text.split()
         kib = int(words[0]) if rc == 0 and words and words[0].isdigit() else 0
-        if kib == 0:
-            found.append(Finding("model-missing", (host,), "missing" if rc != 0 else "empty", name,
-                                 fix="{models}"))
+        short = "missing" if rc != 0 else "empty" if kib == 0 else (
+            f"incomplete ({jobs.size(kib)} of {jobs.size(pinned // 1024)})" if pinned and kib * 1024 < pinned else "")
+        if short:
+            found.append(Finding("model-missing", (host,), short, name, fix="{models}"))
     return found
