@@ -15,8 +15,9 @@ from mlx_fleet.arguments import seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, EXIT_UNREACHABLE, UserError
 from mlx_fleet.verify.plan import VerifyError, read_inventory
 
-EXIT_STATUSES = ("exit status: 0 no orphan found (jobs may run), 1 an orphaned job found (ps) or a job still "
-                 "running after the stop (stop), 2 bad input, 4 a Mac unreachable (the others listed or stopped).")
+PS_STATUSES = "Exit status: 0 no orphan (jobs may be running), 1 an orphan found, 2 bad input, 4 a Mac not read."
+STOP_STATUSES = ("Exit status: 0 every chosen job gone (or nothing to stop), 1 a job still running afterwards, 2 bad "
+                 "input (a MAC:PID ps does not list), 4 a Mac not read (nothing stopped there).")
 
 
 def add_ps_parsers(sub, command) -> None:
@@ -25,12 +26,12 @@ def add_ps_parsers(sub, command) -> None:
                  "each with its Mac and pid (its JOB name for stop), its age, the memory (RSS) of its whole "
                  "process tree and its launcher: the sshd session, mlx.launch or terminal it runs under, or "
                  "none when it was reparented to launchd (an orphan: its launcher is gone, it holds its memory "
-                 "until stopped). One ssh session per Mac, all at once. " + EXIT_STATUSES,
+                 "until stopped). One ssh session per Mac, all at once. " + PS_STATUSES,
                  "  mlx-fleet ps -i inventory/mine\n  mlx-fleet ps -i inventory/mine --json")
     stop = command(sub, "stop", "stop MLX jobs on the Macs (TERM, then KILL after a grace), checked afterwards",
                    "Stop MLX jobs as mlx-fleet ps lists them: each named job (MAC:PID), the orphans (--orphans) or "
                    "every job (--all), its whole process tree: TERM, then KILL after --grace seconds, then the "
-                   "Mac's process list again, which says what is gone. " + EXIT_STATUSES,
+                   "Mac's process list again, which says what is gone. " + STOP_STATUSES,
                    "  mlx-fleet stop -i inventory/mine --orphans\n  mlx-fleet stop -i inventory/mine mini-2:4242")
     for parser in (ps, stop):
         parser.add_argument("-i", "--inventory", action="append", required=True,
