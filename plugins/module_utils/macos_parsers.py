@@ -711,3 +711,39 @@ def parse_fdesetup_status(text):
     if not lines or lines[0].strip() not in _FILEVAULT:
         _fail("fdesetup status", "expected 'FileVault is On.' or 'FileVault is Off.', got {0!r}".format(text.strip()))
     return _FILEVAULT[lines[0].strip()]
+
+
+# --- processes: ps -axo pid,ppid,etime,rss,command ------------------------------------------------------------
+
+# macOS ps (BSD) names etime's column ELAPSED; rss is in KiB (ps(1) "rss: resident set size, in Kilobytes").
+PS_HEADER = ["PID", "PPID", "ELAPSED", "RSS", "COMMAND"]
+_ETIME = re.compile(r"^(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)$")
+
+
+def parse_etime(value):
+    """ps's etime, [[dd-]hh:]mm:ss -> seconds; ValueError otherwise."""
+    match = _ETIME.match(value)
+    if not match:
+        _fail("ps", "elapsed time {0!r} is not [[dd-]hh:]mm:ss".format(value))
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def parse_ps(text, warnings=None):
+    """`ps -axo pid,ppid,etime,rss,command` -> [{pid, ppid, age_seconds, rss_kib, command}], in its order."""
+    lines = _lines(text)
+    if not lines or lines[0].split() != PS_HEADER:
+        _fail("ps", "no '{0}' header".format(" ".join(PS_HEADER)))
+    found = []
+    for line in lines[1:]:
+        fields = line.split(None, 4)
+        try:
+            if len(fields) < 5 or not (fields[0].isdigit() and fields[1].isdigit() and fields[3].isdigit()):
+                raise ValueError(line)
+            age = parse_etime(fields[2])
+        except ValueError:
+            _unrecognised("ps", line, warnings)
+            continue
+        found.append({"pid": int(fields[0]), "ppid": int(fields[1]), "age_seconds": age, "rss_kib": int(fields[3]),
+                      "command": fields[4]})
+    return found

@@ -13,11 +13,11 @@ module: os_update_facts
 short_description: Read what a macOS update of a Mac depends on, in one call
 description:
   - Reads the Mac's macOS (C(sw_vers)), the updates Apple offers it (C(softwareupdate --list), which needs no
-    authorisation), the processes of a running MLX job (C(ps -ax -o pid,command)) and, with O(checks), what an
+    authorisation), the processes of a running MLX job (C(ps -axo pid,ppid,etime,rss,command)) and, with O(checks), what an
     update must leave as it was (C(rdma_ctl status), the Thunderbolt ports' IPv4 addresses, whether the MLX
     environment's Python still imports C(mlx.core)). Changes nothing.
-  - A process is an MLX job's when it is an C(mlx.launch) or runs from O(env_path). Run it with C(become) so
-    every user's processes are listed.
+  - A process is an MLX job's when it is an C(mlx.launch) or runs from O(env_path) (module_utils.mlx_jobs, the
+    read C(mlx-fleet ps) makes too). Run it with C(become) so every user's processes are listed.
   - The controller side (the plan, the order, the checks) is M(mlx_fleet.cluster.os_update_plan) and the
     C(mlx_fleet.cluster.os_update) action.
 version_added: "0.3.0"
@@ -51,7 +51,8 @@ ansible_facts:
     mlx_fleet_os_update:
       description: C(version), C(build), C(updates) (as C(softwareupdate --list) lists them, each with C(label),
         C(title), C(version), C(build), C(macos)), C(warnings) (list lines in no known wording), C(jobs)
-        (C(pid), C(command)); with O(checks) also C(rdma_enabled) (null when unknown), C(addresses) (per
+        (C(pid), C(command), C(age_seconds), C(rss_kib) of its process tree, C(pids) of that tree, C(launcher),
+        C(orphan)); with O(checks) also C(rdma_enabled) (null when unknown), C(addresses) (per
         Thunderbolt device its IPv4 addresses) and C(mlx_imports) with C(mlx_error).
       type: dict
       returned: success
@@ -63,24 +64,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import output_of, parse_or_fail, run_reads
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
+    output_of, parse_or_fail, parse_or_warn, run_reads)
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_jobs import PS, jobs
 
 READS = ("sw_vers", "softwareupdate")
 CHECK_READS = ("rdma_ctl", "hardware_ports", "ifconfig")
-# Not in READS (mlx-fleet capture): a process list is not the Mac's configuration, and it is private.
-PS = ["ps", "-ax", "-o", "pid,command"]
-
-
-def jobs(ps_text, env_path):
-    """The processes of an MLX job: mlx.launch, or anything run from the environment."""
-    found = []
-    prefix = env_path.rstrip("/") + "/"
-    for line in ps_text.splitlines()[1:]:
-        pid, dummy, command = line.strip().partition(" ")
-        words = command.split()
-        if words and (words[0].startswith(prefix) or any(os.path.basename(w) == "mlx.launch" for w in words[:3])):
-            found.append({"pid": int(pid), "command": command[:200]})
-    return found
 
 
 def updates(module, results):
@@ -101,7 +90,7 @@ def running_jobs(module, env_path):
     rc, out, err = module.run_command(PS, environ_update={"LC_ALL": "C"})
     if rc != 0:
         module.fail_json(msg="{0} failed (exit {1}): {2}".format(" ".join(PS), rc, (err or out).strip()))
-    return jobs(out, env_path)
+    return jobs(parse_or_warn(module, parsers.parse_ps, out), env_path)
 
 
 def checks(module, results, env_path):

@@ -103,6 +103,7 @@ TOOLS = (
     Tool(("audit", "record"), "mlx_fleet.audit_cli", "add_audit_parsers", "run_audit_or_record"),
     Tool(("models",), "mlx_fleet.models_cli", "add_models_parser", "run_models"),
     Tool(("watch",), "mlx_fleet.watch_cli", "add_watch_parser", "run_watch"),
+    Tool(("ps", "stop"), "mlx_fleet.ps_cli", "add_ps_parsers", "run_ps_or_stop"),
     Tool(("explain",), "mlx_fleet.explain_cli", "add_explain_parser", "run_explain"),
     Tool(("capture",), "mlx_fleet.cli", "_capture_parser", "_run_capture"),
     Tool(("os-update",), "mlx_fleet.os_update_cli", "add_os_update_parser", "run_os_update"),

@@ -6,7 +6,7 @@ environment's fingerprint file), parsed with the collection's parsers (module_ut
 and node_facts, the same code the modules run); a format they do not know is a warning quoting it,
 never a failure of the Mac. The baseline is the output folder's records: the address ledger
 (the cluster model, cluster.json: every cable and its /30), the RDMA ledger (the Macs seen ready) and the
-fabric's bridge setting. Pure Python: the CLI (mlx_fleet.watch_cli) reaches the Macs and writes the files.
+fabric's bridge setting. The probe's process list (mlx_fleet.jobs.READ) gives the orphaned MLX jobs. Pure Python: the CLI (mlx_fleet.watch_cli) reaches the Macs and writes the files.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.facts impo
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.discovery import discover
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ports import Link, Port, port_name
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS
+from mlx_fleet import jobs
 
 FORMAT = "mlx-fleet-watch/1"
 # What the probe reads (macos_commands.READS): the ports and RDMA as the modules read them, and the rest;
@@ -59,10 +60,12 @@ class Baseline:
 # --- one Mac ----------------------------------------------------------------------------------------
 
 
-def observe(reads: dict[str, tuple[int, str]]) -> dict:
+def observe(reads: dict[str, tuple[int, str]], env_path: str = "") -> dict:
     """One Mac's record from its reads (name -> (exit status, stdout)); what cannot be read is None
-    with a warning, never an exception."""
+    with a warning, never an exception. ENV_PATH: the cluster's environment, whose orphaned jobs it keeps."""
     warnings: list[str] = []
+    listed = jobs.jobs_in("", reads, env_path)
+    warnings += listed.warnings + ([listed.error] if listed.error and "ps" in reads else [])
 
     def parsed(name, parser):
         rc, text = reads.get(name, (None, ""))
@@ -135,6 +138,7 @@ def observe(reads: dict[str, tuple[int, str]]) -> dict:
         "filevault": parsed("filevault", parsers.parse_fdesetup_status),
         # A launchctl print that exits 0 is a loaded job (113: not loaded).
         "competing": sorted(label for name, label in COMPETING_DAEMON_READS.items() if reads.get(name, (1,))[0] == 0),
+        "orphans": [job for job in listed.jobs if job["orphan"]],
         "warnings": warnings,
     }
 
@@ -248,7 +252,8 @@ def _mac(baseline: Baseline, host: str, mac: dict) -> list[Finding | None]:
             judges.default_route(host, mac.get("default_route"), mac.get("services"),
                                  [p["device"] for p in mac.get("ports", [])]),
             judges.filevault(host, mac.get("filevault")),
-            judges.network_manager(host, mac.get("competing"))]
+            judges.network_manager(host, mac.get("competing")),
+            *jobs.orphan_ranks(host, mac.get("orphans", []))]
 
 
 def _cables(baseline: Baseline, macs: dict[str, dict]) -> list[Finding | None]:

@@ -22,7 +22,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding, lines
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.rdma.readiness import LEDGER_FILE, read_ledger
-from mlx_fleet import watch_service
+from mlx_fleet import jobs, watch_service
 from mlx_fleet.arguments import long_seconds, seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNREACHABLE, UserError
 from mlx_fleet.verify import nodes
@@ -36,7 +36,8 @@ def add_watch_parser(sub, command) -> None:
         sub, "watch", "watch the cluster between runs: cables, Macs, bridge, RDMA, reboots; say each change once",
         "Probe every Mac each round (one ssh session each, all in parallel, as the inventory reaches them): "
         "reachable, each Thunderbolt port's link, speed and peer, the bridge, RDMA (ibv_devinfo under a time "
-        "limit: a hang is stale RDMA), macOS build, boot time, sleep settings, the environment's fingerprint. "
+        "limit: a hang is stale RDMA), macOS build, boot time, sleep settings, the environment's fingerprint, "
+        "the MLX jobs (an orphaned rank holding memory: mlx-fleet ps, stop). "
         "Compares with the last converge's records (address and RDMA ledgers) and the round before, and prints "
         "only changes, each once, with the fix. Keeps OUT/status.json, OUT/metrics.prom (Prometheus text format, "
         "for node_exporter's textfile collector) and OUT/status.html current. Runs until Ctrl-C (exit 130); "
@@ -83,6 +84,17 @@ def _hostfile_envs(path: Path, inventory: str) -> list[str]:
     return [str(e) for e in envs]
 
 
+def read_records(baseline: watch.Baseline, records: Path) -> None:
+    """The last converge's records in the output folder RECORDS into BASELINE: its cables, the Macs the RDMA
+    ledger saw ready, the hostfile's environment (the watch, and the check before a run)."""
+    try:
+        baseline.cables = last_links(records)
+        baseline.rdma_ready = list(read_ledger(records / LEDGER_FILE)["nodes"])
+        baseline.hostfile_envs = _hostfile_envs(records / HOSTFILE, baseline.inventory)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 class Watch:
     def __init__(self, args):
         try:
@@ -96,9 +108,10 @@ class Watch:
             bridge=settings.bridge, inventory=" ".join(args.inventory))
         self.read_records()
         self.out = Path(args.out).resolve() if args.out else self.records / "watch"
-        env = str(Path(settings.python).parent.parent)
+        self.env = str(Path(settings.python).parent.parent)
         self.script = nodes.read_script(watch.PROBE_READS, None, bounded=watch.BOUNDED_READS,
-                                         limit=args.rdma_timeout, files={watch.FINGERPRINT_READ: fingerprint_path(env)})
+                                         limit=args.rdma_timeout, files={watch.FINGERPRINT_READ: fingerprint_path(self.env)},
+                                         commands=jobs.READ)
         self.round, self.last_good, left_out = watch_page.read_status(self.out / watch_page.STATUS_FILE)
         for line in left_out:
             print(terminal_text([f"watch: {line}"]), file=sys.stderr, flush=True)
@@ -107,17 +120,12 @@ class Watch:
 
     def read_records(self) -> None:
         """The last converge's records, read again each round: a converge while watching moves the baseline."""
-        try:
-            self.baseline.cables = last_links(self.records)
-            self.baseline.rdma_ready = list(read_ledger(self.records / LEDGER_FILE)["nodes"])
-            self.baseline.hostfile_envs = _hostfile_envs(self.records / HOSTFILE, self.baseline.inventory)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+        read_records(self.baseline, self.records)
 
     def probe(self) -> dict[str, dict]:
         timeout = self.args.connect_timeout + self.args.rdma_timeout + 30
         found = nodes.probe([host.ssh for host in self.hosts], self.script, self.args.connect_timeout, timeout)
-        return {host: watch.observe(node.reads) if node.reachable and node.reads
+        return {host: watch.observe(node.reads, self.env) if node.reachable and node.reads
                 else watch.unreachable(node.error or "no output") for host, node in found.items()}
 
     def one_round(self) -> tuple[list[dict], dict[str, dict]]:

@@ -14,12 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import MODEL_FILE, ClusterModel, HostModel
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs import staged
 from mlx_fleet.run import job as jobrun
-from mlx_fleet.run.checks import hostfile_findings
 from mlx_fleet.verify import check_program as cp
 from mlx_fleet.verify.jobs import Job, Rank
 
@@ -63,7 +59,7 @@ def test_every_rank_exiting_0_is_0_and_nothing_else_is():
     assert outcome(ended(0, EXIT_0), ended(1, STOPPED), ended(2, EXIT_0)).first_failed.rank == 1
     interrupted = outcome(ended(0, STOPPED), interrupted=True)
     assert (interrupted.exit_status, interrupted.first_failed) == (130, None)
-    assert jobrun.Outcome(findings=[Finding("hostfile", found="x")]).exit_status == jobrun.EXIT_REFUSED
+    assert jobrun.Outcome(findings=[Finding("hostfile-stale", found="x")]).exit_status == jobrun.EXIT_REFUSED
 
 
 def test_a_script_on_the_controller_is_staged_anything_else_runs_as_given(tmp_path):
@@ -74,32 +70,6 @@ def test_a_script_on_the_controller_is_staged_anything_else_runs_as_given(tmp_pa
     assert not as_is
     files, command, as_is = jobrun.command_files(["python", "-m", "mlx_lm.generate"])
     assert sorted(files) == ["check_program.py"] and command == ["python", "-m", "mlx_lm.generate"] and as_is
-
-
-def publish(folder: Path, hosts: list[str], model_hosts: list[str]) -> None:
-    with staged(folder) as stage:
-        (stage / HOSTFILE).write_text(json.dumps({"backend": "ring", "envs": [],
-                                                  "hosts": [{"ssh": h, "ips": []} for h in hosts]}))
-        (stage / MODEL_FILE).write_text(json.dumps(ClusterModel(None, hosts=[HostModel(h, None) for h in model_hosts])
-                                                   .to_dict()))
-
-
-def test_the_hostfile_must_be_the_one_published_with_the_cluster_model(tmp_path):
-    (missing,) = hostfile_findings(tmp_path, "auto", "inv")
-    assert missing.kind == "hostfile" and str(tmp_path / HOSTFILE) in missing.found
-    publish(tmp_path, HOSTS, HOSTS)
-    assert hostfile_findings(tmp_path, "auto", "inv") == []
-    assert hostfile_findings(tmp_path, "ring", "inv") == []  # a ring cluster publishes hostfile.json only
-    text = (tmp_path / HOSTFILE).read_text()
-    (tmp_path / HOSTFILE).unlink()
-    (tmp_path / HOSTFILE).write_text(text)  # the same bytes, edited in place of the published file
-    assert [f.kind for f in hostfile_findings(tmp_path, "auto", "inv")] == ["hostfile"]
-    publish(tmp_path, HOSTS, HOSTS[:2])
-    (other,) = hostfile_findings(tmp_path, "auto", "inv")
-    assert other.kind == "hostfile" and "m3" in other.found
-
-
-# --- the launcher's pieces, here ------------------------------------------------------------------------------
 
 
 def test_the_tag_reader_gives_each_line_once_it_is_whole_with_when_it_came():

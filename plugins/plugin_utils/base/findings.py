@@ -97,8 +97,14 @@ KINDS: dict[str, Kind] = {
                          "{found}"),
     "rdma-path": Kind("RDMA", FAULT, "{where}: RDMA path failed, TCP path works ({found})"),
     "unexplained": Kind("verify", FAULT, "{where}: failed with no fault visible on the Macs' ports; {found}"),
-    # mlx-fleet run: what stops a job before it starts
-    "hostfile": Kind("hostfiles", FAULT, "{found}"),
+    # MLX jobs on the Macs (mlx-fleet ps, the watch) and the check before `mlx-fleet run` launches one
+    "orphan-rank": Kind("jobs", FAULT, "{macs}: an orphaned MLX rank holds memory, its launcher gone ({found})",
+                        "{macs}: the orphaned MLX rank is gone"),
+    "job-running": Kind("jobs", FAULT, "{macs}: an MLX job is already running ({found})",
+                        "{macs}: no MLX job running"),
+    "update-held": Kind("macOS", FAULT, "an unfinished macOS update holds the cluster:{on} {found}"),
+    "hostfile-stale": Kind("hostfiles", FAULT, "hostfile.json{on} {found}"),
+    "model-missing": Kind("models", FAULT, "{macs}: the model {expected}, which the command names, is {found}"),
 }
 
 

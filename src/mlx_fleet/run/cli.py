@@ -9,6 +9,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HOSTFILE, RING_HOSTFILE
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import lines
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder, private_folder
@@ -18,7 +19,7 @@ from mlx_fleet import runner
 from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 from mlx_fleet.run import job as jobrun
-from mlx_fleet.run.checks import before_launch, hostfile_name
+from mlx_fleet.run.checks import before_launch
 from mlx_fleet.verify.check_program import ERR, OUT
 from mlx_fleet.verify.plan import VerifyError, settings_from_inventory
 
@@ -60,6 +61,11 @@ def add_run_parser(sub, command) -> None:
     parser.add_argument("--all-ranks", action="store_true", help="show every rank's output, as [N mac] LINE")
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what every rank runs")
+
+
+def hostfile_name(backend: str) -> str:
+    """The published hostfile a backend runs on: the ring's own when asked for ring."""
+    return RING_HOSTFILE if backend == "ring" else HOSTFILE
 
 
 def _hostfile(folder: Path, backend: str) -> dict:

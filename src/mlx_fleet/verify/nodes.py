@@ -168,20 +168,23 @@ def _bounded(command: str, limit: float) -> str:
 
 
 def read_script(reads: tuple[str, ...], python: str | None, *, bounded: tuple[str, ...] = (), limit: float = 5,
-                 files: dict[str, str] | None = None) -> str:
+                 files: dict[str, str] | None = None, commands: dict[str, list[str]] | None = None) -> str:
     """One shell script printing each read as a section; the BOUNDED reads get LIMIT seconds each;
-    FILES (section name -> path) are read with cat."""
-    registry = macos_commands.READS
+    FILES (section name -> path) are read with cat; COMMANDS (section name -> argv) are reads kept out of
+    macos_commands.READS (a process list: private, not the Mac's configuration)."""
+    registry = {**macos_commands.READS, **(commands or {})}
     parts = []
-    for name in reads:
+    # The shell prints the marker, but the script's own text (which a process list read in it shows) holds none.
+    mark = _MARK[:-1] + '""' + _MARK[-1]
+    for name in (*reads, *(commands or {})):
         command = remote_command(registry[name])
         command = _bounded(command, limit) if name in bounded else f"{command} 2>/dev/null"
-        parts.append(f"echo {_MARK} {name}; {command}; echo {_MARK} end $?")
+        parts.append(f"echo {mark} {name}; {command}; echo {mark} end $?")
     for name, path in (files or {}).items():
-        parts.append(f"echo {_MARK} {name}; cat {shlex.quote(path)} 2>/dev/null; echo {_MARK} end $?")
+        parts.append(f"echo {mark} {name}; cat {shlex.quote(path)} 2>/dev/null; echo {mark} end $?")
     if python:
-        parts.append(f"echo {_MARK} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
-                     f"echo {_MARK} end $?")
+        parts.append(f"echo {mark} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
+                     f"echo {mark} end $?")
     return "; ".join(parts)
 
 
