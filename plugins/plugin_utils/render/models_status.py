@@ -4,11 +4,8 @@ a last line saying what to run next."""
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.status import STATE_FOUND
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key
-
-_STATE_WORDS = {"size_differs": "another size", "hash_differs": "other bytes", "not_a_file": "not a file",
-                "unreadable": "unreadable", "not_linked": "not a link to its blob",
-                "link_outside": "a link that leads elsewhere", "link_broken": "a link to a missing blob"}
 
 
 def size(count: int | None) -> str:
@@ -35,7 +32,7 @@ def row_line(row: dict) -> str:
     if row["missing"]:
         parts.append(f"{len(row['missing'])} files missing ({', '.join(row['missing'][:3])}"
                      f"{', ...' if len(row['missing']) > 3 else ''})")
-    parts += [f"{path}: {_STATE_WORDS[state]}" for path, state in row["differing"].items()]
+    parts += [f"{path}: {STATE_FOUND[state]}" for path, state in row["differing"].items()]
     if row.get("ref") == "other":
         parts.append(f"its ref names {row['ref_commit'][:12]}")
     elif row.get("ref") == "missing" and not row["missing"]:
@@ -58,9 +55,9 @@ def lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
         to_copy = sum(row["bytes_missing"] for row in rows)
         deep = " --deep" if cli else " -e mlx_fleet_models_deep=true"
         verb = "lacks a declared model" if len(report["lacking"]) == 1 else "lack declared models"
-        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy the files "
-                   f"named above into their folders (mlx-fleet models sync, the next step of issue 28, will), then "
-                   f"check every byte: {fixes.run_command('models_status', inventory, cli=cli)}{deep}")
+        out.append(f"{', '.join(report['lacking'])} {verb} ({size(to_copy)} to copy): copy the files named "
+                   f"above: {fixes.run_command('models', inventory, cli=cli)}, then check every byte: "
+                   f"{fixes.run_command('models_status', inventory, cli=cli)}{deep}")
     elif report["not_pinned"]:
         out.append(f"pin the Hub models first: {fixes.run_command('lock', inventory, cli=cli)}")
     else:

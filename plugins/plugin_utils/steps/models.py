@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclarationError, parse_models
@@ -42,7 +43,7 @@ def judge(view: ClusterView, run: Run, expected: dict) -> dict:
     """Every Mac read against EXPECTED (manifests' result): the report and its lines (msg)."""
     facts = view.having(FACTS).facts(FACTS[0])
     unread = [name for name in view.names if name not in facts]
-    found = status.report(expected, facts, unread)
+    found = status.report(expected, facts, unread, fixes.fill(status.FIX_SYNC, run.inventory, cli=run.cli))
     return {"changed": False, "report": found,
             "msg": "\n".join(models_status.lines(found, run.inventory, cli=run.cli))}
 
