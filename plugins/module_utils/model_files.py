@@ -201,3 +201,13 @@ def read_model(manifest, hf_cache, models_dir, deep):
         found["ref"], found["ref_commit"] = read_ref(root, manifest.get("revision"), manifest["commit"])
     found["present"] = all(f["state"] == OK for f in files) and found.get("ref", REF_OK) == REF_OK
     return found
+
+
+def read_models(manifests, hf_cache, models_dir, deep):
+    """The mlx_fleet_model_files fact: every model (read_model) with the free bytes of its volume, and DEEP."""
+    found = []
+    for manifest in manifests:
+        model = read_model(manifest, hf_cache, models_dir, deep)
+        model["free_bytes"] = free_bytes(model["root"])
+        found.append(model)
+    return {"deep": deep, "models": found}

@@ -73,16 +73,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_files
 
 
-def read_models(params):
-    """Every model as the Mac holds it, with the free bytes of its volume."""
-    found = []
-    for manifest in params["models"]:
-        model = model_files.read_model(manifest, params["hf_cache"], params["models_dir"], params["deep"])
-        model["free_bytes"] = model_files.free_bytes(model["root"])
-        found.append(model)
-    return found
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(models=dict(type="list", elements="dict", required=True),
@@ -91,7 +81,8 @@ def main():
                            deep=dict(type="bool", default=False)),
         supports_check_mode=True,
     )
-    facts = {"deep": module.params["deep"], "models": read_models(module.params)}
+    params = module.params
+    facts = model_files.read_models(params["models"], params["hf_cache"], params["models_dir"], params["deep"])
     module.exit_json(changed=False, ansible_facts={"mlx_fleet_model_files": facts})
 
 

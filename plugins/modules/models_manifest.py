@@ -61,6 +61,10 @@ changed_folders:
   description: Per path entry whose folder changed since its last record, the files C(added), C(removed), C(changed).
   returned: success
   type: dict
+folders:
+  description: Per path entry, its folder on the controller (where its files come from).
+  returned: success
+  type: dict
 hf_cache:
   description: C(mlx_fleet_models_hf_cache), where the Macs keep the Hub entries.
   returned: success

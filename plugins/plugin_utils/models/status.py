@@ -20,15 +20,18 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.path_mani
 
 @dataclass
 class Expected:
-    """The manifests every Mac should hold, the Hub entries not pinned yet, and the path entries' folder changes."""
+    """The manifests every Mac should hold, the Hub entries not pinned yet, the path entries' folder changes, and
+    the path entries' controller folders (where their files come from, for the run record)."""
 
     manifests: list[ModelManifest] = field(default_factory=list)
     not_pinned: list[str] = field(default_factory=list)
     changed_folders: dict[str, FolderChange] = field(default_factory=dict)
+    folders: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"manifests": [m.to_json() for m in self.manifests], "not_pinned": self.not_pinned,
-                "changed_folders": {name: change.to_json() for name, change in self.changed_folders.items()}}
+                "changed_folders": {name: change.to_json() for name, change in self.changed_folders.items()},
+                "folders": self.folders}
 
 
 def _pinned_as_declared(manifest: ModelManifest | None, declared: ModelDeclaration) -> bool:
@@ -51,6 +54,7 @@ def expected(declared: tuple[ModelDeclaration, ...], locked: dict[str, ModelMani
             continue
         manifest, change = hash_folder(model.name, model.path, output_dir, write=write)
         found.manifests.append(manifest)
+        found.folders[model.name] = str(model.path)
         if change:
             found.changed_folders[model.name] = change
     return found

@@ -1,0 +1,95 @@
+"""The declared models in `mlx-fleet audit` and `mlx-fleet record` against simulated Macs (issue 28): a path entry of
+a few MB on every Mac of a 3-Mac line; one flipped byte in one file on one Mac is missed by the audit's sizes and
+named by `audit --deep` (that Mac and that file, a model-file-differs finding, exit 1 as drift is) and by `models
+status --deep` (its row's finding); `models sync` then copies that one file only; `record --deep` lists the model
+with its source and per-file hashes, verified on every Mac. Reports are read from the run's own JSON events and the
+files the commands write, never from their sentences."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from simlib import mlx_fleet
+from test_models_status_sim import FLIPPED, MODEL, make_model, on_mac
+
+pytestmark = pytest.mark.sim
+
+
+def results(sim, *args: str) -> tuple[int, dict[str, dict]]:
+    """(exit status, the results of the run's tasks by action and host) of `mlx-fleet ARGS -i INVENTORY`."""
+    runs = sim.dir / ".mlx-fleet" / "runs"
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    result = mlx_fleet(*args, "-i", str(sim.dir / "inventory.yml"), check=False, timeout=600)
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    (run,) = set(runs.iterdir()) - before
+    found: dict[str, dict] = {}
+    for path in (run / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        if event.get("event") in ("runner_on_ok", "runner_on_failed"):
+            data = event["event_data"]
+            found.setdefault(data["task_action"], {})[data["host"]] = data["res"]
+    return result.returncode, found
+
+
+def model_findings(found: dict) -> list[tuple]:
+    """(kind, Macs, fact) of every model finding of the audit's report."""
+    (audit,) = found["mlx_fleet.cluster.audit"].values()
+    return sorted((f["kind"], tuple(f["macs"]), f["fact"]) for f in audit["report"]["findings"]
+                  if f["topic"] == "models")
+
+
+def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_only(make_sim):
+    sim = make_sim(nodes=3, topology="line")
+    source = sim.dir / "models-src" / "tiny"
+    make_model(source)
+    inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
+    inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = [{"name": "tiny", "path": str(source)}]
+    (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    for mac in sim.nodes:
+        shutil.copytree(source, on_mac(sim, mac))
+
+    code, found = results(sim, "audit", "--deep")
+    assert code == 1  # never converged: other facts drift, the model does not
+    assert model_findings(found) == []
+    reads = {host: "mlx_fleet_model_files" in res["ansible_facts"]
+             for host, res in found["mlx_fleet.cluster.node_state"].items()}
+    assert reads == dict.fromkeys(sim.nodes, True)  # folded into the audit's one read per Mac
+    assert "mlx_fleet.cluster.model_files_facts" not in found
+
+    weights = on_mac(sim, "mini-2") / FLIPPED
+    data = bytearray(weights.read_bytes())
+    data[54321] ^= 0x08
+    weights.write_bytes(bytes(data))
+
+    code, found = results(sim, "audit")
+    assert model_findings(found) == []  # the same size: only the bytes tell
+    code, found = results(sim, "audit", "--deep")
+    assert code == 1
+    assert model_findings(found) == [("model-file-differs", ("mini-2",), f"model tiny: {FLIPPED}")]
+    report = json.loads((sim.dir / ".mlx-fleet" / "audit.json").read_text())
+    assert [(f["kind"], f["macs"]) for f in report["findings"] if f["topic"] == "models"] == [
+        ("model-file-differs", ["mini-2"])]
+
+    code, found = results(sim, "models", "status", "--deep")
+    assert code == 1
+    (status,) = [res["report"] for res in found["mlx_fleet.cluster.models_status"].values()]
+    assert [(f["kind"], f["hosts"], f["fact"]) for row in status["rows"] for f in row["findings"]] == [
+        ("model-file-differs", ["mini-2"], f"model tiny: {FLIPPED}")]
+
+    code, found = results(sim, "models", "sync")
+    assert code == 0
+    copies = found["mlx_fleet.cluster.model_copy"]
+    moved = {mac: [(f["model"], f["path"]) for f in res["ansible_facts"]["mlx_fleet_model_copy"]["received"]]
+             for mac, res in copies.items() if res["ansible_facts"]["mlx_fleet_model_copy"]["received"]}
+    assert moved == {"mini-2": [("tiny", FLIPPED)]}
+    (sync,) = [res["report"] for res in found["mlx_fleet.cluster.models_sync_report"].values()]
+    assert {row["mac"]: row["received"] for row in sync["rows"]} == {"mini-1": 0, "mini-2": 1, "mini-3": 0}
+    assert sync["bytes"] == MODEL[FLIPPED]
+    assert weights.read_bytes() == (source / FLIPPED).read_bytes()
+
+    code, found = results(sim, "audit", "--deep")
+    assert model_findings(found) == []
