@@ -7,6 +7,7 @@ files the commands write, never from their sentences."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -93,3 +94,21 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
 
     code, found = results(sim, "audit", "--deep")
     assert model_findings(found) == []
+
+    # The run record: the model, its source and every file's hash, verified on every Mac; a change to the
+    # controller's folder is named by record --diff.
+    before, after = sim.dir / "before.json", sim.dir / "after.json"
+    code, found = results(sim, "record", "--deep", "--out", str(before))
+    assert code == 0
+    tiny = json.loads(before.read_text())["models"]["tiny"]
+    assert tiny["source"] == {"path": str(source)}
+    assert tiny["files"] == {p.name: {"size": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                             for p in source.iterdir()}
+    assert tiny["macs"] == dict.fromkeys(sim.nodes, "verified")
+    (source / "config.json").write_text('{"changed": true}')
+    code, found = results(sim, "record", "--out", str(after))
+    compared = mlx_fleet("record", "--diff", str(before), str(after), check=False)
+    assert compared.returncode == 1
+    changed = {line.split(": ", 1)[0] for line in compared.stdout.splitlines()}
+    assert {"models.tiny.files.config.json.sha256", "models.tiny.files.config.json.size"} <= changed
+    assert {f"models.tiny.macs.{mac}" for mac in sim.nodes} <= changed  # verified -> not present
