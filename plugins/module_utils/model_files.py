@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 import collections
 import errno
 import hashlib
+import json
 import os
 import stat
 
@@ -39,6 +40,10 @@ LINK_BROKEN = "link_broken"  # Hub snapshot link to its blob, which is missing
 FILE_STATES = (OK, MISSING, SIZE_DIFFERS, HASH_DIFFERS, NOT_A_FILE, UNREADABLE, NOT_LINKED, LINK_OUTSIDE, LINK_BROKEN)
 # The refs file of a Hub entry: naming the pinned commit, missing, or naming another commit.
 REF_OK, REF_MISSING, REF_OTHER = "ok", "missing", "other"
+# What the sync wrote of a model (a JSON list of paths relative to the model's root), the only files `models prune`
+# removes: in a Hub entry's repo folder, beside blobs/, snapshots/ and refs/ (as huggingface_hub keeps .no_exist);
+# for a path entry in models_dir/.mlx-fleet-written/NAME, outside its folder, which holds the controller's files only.
+WRITTEN = ".mlx-fleet-written"
 
 FileDigests = collections.namedtuple("FileDigests", "size sha256 git_sha1")
 
@@ -119,6 +124,46 @@ def blob_path(root, pinned):
 
 def ref_path(root, revision):
     return os.path.join(root, "refs", revision)
+
+
+def written_path(manifest, hf_cache, models_dir):
+    """Where the record of what the sync wrote of a model (a ModelManifest's JSON) is kept on a Mac."""
+    if manifest["source"] == HUB:
+        return os.path.join(model_root(manifest, hf_cache, models_dir), WRITTEN)
+    return os.path.join(models_dir, WRITTEN, manifest["name"])
+
+
+def read_written(path):
+    """The paths a record of what the sync wrote lists: only relative paths inside the model (anything else in
+    it, or a record that is not a JSON list, counts as nothing written)."""
+    try:
+        with open(path) as handle:
+            listed = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return []
+    if not isinstance(listed, list):
+        return []
+    return sorted(set(p for p in listed if isinstance(p, str) and safe_relative_path(p)))
+
+
+def safe_relative_path(path):
+    """A path that stays inside the model's folder: relative, no "..", no empty or dot parts."""
+    if not path or path.startswith("/") or "\\" in path or "\0" in path:
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def write_written(path, paths):
+    """Replace the record at PATH by PATHS (none: the record goes), under a temporary name then renamed."""
+    if not paths:
+        if os.path.lexists(path):
+            os.remove(path)
+        return
+    if not os.path.isdir(os.path.dirname(path)):
+        os.makedirs(os.path.dirname(path))
+    with open(path + ".part", "w") as handle:
+        json.dump(sorted(set(paths)), handle, indent=0)
+    os.rename(path + ".part", path)
 
 
 def free_bytes(path):

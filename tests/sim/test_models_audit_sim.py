@@ -2,7 +2,8 @@
 a few MB on every Mac of a 3-Mac line; one flipped byte in one file on one Mac is missed by the audit's sizes and
 named by `audit --deep` (that Mac and that file, a model-file-differs finding, exit 1 as drift is) and by `models
 status --deep` (its row's finding); `models sync` then copies that one file only; `record --deep` lists the model
-with its source and per-file hashes, verified on every Mac. Reports are read from the run's own JSON events and the
+with its source and per-file hashes, verified on every Mac; once the model is no longer declared, `models prune`
+removes only the file the sync wrote (--check lists it first). Reports are read from the run's own JSON events and the
 files the commands write, never from their sentences."""
 
 from __future__ import annotations
@@ -112,3 +113,20 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
     changed = {line.split(": ", 1)[0] for line in compared.stdout.splitlines()}
     assert {"models.tiny.files.config.json.sha256", "models.tiny.files.config.json.size"} <= changed
     assert {f"models.tiny.macs.{mac}" for mac in sim.nodes} <= changed  # verified -> not present
+
+    # models prune, once no entry declares the model: only what the sync wrote goes (the file it copied to mini-2;
+    # the files copied by hand stay); --check lists it and removes nothing.
+    inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = []
+    (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    code, found = results(sim, "models", "prune", "--check")
+    assert code == 0
+    listed = {mac: res["removed"] for mac, res in found["mlx_fleet.cluster.models_prune"].items()}
+    assert listed == {"mini-1": [], "mini-2": [f"/opt/mlx-fleet/models/tiny/{FLIPPED}"], "mini-3": []}
+    assert weights.is_file()
+    code, found = results(sim, "models", "prune")
+    assert code == 0
+    assert {mac: res["changed"] for mac, res in found["mlx_fleet.cluster.models_prune"].items()} == {
+        "mini-1": False, "mini-2": True, "mini-3": False}
+    assert not weights.exists()
+    assert sorted(p.name for p in on_mac(sim, "mini-2").iterdir()) == sorted(set(MODEL) - {FLIPPED})
+    assert all(sorted(p.name for p in on_mac(sim, mac).iterdir()) == sorted(MODEL) for mac in ("mini-1", "mini-3"))
