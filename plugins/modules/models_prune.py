@@ -19,8 +19,7 @@ description:
   - In a Hub entry's repo folder, the snapshots of commits no entry of O(models) pins, the refs of revisions none
     pins, and the blobs no pinned snapshot and no remaining snapshot link (the sync's or not) uses. A repo folder
     with no pinned entry loses every file the sync wrote there.
-  - A path entry's folder in O(models_dir) whose name no path entry of O(models) has: the files the sync wrote in
-    it.
+  - In a folder of O(models_dir) whose name no path entry of O(models) has, the files the sync wrote there.
   - Then the folders those removals left empty, and the records of what is gone.
   - Reads first and removes only what it listed; in check mode lists the same and removes nothing; with diff, the
     paths that go (before) and none of them left (after).

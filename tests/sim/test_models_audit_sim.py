@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from simlib import mlx_fleet
-from test_models_status_sim import FLIPPED, MODEL, make_model, on_mac
+from test_models_status_sim import FLIPPED, MODEL, on_mac, with_path_entry
 
 pytestmark = pytest.mark.sim
 
@@ -46,11 +46,7 @@ def model_findings(found: dict) -> list[tuple]:
 
 def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_only(make_sim):
     sim = make_sim(nodes=3, topology="line")
-    source = sim.dir / "models-src" / "tiny"
-    make_model(source)
-    inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
-    inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = [{"name": "tiny", "path": str(source)}]
-    (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    source, inventory = with_path_entry(sim)
     for mac in sim.nodes:
         shutil.copytree(source, on_mac(sim, mac))
 
