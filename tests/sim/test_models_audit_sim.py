@@ -1,7 +1,8 @@
 """The declared models in `mlx-fleet audit` and `mlx-fleet record` against simulated Macs (issue 28): a path entry of
 a few MB on every Mac of a 3-Mac line; one flipped byte in one file on one Mac is missed by the audit's sizes and
 named by `audit --deep` (that Mac and that file, a model-file-differs finding, exit 1 as drift is) and by `models
-status --deep` (its row's finding); `models sync` then copies that one file only; `record --deep` lists the model
+status --deep` (its row's finding); `models sync` then copies that one file only, and a later change to that file
+(one the sync wrote) is seen by the audit's dates, without --deep; `record --deep` lists the model
 with its source and per-file hashes, verified on every Mac; once the model is no longer declared, `models prune`
 removes only the file the sync wrote (--check lists it first). Reports are read from the run's own JSON events and the
 files the commands write, never from their sentences."""
@@ -91,6 +92,16 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
 
     code, found = results(sim, "audit", "--deep")
     assert model_findings(found) == []
+
+    # Sizes and dates: a byte flipped in the file the sync wrote is seen without hashing (modified after the
+    # sync's record of it); the hand-copied file above was not (no date to compare).
+    data = bytearray(weights.read_bytes())
+    data[54321] ^= 0x08
+    weights.write_bytes(bytes(data))
+    code, found = results(sim, "audit")
+    assert model_findings(found) == [("model-file-differs", ("mini-2",), f"model tiny: {FLIPPED}")]
+    data[54321] ^= 0x08
+    weights.write_bytes(bytes(data))  # its bytes as pinned again
 
     # The run record: the model, its source and every file's hash, verified on every Mac; a change to the
     # controller's folder is named by record --diff.

@@ -6,6 +6,7 @@ another name."""
 from __future__ import annotations
 
 import os
+import time
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files
 from test_models_sync import TOKEN, pinned_file, serving
@@ -68,3 +69,26 @@ def test_prune_removes_only_what_the_sync_wrote_and_no_entry_pins(tmp_path, run_
     assert model_files.read_written(model_files.written_path(hub, str(tmp_path / "hub"), "")) == [
         os.path.relpath(config_blob, root)]
     assert run_module(models_prune.main, dict(nothing, _ansible_check_mode=False))["changed"] is False
+
+
+def test_a_file_the_sync_wrote_and_changed_since_is_found_by_its_date_without_hashing(tmp_path):
+    """Sizes and dates by default: a file of the sync's record modified after the record is changed_since_sync; a
+    file the sync did not write has no date to compare (only --deep tells)."""
+    path = {"name": "m", "source": "path", "files": [pinned_file(name, blob) for name, blob in DATA.items()]}
+    synced(tmp_path, path)
+    cache, models = str(tmp_path / "hub"), str(tmp_path / "models")
+    assert model_files.read_model(path, cache, models, False)["present"] is True
+    weights = tmp_path / "models" / "m" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[7] ^= 1
+    record = model_files.written_path(path, cache, models)
+    hour_ago = int((time.time() - 3600) * 1e9)
+    for written in [record] + [str(tmp_path / "models" / "m" / name) for name in DATA]:  # the sync, an hour ago
+        os.utime(written, ns=(hour_ago, hour_ago))
+    weights.write_bytes(bytes(data))
+    states = {f["path"]: f["state"] for f in model_files.read_model(path, cache, models, False)["files"]}
+    assert states == {"model.safetensors": model_files.CHANGED_SINCE_SYNC, "config.json": model_files.OK}
+    deep = {f["path"]: f["state"] for f in model_files.read_model(path, cache, models, True)["files"]}
+    assert deep["model.safetensors"] == model_files.HASH_DIFFERS
+    os.remove(record)  # as if copied by hand: no date to compare
+    assert model_files.read_model(path, cache, models, False)["present"] is True

@@ -60,12 +60,13 @@ def expected(declared: tuple[ModelDeclaration, ...], locked: dict[str, ModelMani
     return found
 
 
-_BAD = (on_mac.SIZE_DIFFERS, on_mac.HASH_DIFFERS, on_mac.NOT_A_FILE, on_mac.UNREADABLE, on_mac.NOT_LINKED,
-        on_mac.LINK_OUTSIDE, on_mac.LINK_BROKEN)
+_BAD = (on_mac.SIZE_DIFFERS, on_mac.HASH_DIFFERS, on_mac.CHANGED_SINCE_SYNC, on_mac.NOT_A_FILE, on_mac.UNREADABLE,
+        on_mac.NOT_LINKED, on_mac.LINK_OUTSIDE, on_mac.LINK_BROKEN)
 # The kinds of finding of a model on a Mac (base.findings.KINDS), the same for models status and the audit.
 MODEL_MISSING, MODEL_FILE_DIFFERS = "model-missing", "model-file-differs"
 # What a file that is there but not as pinned is found to be, by its state on the Mac (module_utils.model_files).
 STATE_FOUND = {on_mac.SIZE_DIFFERS: "another size", on_mac.HASH_DIFFERS: "other bytes",
+               on_mac.CHANGED_SINCE_SYNC: "modified after the sync wrote it",
                on_mac.NOT_A_FILE: "not a file", on_mac.UNREADABLE: "unreadable",
                on_mac.NOT_LINKED: "not a link to its blob", on_mac.LINK_OUTSIDE: "a link that leads elsewhere",
                on_mac.LINK_BROKEN: "a link to a missing blob"}
