@@ -15,7 +15,8 @@ description:
   - For each pinned model in O(models) (its manifest, source C(hub) or C(path), its files with size and hash),
     reads the files where the cluster keeps them on the Mac and says per file whether it is there and has the
     pinned size and, for a file the sync wrote, not modified after the sync's record of it (C(.mlx-fleet-written));
-    with O(deep), whether its bytes hash to the pinned hash (sha256, or the git blob id of a small Hub file). Also the bytes free on the volume that holds (or would hold) each model.
+    with O(deep), whether its bytes hash to the pinned hash (sha256, or the git blob id of a small Hub file). Also
+    the bytes free on the volume that holds (or would hold) each model.
   - A Hub entry is read in the Hugging Face cache O(hf_cache) as huggingface_hub lays it out
     (C(models--ORG--NAME/blobs/<hash>), C(snapshots/<commit>/<path>) a relative link to its blob,
     C(refs/<revision>) naming the commit); it is present only when its ref names the pinned commit and every
