@@ -482,7 +482,7 @@ def _models(macs, observed, expected, checks):
                        for f in row["findings"]]
             if row["present"]:
                 checks.append(Check("models", models_status.model_fact(row["model"]), [mac], "as pinned",
-                                    "every byte verified" if row["verified"] else "present (sizes checked)", True))
+                                    "every byte verified" if row["verified"] else "present (sizes and dates checked)", True))
 
 
 def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict, *, inventory: str,

@@ -27,7 +27,7 @@ def _revision(row: dict) -> str:
 def row_line(row: dict) -> str:
     where = f"{row['mac']}: {row['model']}{_revision(row)}"
     if row["present"]:
-        return f"{where}: present, {'every byte verified' if row['verified'] else 'sizes checked'}"
+        return f"{where}: present, {'every byte verified' if row['verified'] else 'sizes and dates checked'}"
     parts = []
     if row["missing"]:
         parts.append(f"{len(row['missing'])} files missing ({', '.join(row['missing'][:3])}"
