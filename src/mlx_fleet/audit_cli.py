@@ -26,7 +26,7 @@ def add_audit_parsers(sub, command) -> None:
                     "Read every Mac (one read-only call each, all in parallel) and compare it with the inventory, the "
                     "roles' defaults and the lock, and with the other Macs: macOS build, hardware, the environment "
                     "and its files, node settings, Thunderbolt addresses, bridge, cables, RDMA, hostfiles, the declared "
-                    "models' files (sizes; --deep: every byte hashed). Prints only "
+                    "models' files (sizes and dates; --deep: every byte hashed). Prints only "
                     "what differs, with the fix; writes audit.json and audit.html. Changes nothing. Exit status 0: no "
                     "drift, 1: drift.",
                     "  mlx-fleet audit -i inventory/mine\n  mlx-fleet audit -i inventory/mine --deep --format json")
@@ -53,7 +53,8 @@ def add_audit_parsers(sub, command) -> None:
 
 def _add_deep(parser) -> None:
     parser.add_argument("--deep", action="store_true",
-                        help="hash every byte of the declared models' files on every Mac, not only compare sizes")
+                        help="hash every byte of the declared models' files on every Mac, not only compare sizes "
+                             "and dates")
 
 
 def _audit(args, name: str):
