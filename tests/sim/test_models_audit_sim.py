@@ -1,11 +1,13 @@
-"""The declared models in `mlx-fleet audit` and `mlx-fleet record` against simulated Macs (issue 28): a path entry of
-a few MB on every Mac of a 3-Mac line; one flipped byte in one file on one Mac is missed by the audit's sizes and
-named by `audit --deep` (that Mac and that file, a model-file-differs finding, exit 1 as drift is) and by `models
-status --deep` (its row's finding); `models sync` then copies that one file only, and a later change to that file
-(one the sync wrote) is seen by the audit's dates, without --deep; `record --deep` lists the model
-with its source and per-file hashes, verified on every Mac; once the model is no longer declared, `models prune`
-removes only the file the sync wrote (--check lists it first). Reports are read from the run's own JSON events and the
-files the commands write, never from their sentences."""
+"""The declared models in `mlx-fleet audit`, `record`, `models prune` and `verify --model` against simulated Macs (issue
+28): a path entry of a few MB on every Mac of a 3-Mac line; one flipped byte in one file on one Mac is missed by the
+audit's sizes and named by `audit --deep` (that Mac and that file, a model-file-differs finding, exit 1 as drift is)
+and by `models status --deep` (its row's finding); `models sync` then copies that one file only, and a later change to
+that file (one the sync wrote) is seen by the audit's dates, without --deep; `record --deep` lists the model with its
+source and per-file hashes, verified on every Mac; once the model is no longer declared, `models prune` removes only
+the file the sync wrote (--check lists it first). Reports are read from the run's own JSON events and the files the
+commands write, never from their sentences. A 2-Mac pair with its fabric configured: `verify --script --model` refuses
+one flipped byte before anything starts and, every copy verified, the task finds the model at MLX_FLEET_MODEL_PATH on
+every rank."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import shutil
 import pytest
 import yaml
 
-from simlib import mlx_fleet
+from simlib import MLX_FLEET, mlx_fleet
 from test_models_status_sim import FLIPPED, MODEL, on_mac, with_path_entry
 
 pytestmark = pytest.mark.sim
@@ -137,3 +139,51 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
     assert not weights.exists()
     assert sorted(p.name for p in on_mac(sim, "mini-2").iterdir()) == sorted(set(MODEL) - {FLIPPED})
     assert all(sorted(p.name for p in on_mac(sim, mac).iterdir()) == sorted(MODEL) for mac in ("mini-1", "mini-3"))
+
+
+TASK = """import json, os
+folder = os.environ["MLX_FLEET_MODEL_PATH"]
+print(json.dumps([os.path.getsize(os.path.join(folder, name)) for name in sorted(os.listdir(folder))]))
+"""
+
+
+def test_verify_model_refuses_a_mac_without_it_verified_and_gives_the_task_its_path(tmp_path):
+    """verify --script --model: one flipped byte on one Mac is refused before anything starts (exit 1, that Mac
+    named); with every copy verified the task runs on every rank and finds the model at MLX_FLEET_MODEL_PATH."""
+    from simlib import Sim, node_python
+    from test_verify_sim import converged, plan, run
+
+    names = ["vmodel-1", "vmodel-2"]  # names of their own: other clusters may be up
+    sim = converged(Sim(topology=plan(tmp_path / "pair.yml", names, [f"{names[0]}:1 -- {names[1]}:1"]),
+                        rdma="none"))
+    try:
+        source, _ = with_path_entry(sim)
+        for mac in names:
+            shutil.copytree(source, on_mac(sim, mac))
+        weights = on_mac(sim, names[1]) / FLIPPED
+        data = bytearray(weights.read_bytes())
+        data[777] ^= 0x01
+        weights.write_bytes(bytes(data))
+        task = tmp_path / "task.py"
+        task.write_text(TASK)
+        python, _ = node_python()
+        argv = [MLX_FLEET, "verify", "-i", str(sim.dir / "inventory.yml"), "--python", python,
+                "--sizes", "1KiB", "--script", str(task), "--repeat", "2", "--model", "tiny"]
+
+        refused = run(argv + ["--out", str(tmp_path / "refused")], 300)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        (line,) = refused.stderr.strip().splitlines()
+        assert f"{names[1]} (model tiny: {FLIPPED}" in line and names[0] not in line
+        assert not (tmp_path / "refused").exists()  # nothing started, no report
+
+        data[777] ^= 0x01
+        weights.write_bytes(bytes(data))
+        done = run(argv + ["--out", str(tmp_path / "ran")], 600)
+        report = json.loads((tmp_path / "ran" / "verify.json").read_text())
+        assert report["record"]["options"]["model"] == {"name": "tiny", "path": "/opt/mlx-fleet/models/tiny"}
+        assert report["level"] == "reproduces", done.stdout + done.stderr
+        sizes = [p.stat().st_size for p in sorted(source.iterdir())]
+        outputs = [run_["outputs"] for run_ in report["script"]["runs"]]
+        assert outputs and all(out == sizes for each in outputs for out in each.values())
+    finally:
+        sim.down()
