@@ -31,8 +31,10 @@ ARGS = {
     "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
     "output_dir": {"type": "path"},
     "inventory": {"type": "str"},
+    "models": {"type": "dict"},  # the declared models' pinned files (the models_manifest task's result)
 }
 FACTS = ("mlx_fleet_macos", "mlx_fleet_thunderbolt", "mlx_fleet_node")
+MODEL_FACTS = ("mlx_fleet_model_files",)  # read only when models are declared
 
 
 def controller_state(output_dir: Path, lock_file: str) -> dict:
@@ -66,7 +68,8 @@ class ActionModule(ClusterAction):
         names, read = view.names, view.having(("mlx_fleet_node", "mlx_fleet_declared"))
         if not read.hosts:
             raise AnsibleActionFail(f"no Mac of {args['group']} could be read: see the errors above")
-        observed = {h.name: {fact: h.variables[fact] for fact in FACTS} for h in read.hosts}
+        observed = {h.name: {fact: h.variables[fact] for fact in FACTS + MODEL_FACTS if fact in h.variables}
+                    for h in read.hosts}
         declared = read.facts("mlx_fleet_declared")
         try:  # where the controller keeps its files: one place for the whole cluster
             kept = {key: one_value(key, {n: d[key] for n, d in declared.items()}) for key in ("output_dir", "lock_file")}
@@ -74,7 +77,7 @@ class ActionModule(ClusterAction):
             raise refusal([str(exc)]) from None
         output_dir = Path(args["output_dir"] or kept["output_dir"])
         inventory = args["inventory"] or read.inventory_file
-        controller = controller_state(output_dir, kept["lock_file"])
+        controller = dict(controller_state(output_dir, kept["lock_file"]), models=args["models"])
         audit = run_audit(names, observed, declared, controller, inventory=inventory,
                           cli=fixes.uses_cli(task_vars))
         generated = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -90,7 +93,7 @@ class ActionModule(ClusterAction):
             json=str(json_path),
             html=str(html_path),
             record=record_facts(audit.macs, observed, {n: d["model"] for n, d in declared.items() if d.get("model")},
-                                hostfile.read_text() if hostfile.is_file() else None),
+                                hostfile.read_text() if hostfile.is_file() else None, args["models"]),
             msg="\n".join(audit_report.summary_lines(report)),
         )
         return result

@@ -15,9 +15,11 @@ class ActionModule(ClusterAction):
         "group": {"type": "str", "default": defaults.CLUSTER_GROUP},
         "output_dir": {"type": "path", "required": True},
         "lock_file": {"type": "path"},
+        "pinned_only": {"type": "bool", "default": False},
     }
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        return self.stepped(result, task_vars, models_step.manifests, self.arguments()["lock_file"],
+        args = self.arguments()
+        return self.stepped(result, task_vars, models_step.manifests, args["lock_file"], args["pinned_only"],
                             settings=models_step.SETTINGS)

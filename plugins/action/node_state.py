@@ -14,7 +14,8 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.host imp
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("env_path", "hostfile_dir", "hostfiles", "wired_limit_label", "verify_files"))
+    _VALID_ARGS = frozenset(("env_path", "hostfile_dir", "hostfiles", "wired_limit_label", "verify_files", "models",
+                             "models_deep", "hf_cache", "models_dir"))
 
     def _template(self, value, variables, role):
         if role:

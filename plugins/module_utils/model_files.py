@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 import collections
 import errno
 import hashlib
+import json
 import os
 import stat
 
@@ -31,14 +32,20 @@ OK = "ok"
 MISSING = "missing"
 SIZE_DIFFERS = "size_differs"
 HASH_DIFFERS = "hash_differs"  # only with deep
+CHANGED_SINCE_SYNC = "changed_since_sync"  # without deep: a file the sync wrote, modified after its last record
 NOT_A_FILE = "not_a_file"  # a folder, a device, ... where the file should be
 UNREADABLE = "unreadable"  # this user may not read it (a read without become)
 NOT_LINKED = "not_linked"  # Hub snapshot entry that is no link to its blob
 LINK_OUTSIDE = "link_outside"  # Hub snapshot link that leads out of the repo's own blobs, or to another blob
 LINK_BROKEN = "link_broken"  # Hub snapshot link to its blob, which is missing
-FILE_STATES = (OK, MISSING, SIZE_DIFFERS, HASH_DIFFERS, NOT_A_FILE, UNREADABLE, NOT_LINKED, LINK_OUTSIDE, LINK_BROKEN)
+FILE_STATES = (OK, MISSING, SIZE_DIFFERS, HASH_DIFFERS, CHANGED_SINCE_SYNC, NOT_A_FILE, UNREADABLE, NOT_LINKED,
+               LINK_OUTSIDE, LINK_BROKEN)
 # The refs file of a Hub entry: naming the pinned commit, missing, or naming another commit.
 REF_OK, REF_MISSING, REF_OTHER = "ok", "missing", "other"
+# What the sync wrote of a model (a JSON list of paths relative to the model's root), the only files `models prune`
+# removes: in a Hub entry's repo folder, beside blobs/, snapshots/ and refs/ (as huggingface_hub keeps .no_exist);
+# for a path entry in models_dir/.mlx-fleet-written/NAME, outside its folder, which holds the controller's files only.
+WRITTEN = ".mlx-fleet-written"
 
 FileDigests = collections.namedtuple("FileDigests", "size sha256 git_sha1")
 
@@ -121,6 +128,46 @@ def ref_path(root, revision):
     return os.path.join(root, "refs", revision)
 
 
+def written_path(manifest, hf_cache, models_dir):
+    """Where the record of what the sync wrote of a model (a ModelManifest's JSON) is kept on a Mac."""
+    if manifest["source"] == HUB:
+        return os.path.join(model_root(manifest, hf_cache, models_dir), WRITTEN)
+    return os.path.join(models_dir, WRITTEN, manifest["name"])
+
+
+def read_written(path):
+    """The paths a record of what the sync wrote lists: only relative paths inside the model (anything else in
+    it, or a record that is not a JSON list, counts as nothing written)."""
+    try:
+        with open(path) as handle:
+            listed = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return []
+    if not isinstance(listed, list):
+        return []
+    return sorted(set(p for p in listed if isinstance(p, str) and safe_relative_path(p)))
+
+
+def safe_relative_path(path):
+    """A path that stays inside the model's folder: relative, no "..", no empty or dot parts."""
+    if not path or path.startswith("/") or "\\" in path or "\0" in path:
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def write_written(path, paths):
+    """Replace the record at PATH by PATHS (none: the record goes), under a temporary name then renamed."""
+    if not paths:
+        if os.path.lexists(path):
+            os.remove(path)
+        return
+    if not os.path.isdir(os.path.dirname(path)):
+        os.makedirs(os.path.dirname(path))
+    with open(path + ".part", "w") as handle:
+        json.dump(sorted(set(paths)), handle, indent=0)
+    os.rename(path + ".part", path)
+
+
 def free_bytes(path):
     """Bytes free to this user on the volume that holds PATH, or would hold it: its nearest existing folder.
 
@@ -133,8 +180,9 @@ def free_bytes(path):
     return found.f_bavail * found.f_frsize
 
 
-def _state_of(path, pinned, deep):
-    """(state, size on disk or None) of the regular file PATH against the pinned file's JSON."""
+def _state_of(path, pinned, deep, synced_before):
+    """(state, size on disk or None) of the regular file PATH against the pinned file's JSON. SYNCED_BEFORE: when
+    the sync wrote PATH, the time of its last record (a later modification time is a change since), else None."""
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -144,6 +192,8 @@ def _state_of(path, pinned, deep):
     if info.st_size != pinned["size"]:
         return SIZE_DIFFERS, info.st_size
     if not deep:
+        if synced_before is not None and info.st_mtime_ns > synced_before:
+            return CHANGED_SINCE_SYNC, info.st_size
         return (OK if os.access(path, os.R_OK) else UNREADABLE), info.st_size
     try:
         digests = digest_file(path)
@@ -166,16 +216,27 @@ def _snapshot_link_state(entry, root, pinned):
     return LINK_BROKEN if not os.path.lexists(target) else None
 
 
-def read_file(manifest, root, pinned, deep):
-    """What the Mac holds of one pinned file: path, state, size (None when there is no file to measure)."""
+def read_file(manifest, root, pinned, deep, synced=None):
+    """What the Mac holds of one pinned file: path, state, size (None when there is no file to measure). SYNCED:
+    (the paths the sync's record lists, relative to ROOT, the record's modification time in ns)."""
     path = file_path(manifest, root, pinned)
     if manifest["source"] == HUB:
         linked = _snapshot_link_state(path, root, pinned)
         if linked is not None:
             return {"path": pinned["path"], "state": linked, "size": None}
         path = blob_path(root, pinned)
-    state, size = _state_of(path, pinned, deep)
+    listed, recorded = synced or ((), None)
+    state, size = _state_of(path, pinned, deep, recorded if os.path.relpath(path, root) in listed else None)
     return {"path": pinned["path"], "state": state, "size": size}
+
+
+def _synced(record):
+    """(the paths the sync's record lists, its modification time in ns), or None without a record."""
+    try:
+        recorded = os.stat(record).st_mtime_ns
+    except OSError:
+        return None
+    return set(read_written(record)), recorded
 
 
 def read_ref(root, revision, commit):
@@ -193,9 +254,11 @@ def read_ref(root, revision, commit):
 
 def read_model(manifest, hf_cache, models_dir, deep):
     """What the Mac holds of one model: its root, each file, the Hub ref, and whether it is present (every file
-    ok, and for a Hub entry its ref naming the pinned commit)."""
+    ok, and for a Hub entry its ref naming the pinned commit). Without DEEP, a file the sync wrote (its record,
+    WRITTEN) and modified after that record was last written is CHANGED_SINCE_SYNC: sizes and dates."""
     root = model_root(manifest, hf_cache, models_dir)
-    files = [read_file(manifest, root, pinned, deep) for pinned in manifest["files"]]
+    synced = None if deep else _synced(written_path(manifest, hf_cache, models_dir))
+    files = [read_file(manifest, root, pinned, deep, synced) for pinned in manifest["files"]]
     found = {"name": manifest["name"], "root": root, "files": files}
     if manifest["source"] == HUB:
         found["ref"], found["ref_commit"] = read_ref(root, manifest.get("revision"), manifest["commit"])

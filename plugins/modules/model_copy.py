@@ -21,7 +21,9 @@ description:
     show the run's one-time O(token). Nothing keeps running after the module returns.
   - The plan (which Mac pulls which file from where) is the C(mlx_fleet.cluster.models_sync_plan) action's; the
     C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller.
-  - Never removes a file it did not write (a temporary file that fails its hash is its own).
+  - Never removes a file it did not write (a temporary file that fails its hash is its own). Keeps a record of
+    what it wrote of each model (C(.mlx-fleet-written) in a Hub entry's repo folder, C(O(models_dir)/.mlx-fleet-written/<name>)
+    for a path entry), the only files M(mlx_fleet.cluster.models_prune) removes.
 version_added: "0.5.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
@@ -118,8 +120,9 @@ def _pull(params, manifests, sender, holdings, deadline, found):
 
 def _finish_hub_entries(params, manifests, found):
     """Each Hub entry's snapshot links, then its ref: last, and only once every blob of it is in place (a ref lost
-    on its own is written again too)."""
+    on its own is written again too). What it wrote: model -> paths relative to its root."""
     failed = set(f["model"] for f in found["failed"])
+    wrote = {}
     for name in sorted(set(manifests) - failed):
         manifest = manifests[name]
         if manifest["source"] != model_files.HUB:
@@ -127,13 +130,32 @@ def _finish_hub_entries(params, manifests, found):
         root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
         if not all(os.path.isfile(model_files.blob_path(root, pinned)) for pinned in manifest["files"]):
             continue  # not this Mac's to finish: a blob is missing
+        mine = wrote.setdefault(name, [])
         try:
             for pinned in manifest["files"]:
-                model_stream.link_snapshot(manifest, root, pinned)
+                if model_stream.link_snapshot(manifest, root, pinned):
+                    mine.append(os.path.relpath(model_files.file_path(manifest, root, pinned), root))
             if model_stream.write_ref(root, manifest.get("revision"), manifest["commit"]):
                 found["refs"].append(name)
+                mine.append(os.path.relpath(model_files.ref_path(root, manifest["revision"]), root))
         except (model_stream.CopyFailed, OSError) as exc:
             found["failed"].append({"model": name, "path": "refs", "from": None, "why": str(exc)})
+    return wrote
+
+
+def _record_written(params, manifests, found, wrote):
+    """Add what this run wrote to each model's record of the sync's files (model_files.WRITTEN): the files
+    received, the Hub links and refs made. `models prune` removes those files only."""
+    for received in found["received"]:
+        manifest = manifests[received["model"]]
+        root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+        pinned = next(f for f in manifest["files"] if f["path"] == received["path"])
+        wrote.setdefault(received["model"], []).append(
+            os.path.relpath(model_stream.stored_path(manifest, root, pinned), root))
+    for name, paths in wrote.items():
+        record = model_files.written_path(manifests[name], params["hf_cache"], params["models_dir"])
+        if paths:
+            model_files.write_written(record, model_files.read_written(record) + paths)
 
 
 def holdings_of(params, manifests):
@@ -172,7 +194,7 @@ def copy(params):
     for pull in pulls:
         pull.join()
     seconds = time.monotonic() - started
-    _finish_hub_entries(params, manifests, found)
+    _record_written(params, manifests, found, _finish_hub_entries(params, manifests, found))
     found.update(bytes=sum(f["bytes"] for f in found["received"]), seconds=round(seconds, 3),
                  served_bytes=sender.wait() if sender else 0)
     return found

@@ -14,8 +14,9 @@ short_description: Read what a Mac holds of the declared models' files, in one c
 description:
   - For each pinned model in O(models) (its manifest, source C(hub) or C(path), its files with size and hash),
     reads the files where the cluster keeps them on the Mac and says per file whether it is there and has the
-    pinned size; with O(deep), whether its bytes hash to the pinned hash (sha256, or the git blob id of a small
-    Hub file). Also the bytes free on the volume that holds (or would hold) each model.
+    pinned size and, for a file the sync wrote, not modified after the sync's record of it (C(.mlx-fleet-written));
+    with O(deep), whether its bytes hash to the pinned hash (sha256, or the git blob id of a small Hub file). Also
+    the bytes free on the volume that holds (or would hold) each model.
   - A Hub entry is read in the Hugging Face cache O(hf_cache) as huggingface_hub lays it out
     (C(models--ORG--NAME/blobs/<hash>), C(snapshots/<commit>/<path>) a relative link to its blob,
     C(refs/<revision>) naming the commit); it is present only when its ref names the pinned commit and every
@@ -60,7 +61,8 @@ ansible_facts:
     mlx_fleet_model_files:
       description: C(deep) (whether bytes were hashed) and C(models), per model C(name), C(root) (its folder on
         the Mac), C(present), C(free_bytes) (free on its volume), C(files) (C(path), C(state) one of C(ok),
-        C(missing), C(size_differs), C(hash_differs), C(not_a_file), C(unreadable), C(not_linked),
+        C(missing), C(size_differs), C(hash_differs), C(changed_since_sync) (without O(deep), a file the sync wrote
+        modified after its record), C(not_a_file), C(unreadable), C(not_linked),
         C(link_outside), C(link_broken); C(size) on disk or null) and for a Hub entry C(ref) (C(ok), C(missing),
         C(other)) with C(ref_commit).
       type: dict

@@ -31,6 +31,11 @@ options:
     description: The environment's lock (C(mlx_env_lock_file)), beside which the models' lock is; none, or no
       models' lock, leaves every Hub entry not pinned.
     type: path
+  pinned_only:
+    description: Fail (bad input, naming them and C(mlx-fleet lock)) when a Hub entry is not pinned as declared,
+      for a step that must know every entry's pinned files (M(mlx_fleet.cluster.models_prune)).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
   - mlx_fleet.cluster.attributes.controller
@@ -59,6 +64,10 @@ not_pinned:
   elements: str
 changed_folders:
   description: Per path entry whose folder changed since its last record, the files C(added), C(removed), C(changed).
+  returned: success
+  type: dict
+folders:
+  description: Per path entry, its folder on the controller (where its files come from).
   returned: success
   type: dict
 hf_cache:

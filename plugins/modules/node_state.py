@@ -52,8 +52,21 @@ options:
     description: Check every installed file of the environment against its C(RECORD) hash.
     type: bool
     default: true
+  models:
+    description:
+      - The declared models' pinned manifests, as C(mlx_fleet.cluster.models_manifest) returns them; their files
+        are read as M(mlx_fleet.cluster.model_files_facts) reads them, in this same call.
+      - Empty (the default) reads no model and sets no C(mlx_fleet_model_files).
+    type: list
+    elements: dict
+    default: []
+  models_deep:
+    description: Hash every byte of every model file, not only compare sizes.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.facts
+  - mlx_fleet.cluster.options.models
 """
 
 EXAMPLES = r"""
@@ -125,6 +138,10 @@ ansible_facts:
             (C(launchctl print system/io.exo.networksetup)).
           type: list
           elements: str
+    mlx_fleet_model_files:
+      description: With O(models), what the Mac holds of them, as M(mlx_fleet.cluster.model_files_facts) returns it.
+      type: dict
+      returned: when O(models) is not empty
 """
 
 import os
@@ -133,7 +150,8 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_parsers as parsers
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import files, macos_settings, node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, files, macos_settings, node_facts
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.macos_commands import (
     AUTO_INSTALL_MACOS, COMPETING_DAEMON_READS, WIRED_LIMIT_LABEL, output_of, parse_or_fail, run_reads)
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import pyvenv_home, run_probe
@@ -228,6 +246,10 @@ ARGUMENT_SPEC = dict(
     hostfiles=dict(type="list", elements="str", default=["hostfile.json", "hostfile-ring.json"]),
     wired_limit_label=dict(type="str"),
     verify_files=dict(type="bool", default=True),
+    models=dict(type="list", elements="dict", default=[]),
+    models_deep=dict(type="bool", default=False),
+    hf_cache=dict(type="path", default=defaults.MODELS_HF_CACHE),
+    models_dir=dict(type="path", default=defaults.MODELS_DIR),
 )
 
 
@@ -277,9 +299,13 @@ def main():
     results = read_node(module, label)
     macos = node_facts.macos(module, results)
     thunderbolt = node_facts.thunderbolt(module, results)
-    node = node_fact(module, results, macos, thunderbolt, label)
-    module.exit_json(changed=False, ansible_facts={"mlx_fleet_macos": macos, "mlx_fleet_thunderbolt": thunderbolt,
-                                                   "mlx_fleet_node": node})
+    facts = {"mlx_fleet_macos": macos, "mlx_fleet_thunderbolt": thunderbolt,
+             "mlx_fleet_node": node_fact(module, results, macos, thunderbolt, label)}
+    params = module.params
+    if params["models"]:
+        facts["mlx_fleet_model_files"] = model_files.read_models(params["models"], params["hf_cache"],
+                                                                 params["models_dir"], params["models_deep"])
+    module.exit_json(changed=False, ansible_facts=facts)
 
 
 if __name__ == "__main__":

@@ -24,11 +24,13 @@ def add_audit_parsers(sub, command) -> None:
     audit = command(sub, "audit", "compare every Mac with the declared state and with the other Macs (read-only)",
                     "Read every Mac (one read-only call each, all in parallel) and compare it with the inventory, the "
                     "roles' defaults and the lock, and with the other Macs: macOS build, hardware, the environment "
-                    "and its files, node settings, Thunderbolt addresses, bridge, cables, RDMA, hostfiles. Prints only "
+                    "and its files, node settings, Thunderbolt addresses, bridge, cables, RDMA, hostfiles, the declared "
+                    "models' files (sizes and dates; --deep: every byte hashed). Prints only "
                     "what differs, with the fix; writes audit.json and audit.html. Changes nothing. Exit status 0: no "
                     "drift, 1: drift.",
-                    "  mlx-fleet audit -i inventory/mine\n  mlx-fleet audit -i inventory/mine --format json")
+                    "  mlx-fleet audit -i inventory/mine\n  mlx-fleet audit -i inventory/mine --deep --format json")
     runner.add_playbook_options(audit, read_only=True)
+    _add_deep(audit)
     audit.add_argument("--format", choices=("text", "json"), default="text",
                        help="json: the report (mlx-fleet-audit/1) on stdout, for monitoring")
     rec = command(sub, "record", "write the run record of the cluster (versions, hashes, topology) for an experiment",
@@ -41,16 +43,24 @@ def add_audit_parsers(sub, command) -> None:
                   "  mlx-fleet record -i inventory/mine -- mlx.launch --hostfile h.json train.py\n"
                   "  mlx-fleet record --diff before.json after.json")
     runner.add_playbook_options(rec, inventory_required=False, read_only=True)
+    _add_deep(rec)
     rec.add_argument("--out", help="the record's JSON file; the Markdown goes beside it "
                                    "(default: OUTPUT_DIR/records/record-TIME.json)")
     rec.add_argument("--diff", nargs=2, dest="compare", metavar=("A", "B"), help="compare two records instead of making one")
     rec.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command the record is for (recorded, not run)")
 
 
+def _add_deep(parser) -> None:
+    parser.add_argument("--deep", action="store_true",
+                        help="hash every byte of the declared models' files on every Mac, not only compare sizes "
+                             "and dates")
+
+
 def _audit(args, name: str):
     """Run the audit playbook; (run report, the audit action's result or None)."""
     options = runner.options_from(args, name, True)
-    extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0])
+    extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0],
+                     mlx_fleet_models_deep=args.deep)
     report = runner.run_playbook("audit", args.inventory, options, extravars=extravars,
                                  output_dir=runner.output_dir_from(args))
     result = report.result(AUDIT_ACTION)

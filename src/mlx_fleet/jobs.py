@@ -90,7 +90,7 @@ def stop(targets: list[SshTarget], chosen: dict[str, list[dict]], env_path: str,
         return Stopped(host, [job for job in chosen[host] if not still & set(job["pids"])],
                        [job for job in chosen[host] if still & set(job["pids"])])
 
-    return nodes._each(list(by_name), work)
+    return nodes.each(list(by_name), work)
 
 
 # --- judgements ------------------------------------------------------------------------------------------

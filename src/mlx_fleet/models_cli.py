@@ -1,6 +1,6 @@
-"""`mlx-fleet models status` and `mlx-fleet models sync`: run mlx_fleet.cluster.models_status (read-only on the Macs)
-or mlx_fleet.cluster.models and print their report (logic: plugin_utils.steps.models, plugin_utils.models; sentences:
-plugin_utils.render.models_status and models_sync)."""
+"""`mlx-fleet models status`, `models sync` and `models prune`: run mlx_fleet.cluster.models_status (read-only on the
+Macs), mlx_fleet.cluster.models or mlx_fleet.cluster.models_prune and print their report (logic:
+plugin_utils.steps.models, plugin_utils.models; sentences: plugin_utils.render.models_status and models_sync)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def add_models_parser(sub, command) -> None:
                      "The models the inventory declares (mlx_fleet_models: Hub entries pinned by `mlx-fleet lock`, "
                      "folders of the controller), at the same path on every Mac.",
                      "  mlx-fleet models status -i inventory/mine\n  mlx-fleet models status -i inventory/mine --deep\n"
-                     "  mlx-fleet models sync -i inventory/mine --check\n  mlx-fleet models sync -i inventory/mine qwen3-4b")
+                     "  mlx-fleet models sync -i inventory/mine --check\n  mlx-fleet models sync -i inventory/mine qwen3-4b\n"
+                     "  mlx-fleet models prune -i inventory/mine --check")
     actions = models.add_subparsers(dest="models_command", required=True)
     status = actions.add_parser("status", help="per Mac and model: present, verified, missing files and bytes",
                                 description="Read every Mac's declared models (one read-only call each) against "
@@ -41,11 +42,21 @@ def add_models_parser(sub, command) -> None:
                                           "completed, 2: bad input.")
     sync.add_argument("names", nargs="*", metavar="NAME", help="only these models of mlx_fleet_models")
     runner.add_playbook_options(sync)
+    prune = actions.add_parser("prune", help="remove from the Macs the model files no declared model pins any more",
+                               description="Remove from every Mac what mlx-fleet's sync wrote that no entry of "
+                                           "mlx_fleet_models pins: Hub revisions (snapshots, refs, blobs no pinned "
+                                           "snapshot uses) and path entries' folders no entry names. A file the sync "
+                                           "did not write is never removed. Every Hub entry must be pinned first. "
+                                           "Prints, per Mac, the files that go; --check: what would go, nothing "
+                                           "removed. Exit status 0, 2: bad input, 4: a Mac did not answer.")
+    runner.add_playbook_options(prune)
 
 
 def run_models(args) -> int:
     if args.models_command == "sync":
         return run_sync(args)
+    if args.models_command == "prune":
+        return run_prune(args)
     extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0],
                      mlx_fleet_models_deep=args.deep)
     report = runner.run_playbook("models_status", args.inventory, runner.options_from(args, "models status", False),
@@ -75,3 +86,12 @@ def run_sync(args) -> int:
     print(terminal_text(done["msg"].splitlines()))
     status = report.exit_status
     return EXIT_ATTENTION if status == EXIT_OK and not done["report"]["complete"] else status
+
+
+def run_prune(args) -> int:
+    """The files that go are each Mac's diff (Ansible's own rendering, always shown), then the summary."""
+    args.diff = True
+    extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0])
+    report = runner.run_playbook("models_prune", args.inventory, runner.options_from(args, "models prune", False),
+                                 extravars=extravars, output_dir=runner.output_dir_from(args))
+    return runner.print_summary(report)

@@ -59,6 +59,7 @@ def build(facts: dict, *, inventory: Path, output_dir: Path, recorded_at: str, n
         "not_recorded": not_recorded,
         "cluster": facts["cluster"],
         "macs": facts["macs"],
+        "models": facts["models"],
         "macos_update": os_update.record_summary(output_dir),
     }
 
@@ -99,6 +100,7 @@ def markdown(record: dict) -> str:
     if run:
         lines.append(f"- run {run['id']}: exit status {run['exit_status']} after {run['seconds']:g} s; "
                      + ", ".join(f"rank {r['rank']} on {r['mac']} {r['ending']}" for r in run["ranks"]))
+    lines += [_model_line(name, model) for name, model in record.get("models", {}).items()]
     if record["not_recorded"]:
         lines.append(f"- not recorded (unreachable): {', '.join(record['not_recorded'])}")
     lines += ["", "| Mac | macOS | model | serial | memory | Python | mlx | mlx-lm | packages | wired limit | RDMA |",
@@ -116,6 +118,21 @@ def markdown(record: dict) -> str:
             f"{(mac['python'] or {}).get('version', '-')} | {version('mlx')} | {version('mlx-lm')} | {len(packages)} | "
             f"{mac['wired_limit_mb']} MB | {STATUS_WORDS.get(rdma, rdma)} |")
     return "\n".join(lines) + "\n"
+
+
+def _model_line(name: str, model: dict) -> str:
+    """A declared model: where it comes from, its files, and how each Mac held it."""
+    source = model["source"]
+    if source is None:
+        return f"- model {name}: not pinned"
+    where = (f"{source['repo']} at {source['revision']} ({source['commit'][:12]})" if "repo" in source
+             else f"`{source['path']}`")
+    held: dict[str, list[str]] = {}
+    for mac, state in model["macs"].items():
+        held.setdefault(state, []).append(mac)
+    return (f"- model {name}: {where}, {len(model['files'])} files, "
+            f"{sum(f['size'] for f in model['files'].values())} bytes; "
+            + "; ".join(f"{state} on {', '.join(macs)}" for state, macs in held.items()))
 
 
 def _flatten(value, prefix: str = "") -> dict[str, object]:

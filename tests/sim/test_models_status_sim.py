@@ -69,13 +69,19 @@ def status(sim, *extra: str):
     return result.returncode, report, reads
 
 
-def test_models_status_names_the_mac_that_lacks_a_model_and_a_flipped_byte(make_sim):
-    sim = make_sim(nodes=3, topology="line")
+def with_path_entry(sim) -> tuple[Path, dict]:
+    """The path entry `tiny` (make_model's files) declared in SIM's inventory: (its folder, the inventory)."""
     source = sim.dir / "models-src" / "tiny"
     make_model(source)
     inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
     inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = [{"name": "tiny", "path": str(source)}]
     (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    return source, inventory
+
+
+def test_models_status_names_the_mac_that_lacks_a_model_and_a_flipped_byte(make_sim):
+    sim = make_sim(nodes=3, topology="line")
+    source, _ = with_path_entry(sim)
     for mac in ("mini-1", "mini-2"):
         shutil.copytree(source, on_mac(sim, mac))
 

@@ -413,3 +413,78 @@ def test_a_cable_the_inventory_misspells_is_a_finding_not_a_crash():
         d.update(cables=plan["cables"], cable_problems=plan["cable_problems"])
     wrong = [f for f in audit(state).findings if f.fact == "mlx_fleet_cables"]
     assert [(f.kind, f.hosts, f.found) for f in wrong] == [("drift", (), plan["cable_problems"][0])]
+
+
+PINNED = {"manifests": [{"name": "tiny", "source": "path", "files": [
+    {"path": "config.json", "size": 2, "sha256": "a" * 64},
+    {"path": "model.safetensors", "size": 10, "sha256": "b" * 64}]}], "not_pinned": ["hubby"], "changed_folders": {}}
+
+
+def held(*states, deep=True) -> dict:
+    """A Mac's mlx_fleet_model_files: tiny's two files in STATES (config.json, model.safetensors)."""
+    files = [{"path": p, "state": s, "size": None} for p, s in zip(("config.json", "model.safetensors"), states)]
+    return {"deep": deep, "models": [{"name": "tiny", "root": "/opt/mlx-fleet/models/tiny", "free_bytes": 100,
+                                      "present": all(s == "ok" for s in states), "files": files}]}
+
+
+def test_the_declared_models_on_every_mac_name_the_mac_and_the_file_that_drifted():
+    state = converged()
+    state[3]["models"] = PINNED
+    for mac in ("mini-1", "mini-3"):
+        state[1][mac]["mlx_fleet_model_files"] = held("ok", "ok")
+    state[1]["mini-2"]["mlx_fleet_model_files"] = held("ok", "hash_differs")
+    state[1]["mini-4"]["mlx_fleet_model_files"] = held("missing", "missing")
+    result = audit(state)
+    drifted = sorted((f.kind, f.hosts, f.fact, f.found) for f in result.findings)
+    assert drifted == [("model-file-differs", ("mini-2",), "model tiny: model.safetensors", "other bytes"),
+                       ("model-missing", ("mini-4",), "model tiny", "absent"),
+                       ("model-not-pinned", (), "model hubby", "not pinned")]
+    fixes = {f.kind: f.fix for f in result.findings}
+    assert fixes["model-file-differs"] == "mlx-fleet models sync -i inv/hosts.yml"
+    assert fixes["model-not-pinned"] == "mlx-fleet lock -i inv/hosts.yml"
+    models = [c for c in result.checks if c.topic == "models"]
+    assert sorted((c.macs[0], c.ok) for c in models if c.fact == "model tiny") == [
+        ("mini-1", True), ("mini-3", True), ("mini-4", False)]
+    report = result.to_dict("now", INVENTORY)
+    assert {(f["kind"], f["fact"]) for f in report["findings"]} == {
+        ("model-file-differs", "model tiny: model.safetensors"), ("model-missing", "model tiny"),
+        ("model-not-pinned", "model hubby")}
+
+
+def test_without_declared_models_the_audit_compares_none():
+    state = converged()
+    assert not [c for c in audit(state).checks if c.topic == "models"]
+    state[3]["models"] = {"manifests": [], "not_pinned": [], "changed_folders": {}}
+    assert not [c for c in audit(state).checks if c.topic == "models"]
+
+
+def test_the_record_lists_each_model_with_its_source_files_and_macs_and_diff_names_a_changed_one(tmp_path):
+    state = converged()
+    hub = {"name": "qwen", "source": "hub", "repo": "org/qwen", "repo_type": "model", "revision": "main",
+           "commit": "c" * 40, "files": [{"path": "model.safetensors", "size": 10, "sha256": "d" * 64}]}
+    pinned = dict(PINNED, manifests=PINNED["manifests"] + [hub], folders={"tiny": "/data/tiny"})
+    for mac in state[1]:
+        state[1][mac]["mlx_fleet_model_files"] = held("ok", "ok")
+        state[1][mac]["mlx_fleet_model_files"]["models"].append(
+            {"name": "qwen", "root": "/x", "free_bytes": 1, "present": True, "ref": "ok", "ref_commit": "c" * 40,
+             "files": [{"path": "model.safetensors", "state": "ok", "size": 10}]})
+    state[1]["mini-3"]["mlx_fleet_model_files"] = held("ok", "hash_differs")
+    facts = record_facts(list(state[1]), state[1], {}, HOSTFILE, pinned)
+    models = facts["models"]
+    assert models["tiny"]["source"] == {"path": "/data/tiny"}
+    assert models["tiny"]["files"]["model.safetensors"] == {"size": 10, "sha256": "b" * 64}
+    assert models["tiny"]["macs"] == {"mini-1": "verified", "mini-2": "verified", "mini-3": "not present",
+                                      "mini-4": "verified"}
+    assert models["qwen"]["source"] == {"repo": "org/qwen", "repo_type": "model", "revision": "main",
+                                        "commit": "c" * 40}
+    assert models["qwen"]["macs"]["mini-3"] == "not present"  # held() gave mini-3 no qwen
+    assert models["hubby"] == {"source": None, "files": {}, "macs": {}}
+
+    a = records.build(facts, inventory=tmp_path, output_dir=tmp_path / ".mlx-fleet", recorded_at="T1", not_recorded=[])
+    b = copy.deepcopy(a)
+    b["models"]["qwen"]["source"]["commit"] = "e" * 40
+    b["models"]["tiny"]["files"]["model.safetensors"]["sha256"] = "f" * 64
+    assert [key for key, old, new in records.changes(a, b)] == [
+        "models.qwen.source.commit", "models.tiny.files.model.safetensors.sha256"]
+    assert "- model qwen: org/qwen at main (cccccccccccc), 1 files, 10 bytes; verified on mini-1, mini-2, mini-4; " \
+           "not present on mini-3" in records.markdown(a)

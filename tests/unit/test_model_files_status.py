@@ -135,6 +135,31 @@ def test_every_mac_is_judged_with_the_files_and_bytes_it_lacks():
         "ansible-playbook -i inv.yml mlx_fleet.cluster.models")
 
 
+def test_the_rows_say_what_is_wrong_as_the_audits_findings():
+    """One judge for models status and the audit: the model absent, a file missing or differing, the ref."""
+    two_files = dict(hub_lock_entry(), files=[{"path": "model.safetensors", "size": 10, "sha256": "1" * 64},
+                                              {"path": "config.json", "size": 2, "git_sha1": "2" * 40}])
+    expected = {"manifests": [two_files], "not_pinned": [], "changed_folders": {}}
+    ok, missing, hashed = ({"path": "config.json", "state": s, "size": 2} for s in ("ok", "missing", "hash_differs"))
+    weights_ok = {"path": "model.safetensors", "state": "ok", "size": 10}
+    report = status.report(expected, {
+        "mini-1": facts(True, [weights_ok, ok], deep=True),
+        "mini-2": facts(False, [dict(weights_ok, state="missing", size=None), missing], ref=on_mac.REF_MISSING),
+        "mini-3": facts(False, [weights_ok, hashed], deep=True),
+        "mini-4": facts(False, [weights_ok, missing], ref=on_mac.REF_OTHER),
+    }, unread=[], fix="mlx-fleet models sync -i inv")
+    found = {row["mac"]: [(f["kind"], f["hosts"], f["fact"], f["found"]) for f in row["findings"]]
+             for row in report["rows"]}
+    assert found == {
+        "mini-1": [],
+        "mini-2": [("model-missing", ["mini-2"], "model tiny", "absent")],
+        "mini-3": [("model-file-differs", ["mini-3"], "model tiny: config.json", "other bytes")],
+        "mini-4": [("model-missing", ["mini-4"], "model tiny: config.json", "missing"),
+                   ("model-file-differs", ["mini-4"], "model tiny: refs/main", f"commit {'c' * 40}")]}
+    assert {f["fix"] for row in report["rows"] for f in row["findings"]} == {"mlx-fleet models sync -i inv"}
+    assert all(f["fault"] for row in report["rows"] for f in row["findings"])
+
+
 def test_the_last_line_says_what_to_run_next():
     complete = {"rows": [], "lacking": [], "unread": [], "not_pinned": [], "changed_folders": {}, "complete": True}
     assert models_status.lines(complete, "inv", cli=False)[-1].startswith("every declared model is present")

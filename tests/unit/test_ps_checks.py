@@ -80,11 +80,11 @@ def test_one_macs_reads_against_a_launch():
     assert [(f.kind, f.hosts) for f in found] == [("update-held", ("a",)), ("hostfile-stale", ("a",)),
                                                   ("rdma-off", ("a",)), ("job-running", ("a",)),
                                                   ("model-missing", ("a",))]
-    assert found[0].found == "os-update in progress" and (found[4].found, found[4].expected) == ("missing", "tiny")
+    assert found[0].found == "os-update in progress" and (found[4].found, found[4].fact) == ("missing", "model tiny")
     clean = {checks.HOSTFILE_READ: (0, json.dumps(RING)), "ps": (0, ps.split("\n")[0] + "\n")}
     assert checks.on_mac("a", clean, {"rdma_enabled": False}, RING, "ring", "/env", {}) == []
     # by size: smaller than its pin is incomplete (du -sk counts KiB), at least its pin is there
     sized = {"model-big": (0, "123\t/hf/models--org--Big/blobs\n")}
     [short] = checks.on_mac("a", sized, {}, None, "ring", "/env", {"big": 123 * 1024 + 1})
-    assert (short.kind, short.expected, short.found.split()[0]) == ("model-missing", "big", "incomplete")
+    assert (short.kind, short.fact, short.found.split()[0]) == ("model-missing", "model big", "incomplete")
     assert checks.on_mac("a", sized, {}, None, "ring", "/env", {"big": 123 * 1024}) == []

@@ -87,6 +87,11 @@ KINDS: dict[str, Kind] = {
     "bridge-loop": Kind("Thunderbolt Bridge", WARNING, "{macs}: {found}"),
     # the audit: a fact that differs from the declared state or from the other Macs
     "drift": Kind("audit", FAULT, "{fact}:{on} expected {expected}; found {found}"),
+    # a declared model on a Mac (models status and the audit): absent, or a file (or a Hub entry's ref) missing
+    # or not as pinned; a Hub entry the models' lock does not pin as declared
+    "model-missing": Kind("models", FAULT, "{fact}:{on} expected {expected}; found {found}"),
+    "model-file-differs": Kind("models", FAULT, "{fact}:{on} expected {expected}; found {found}"),
+    "model-not-pinned": Kind("models", FAULT, "{fact}: expected {expected}; found {found}"),
     # verify: what the Macs' tools show about a job that failed ({where}: its cable, else its Macs)
     "unstaged": Kind("network", FAULT, "{macs}: cannot stage the check program ({found})"),
     "interpreter": Kind("environment", FAULT, "{macs}: {expected} does not run MLX ({found})"),
@@ -104,7 +109,6 @@ KINDS: dict[str, Kind] = {
                         "{macs}: no MLX job running"),
     "update-held": Kind("macOS", FAULT, "an unfinished macOS update holds the cluster:{on} {found}"),
     "hostfile-stale": Kind("hostfiles", FAULT, "hostfile.json{on} {found}"),
-    "model-missing": Kind("models", FAULT, "{macs}: the model {expected}, which the command names, is {found}"),
 }
 
 

@@ -11,7 +11,7 @@ import shlex
 CLI_VAR = "mlx_fleet_cli"  # set by the CLI for every run: the person has the `mlx-fleet` command
 # The playbooks the CLI runs under a command of its own.
 CLI_COMMANDS = {"site": "converge", "hostfile": "hostfile", "checklist": "checklist", "audit": "audit", "lock": "lock",
-                "models_status": "models status", "models": "models sync"}
+                "models_status": "models status", "models": "models sync", "models_prune": "models prune"}
 PLAYBOOKS = ("site", "hostfile", "checklist", "node", "env", "audit", "lock", "models_status", "models")
 
 

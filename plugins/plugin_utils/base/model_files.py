@@ -10,11 +10,10 @@ Mac, a Hub entry lives in a Hugging Face cache laid out as huggingface_hub write
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 # The hashing and the layout on a Mac are the module's (module_utils.model_files), so both sides agree.
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import (
-    HUB, PATH, REPO_FOLDER_PREFIX, FileDigests, blob_name, digests_match, repo_folder)
+    HUB, PATH, REPO_FOLDER_PREFIX, FileDigests, blob_name, digests_match, repo_folder, safe_relative_path)
 
 
 class ModelFileError(ValueError):
@@ -117,13 +116,6 @@ class ModelManifest:
             if not _is_hex(data.get("commit"), 40):
                 raise ModelFileError(f"{here}: commit {data.get('commit')!r} is not 40 hex digits")
         return cls(name, source, parsed, data.get("repo"), repo_type, data.get("revision"), data.get("commit"))
-
-
-def safe_relative_path(path: str) -> bool:
-    """A path that stays inside the model's folder: relative, no "..", no empty or dot parts."""
-    if not path or path.startswith("/") or "\\" in path or "\0" in path:
-        return False
-    return all(part not in ("", ".", "..") for part in PurePosixPath(path).parts) and "//" not in path
 
 
 def _is_hex(text, length: int) -> bool:

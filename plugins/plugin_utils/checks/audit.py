@@ -29,6 +29,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.versions im
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError, check_declaration
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.mac_models import MODELS, mismatch
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import join
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import status as models_status
 
 FORMAT = "mlx-fleet-audit/1"
 HOSTFILES = (HOSTFILE, RING_HOSTFILE)
@@ -38,6 +39,7 @@ CLUSTER = "cluster"  # the "Mac" of checks about the whole cluster (cables, the 
 # inventory as the user gave it, in the form of the install in use, and {inventory} that inventory (fixes.fill).
 FIX_NODE, FIX_ENV, FIX_FABRIC, FIX_HOSTFILE = judges.FIX_NODE, judges.FIX_ENV, judges.FIX_FABRIC, judges.FIX_HOSTFILE
 FIX_RECOVERY, FIX_LOCK, FIX_CONVERGE = judges.FIX_RECOVERY, judges.FIX_LOCK, judges.FIX_CONVERGE
+FIX_MODELS_LOCK = "{lock}"
 
 
 @dataclass
@@ -51,13 +53,14 @@ class Check:
     found: str
     ok: bool
     fix: str = ""
+    kind: str = "drift"  # the kind of its finding (base.findings.KINDS): a model's own, else drift
 
     @property
     def drift(self) -> Finding | None:
         """The finding when the fact differs; None when it matches."""
         if self.ok:
             return None
-        return Finding("drift", tuple(m for m in self.macs if m != CLUSTER), self.found, self.expected, self.fix,
+        return Finding(self.kind, tuple(m for m in self.macs if m != CLUSTER), self.found, self.expected, self.fix,
                        fact=self.fact)
 
 
@@ -465,13 +468,32 @@ def _lock(macs, declared, lock_state, checks):
     return lock if error is None else None
 
 
+def _models(macs, observed, expected, checks):
+    """The declared models on every Mac against their pinned files (EXPECTED: models.status.Expected's JSON), judged
+    as models status judges them: one check per Mac and model as pinned, else one per file that drifted."""
+    for name in expected["not_pinned"]:
+        checks.append(Check("models", models_status.model_fact(name), [CLUSTER],
+                            "pinned by the models' lock as declared", "not pinned", False, FIX_MODELS_LOCK,
+                            kind="model-not-pinned"))
+    for mac in macs:
+        held = observed[mac].get("mlx_fleet_model_files") or {}
+        for row in models_status.mac_rows(mac, expected["manifests"], held):
+            checks += [Check("models", f["fact"], [mac], f["expected"], f["found"], False, f["fix"], kind=f["kind"])
+                       for f in row["findings"]]
+            if row["present"]:
+                checks.append(Check("models", models_status.model_fact(row["model"]), [mac], "as pinned",
+                                    "every byte verified" if row["verified"] else "present (sizes and dates checked)", True))
+
+
 def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict, *, inventory: str,
               cli: bool = False) -> Audit:
     """Compare every Mac that was read (observed[host] has mlx_fleet_node) with the declared state.
 
     controller: {"hostfiles": {name: sha256 or None}, "hostfile_envs": hostfile.json's envs (None without one),
     "model": the last converge's cluster model (or None),
-    "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read)}. cli: the fixes
+    "rdma_ledger": the RDMA ledger, "lock": (lock, None) or (None, why it cannot be read), "models": the declared
+    models' pinned files (models.status.Expected's JSON; none declared without it)}, and observed[host] the Mac's
+    mlx_fleet_model_files when it declares models. cli: the fixes
     name the mlx-fleet commands (the run came from the CLI) rather than the collection's playbooks.
     """
     macs = [h for h in hosts if "mlx_fleet_node" in observed.get(h, {})]
@@ -491,6 +513,8 @@ def run_audit(hosts: list[str], observed: dict, declared: dict, controller: dict
     _hostfiles(macs, observed, controller, checks)
     _cables(macs, observed, declared, controller, checks)
     _field(macs, observed, controller, checks)
+    if controller.get("models"):
+        _models(macs, observed, controller["models"], checks)
     for check in checks:
         check.fix = fixes.fill(check.fix, inventory, cli=cli) if not check.ok else ""
     result.checks = checks

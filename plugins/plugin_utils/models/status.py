@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_files as on_mac
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelManifest
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclaration
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.path_manifest import FolderChange, hash_folder
@@ -19,15 +20,18 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.path_mani
 
 @dataclass
 class Expected:
-    """The manifests every Mac should hold, the Hub entries not pinned yet, and the path entries' folder changes."""
+    """The manifests every Mac should hold, the Hub entries not pinned yet, the path entries' folder changes, and
+    the path entries' controller folders (where their files come from, for the run record)."""
 
     manifests: list[ModelManifest] = field(default_factory=list)
     not_pinned: list[str] = field(default_factory=list)
     changed_folders: dict[str, FolderChange] = field(default_factory=dict)
+    folders: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"manifests": [m.to_json() for m in self.manifests], "not_pinned": self.not_pinned,
-                "changed_folders": {name: change.to_json() for name, change in self.changed_folders.items()}}
+                "changed_folders": {name: change.to_json() for name, change in self.changed_folders.items()},
+                "folders": self.folders}
 
 
 def _pinned_as_declared(manifest: ModelManifest | None, declared: ModelDeclaration) -> bool:
@@ -50,19 +54,65 @@ def expected(declared: tuple[ModelDeclaration, ...], locked: dict[str, ModelMani
             continue
         manifest, change = hash_folder(model.name, model.path, output_dir, write=write)
         found.manifests.append(manifest)
+        found.folders[model.name] = str(model.path)
         if change:
             found.changed_folders[model.name] = change
     return found
 
 
-_BAD = (on_mac.SIZE_DIFFERS, on_mac.HASH_DIFFERS, on_mac.NOT_A_FILE, on_mac.UNREADABLE, on_mac.NOT_LINKED,
-        on_mac.LINK_OUTSIDE, on_mac.LINK_BROKEN)
+_BAD = (on_mac.SIZE_DIFFERS, on_mac.HASH_DIFFERS, on_mac.CHANGED_SINCE_SYNC, on_mac.NOT_A_FILE, on_mac.UNREADABLE,
+        on_mac.NOT_LINKED, on_mac.LINK_OUTSIDE, on_mac.LINK_BROKEN)
+# The kinds of finding of a model on a Mac (base.findings.KINDS), the same for models status and the audit.
+MODEL_MISSING, MODEL_FILE_DIFFERS = "model-missing", "model-file-differs"
+# What a file that is there but not as pinned is found to be, by its state on the Mac (module_utils.model_files).
+STATE_FOUND = {on_mac.SIZE_DIFFERS: "another size", on_mac.HASH_DIFFERS: "other bytes",
+               on_mac.CHANGED_SINCE_SYNC: "modified after the sync wrote it",
+               on_mac.NOT_A_FILE: "not a file", on_mac.UNREADABLE: "unreadable",
+               on_mac.NOT_LINKED: "not a link to its blob", on_mac.LINK_OUTSIDE: "a link that leads elsewhere",
+               on_mac.LINK_BROKEN: "a link to a missing blob"}
+FIX_SYNC = "{models}"  # filled with the models sync's command by base.fixes.fill
 
 
-def mac_rows(mac: str, manifests: list[dict], held: dict) -> list[dict]:
+def model_fact(model: str, path: str = "") -> str:
+    """The fact a model's finding is about: the model, or one of its files ("model tiny: config.json")."""
+    return f"model {model}: {path}" if path else f"model {model}"
+
+
+def _pinned(manifest: dict, path: str) -> str:
+    """How a file is pinned, for a finding's expected: its size and hash."""
+    (pinned,) = [f for f in manifest["files"] if f["path"] == path]
+    digest = f"sha256 {pinned['sha256'][:12]}" if pinned.get("sha256") else f"git blob {pinned['git_sha1'][:12]}"
+    return f"{pinned['size']} bytes, {digest}"
+
+
+def row_findings(row: dict, manifest: dict, fix: str = FIX_SYNC) -> list[Finding]:
+    """What a Mac's row says is wrong, as findings: the model absent (every file missing), each file missing or
+    differing (the Mac and the file named), a Hub entry's ref that is missing or names another commit. FIX: the
+    command that copies them (FIX_SYNC until base.fixes.fill fills it)."""
+    mac, name = (row["mac"],), row["model"]
+    if row["present"]:
+        return []
+    if len(row["missing"]) == len(manifest["files"]) and manifest["files"]:
+        return [Finding(MODEL_MISSING, mac, "absent", f"{len(manifest['files'])} files as pinned", fix,
+                        fact=model_fact(name))]
+    found = [Finding(MODEL_MISSING, mac, "missing", _pinned(manifest, path), fix, fact=model_fact(name, path))
+             for path in row["missing"]]
+    found += [Finding(MODEL_FILE_DIFFERS, mac, STATE_FOUND[state], _pinned(manifest, path), fix,
+                      fact=model_fact(name, path)) for path, state in row["differing"].items()]
+    ref = model_fact(name, f"refs/{row['revision']}")
+    if row.get("ref") == on_mac.REF_OTHER:
+        found.append(Finding(MODEL_FILE_DIFFERS, mac, f"commit {row['ref_commit']}", f"commit {row['commit']}",
+                             fix, fact=ref))
+    elif row.get("ref") == on_mac.REF_MISSING:
+        found.append(Finding(MODEL_MISSING, mac, "missing", f"commit {row['commit']}", fix, fact=ref))
+    return found
+
+
+def mac_rows(mac: str, manifests: list[dict], held: dict, fix: str = FIX_SYNC) -> list[dict]:
     """One row per model of what MAC holds (its model_files_facts) against the pinned MANIFESTS: present,
     verified (present and every byte hashed), the files missing, those that differ (with their state), the bytes
-    still to copy (of missing and differing files), the free bytes, the revision."""
+    still to copy (of missing and differing files), the free bytes, the revision, and what is wrong as findings
+    (row_findings, in their JSON form)."""
     by_name = {m["name"]: m for m in held.get("models", [])}
     rows = []
     for manifest in manifests:
@@ -79,14 +129,16 @@ def mac_rows(mac: str, manifests: list[dict], held: dict) -> list[dict]:
                "commit": manifest.get("commit")}
         if manifest["source"] == on_mac.HUB:
             row["ref"], row["ref_commit"] = model.get("ref", on_mac.REF_MISSING), model.get("ref_commit")
+        row["findings"] = [f.to_dict() for f in row_findings(row, manifest, fix)]
         rows.append(row)
     return rows
 
 
-def report(expected_json: dict, facts: dict[str, dict], unread: list[str]) -> dict:
+def report(expected_json: dict, facts: dict[str, dict], unread: list[str], fix: str = FIX_SYNC) -> dict:
     """The status of every Mac read (FACTS: host -> mlx_fleet_model_files) against EXPECTED_JSON; UNREAD: the
-    Macs that could not be read. `complete`: every declared model pinned and present on every Mac read."""
-    rows = [row for mac, held in facts.items() for row in mac_rows(mac, expected_json["manifests"], held)]
+    Macs that could not be read. `complete`: every declared model pinned and present on every Mac read. FIX: the
+    findings' fix (the sync's command)."""
+    rows = [row for mac, held in facts.items() for row in mac_rows(mac, expected_json["manifests"], held, fix)]
     lacking = sorted({row["mac"] for row in rows if not row["present"]})
     return {"rows": rows, "lacking": lacking, "unread": unread, "not_pinned": expected_json["not_pinned"],
             "changed_folders": expected_json["changed_folders"],

@@ -4,11 +4,8 @@ a last line saying what to run next."""
 from __future__ import annotations
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.status import STATE_FOUND
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.summary import natural_key, size
-
-_STATE_WORDS = {"size_differs": "another size", "hash_differs": "other bytes", "not_a_file": "not a file",
-                "unreadable": "unreadable", "not_linked": "not a link to its blob",
-                "link_outside": "a link that leads elsewhere", "link_broken": "a link to a missing blob"}
 
 
 def _revision(row: dict) -> str:
@@ -20,12 +17,12 @@ def _revision(row: dict) -> str:
 def row_line(row: dict) -> str:
     where = f"{row['mac']}: {row['model']}{_revision(row)}"
     if row["present"]:
-        return f"{where}: present, {'every byte verified' if row['verified'] else 'sizes checked'}"
+        return f"{where}: present, {'every byte verified' if row['verified'] else 'sizes and dates checked'}"
     parts = []
     if row["missing"]:
         parts.append(f"{len(row['missing'])} files missing ({', '.join(row['missing'][:3])}"
                      f"{', ...' if len(row['missing']) > 3 else ''})")
-    parts += [f"{path}: {_STATE_WORDS[state]}" for path, state in row["differing"].items()]
+    parts += [f"{path}: {STATE_FOUND[state]}" for path, state in row["differing"].items()]
     if row.get("ref") == "other":
         parts.append(f"its ref names {row['ref_commit'][:12]}")
     elif row.get("ref") == "missing" and not row["missing"]:

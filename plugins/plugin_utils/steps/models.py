@@ -25,16 +25,19 @@ SETTINGS = {"mlx_fleet_models": None, "mlx_fleet_models_hf_cache": defaults.MODE
             "mlx_fleet_models_dir": defaults.MODELS_DIR}
 
 
-def manifests(view: ClusterView, run: Run, lock_file: str | None) -> dict:
+def manifests(view: ClusterView, run: Run, lock_file: str | None, pinned_only: bool = False) -> dict:
     """What every Mac should hold (status.Expected's JSON) and where (hf_cache, models_dir); StepFailed (bad
-    input) for a declaration, the models' lock or a path entry's folder that cannot be read. LOCK_FILE: the
-    environment's lock, beside which the models' lock is. Writes a path entry's record."""
+    input) for a declaration, the models' lock or a path entry's folder that cannot be read, and with PINNED_ONLY
+    for a Hub entry not pinned. LOCK_FILE: the environment's lock, beside which the models' lock is. Writes a path
+    entry's record."""
     try:
         declared = parse_models(view.setting("mlx_fleet_models"))
         pinned = load_models_lock(models_lock_path(lock_file)) if lock_file else {}
         found = status.expected(declared, pinned, run.output_dir, write=run.write)
     except (ModelDeclarationError, ModelFileError, ModelsLockError, PathEntryError) as exc:
         raise StepFailed([str(exc)], bad_input=True) from None
+    if pinned_only and found.not_pinned:
+        raise StepFailed([models_sync.not_pinned(found.not_pinned, run.inventory, cli=run.cli)], bad_input=True)
     return dict(found.to_json(), changed=False, hf_cache=view.setting("mlx_fleet_models_hf_cache"),
                 models_dir=view.setting("mlx_fleet_models_dir"))
 
@@ -44,7 +47,7 @@ def judge(view: ClusterView, run: Run, expected: dict) -> dict:
     (to_do: the converge's summary says it)."""
     facts = view.having(FACTS).facts(FACTS[0])
     unread = [name for name in view.names if name not in facts]
-    found = status.report(expected, facts, unread)
+    found = status.report(expected, facts, unread, fixes.fill(status.FIX_SYNC, run.inventory, cli=run.cli))
     return {"changed": False, "report": found, "to_do": to_do(found, run),
             "msg": "\n".join(models_status.lines(found, run.inventory, cli=run.cli))}
 

@@ -26,6 +26,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.backend i
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.fabric.hostfile import Hostfile
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.judge.facts import FIX_RECOVERY
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.status import MODEL_MISSING, model_fact
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import (
     ModelsLockError, load_models_lock, models_lock_path)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import load_json
@@ -208,5 +209,6 @@ def on_mac(host: str, reads: dict, mac: dict, hostfile: dict | None, backend: st
         short = "missing" if rc != 0 else "empty" if kib == 0 else (
             f"incomplete ({jobs.size(kib)} of {jobs.size(pinned // 1024)})" if pinned and kib * 1024 < pinned else "")
         if short:
-            found.append(Finding("model-missing", (host,), short, name, fix="{models}"))
+            found.append(Finding(MODEL_MISSING, (host,), short, f"{jobs.size(pinned // 1024)} as pinned" if pinned
+                                 else "present", fix="{models}", fact=model_fact(name)))
     return found

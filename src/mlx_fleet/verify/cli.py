@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,12 +13,12 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder, private_folder
 from mlx_fleet.arguments import long_seconds
-from mlx_fleet.errors import UserError
-from mlx_fleet.verify import report
+from mlx_fleet.errors import EXIT_ATTENTION, UserError
+from mlx_fleet.verify import models, report
 from mlx_fleet.verify.jobs import LaunchError, mlx_launch
 from mlx_fleet.verify.plan import (DEFAULT_SIZES, VerifyError, load_cluster, parse_sizes,
                                    settings_from_inventory)
-from mlx_fleet.verify.run import Options, verify
+from mlx_fleet.verify.run import MODEL_PATH_ENV, Options, verify
 
 def add_verify_parser(sub, command) -> None:
     parser = command(
@@ -26,7 +27,8 @@ def add_verify_parser(sub, command) -> None:
         "size, then each cable alone (latency, bandwidth); with --script, your task on one Mac and on the "
         "cluster, compared within --rtol/--atol. Writes verify.json and verify.html. Needs mlx-fleet[launch].",
         "  mlx-fleet verify -i inventory/mine\n"
-        "  mlx-fleet verify -i inventory/mine --script examples/matrix_sum.py --repeat 3")
+        "  mlx-fleet verify -i inventory/mine --script examples/matrix_sum.py --repeat 3\n"
+        "  mlx-fleet verify -i inventory/mine --script generate.py --model qwen3-4b")
     parser.add_argument("-i", "--inventory", action="append", required=True,
                         help="inventory file or folder (repeatable), as for ansible-playbook")
     parser.add_argument("--output-dir", help="where the hostfiles are (default: mlx_fleet_output_dir, else "
@@ -39,6 +41,8 @@ def add_verify_parser(sub, command) -> None:
                         help="seconds each job may run before every rank is stopped (default: %(default)s)")
     parser.add_argument("--script", type=Path, help="your own small task: a Python script that prints its result "
                                                     "as JSON (numbers or arrays)")
+    parser.add_argument("--model", help="a model of mlx_fleet_models the --script loads: refused unless present and "
+                                         f"verified on every Mac; the script finds it at ${MODEL_PATH_ENV}")
     parser.add_argument("--repeat", type=int, default=3, help="runs of --script on one Mac and on the cluster "
                                                               "(default: %(default)s)")
     parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default: %(default)s)")
@@ -52,6 +56,8 @@ def _options(args, python: str) -> Options:
         raise VerifyError(f"--script {args.script}: no such file")
     if args.script_args and args.script is None:
         raise VerifyError("--args goes with --script")
+    if args.model and args.script is None:
+        raise VerifyError("--model goes with --script")
     if args.repeat < 1:
         raise VerifyError("--repeat must be 1 or more")
     if not (math.isfinite(args.rtol) and math.isfinite(args.atol)) or args.rtol < 0 or args.atol < 0:
@@ -72,8 +78,17 @@ def run_verify(args) -> int:
             raise VerifyError(held)
         cluster = load_cluster(folder, args.inventory[0])
         launcher = mlx_launch()
+        manifest = models.pinned(settings, args.model, args.inventory[0]) if args.model else None
     except (VerifyError, LaunchError) as exc:
         raise UserError(str(exc)) from None
+    if manifest is not None:
+        hf_cache, models_dir = models.where(settings)
+        held = models.read(cluster.hosts, manifest, options.python, hf_cache, models_dir)
+        refused = models.refusal(args.model, manifest, held, args.inventory[0])
+        if refused:
+            print(refused, file=sys.stderr)
+            return EXIT_ATTENTION
+        options.model = (args.model, models.path_on_macs(manifest, hf_cache, models_dir))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     try:  # a folder another account can write could get links planted in it, written through
         out = private_folder(Path(args.out).resolve() if args.out else folder / "verify" / stamp)

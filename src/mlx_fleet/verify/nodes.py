@@ -219,10 +219,11 @@ def probe(targets: list[SshTarget], script: str, connect_timeout: float = CONNEC
         return _node(name, ssh(by_target[name], script, timeout=timeout, options=alive,
                                connect_timeout=connect_timeout), None)
 
-    return _each(list(by_target), work)
+    return each(list(by_target), work)
 
 
-def _each(hosts: list[str], work) -> dict[str, Node]:
+def each(hosts: list[str], work) -> dict:
+    """WORK(host) for every Mac at once: host -> its result."""
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(hosts)))) as pool:
         return dict(zip(hosts, pool.map(work, hosts)))
 
@@ -256,7 +257,7 @@ def stage(hosts: list[str], rundir: str, files: dict[str, bytes], python: str, r
         node = _node(host, ssh(by_name(host), script, data), python)
         node.staged = node.reads.pop("staged", None) is not None
         return node
-    return _each(hosts, staged)
+    return each(hosts, staged)
 
 
 def read(hosts: list[str], reads: tuple[str, ...]) -> dict[str, Node]:
@@ -283,7 +284,7 @@ def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False, ch
         script += (f"sleep 1; for e in $k; do kill -0 \"${{e#*:}}\" 2>/dev/null && echo \"{LEFT}${{e%%:*}} ${{e#*:}}\"; "
                    f"done; ps -ax -o pid,command | grep -F -e {supervisors} | grep -v grep | sed 's/^ */{LEFT}/'; ")
     script += "true"
-    results = _each(hosts, lambda host: ssh(by_name(host), script))
+    results = each(hosts, lambda host: ssh(by_name(host), script))
     return {host: r.stdout.decode("utf-8", "replace").split("\n")[:-1] for host, r in results.items()
             if r.returncode == 0 and r.stdout.strip()}
 
@@ -295,7 +296,7 @@ def outputs(hosts: list[str], rundir: str, job: str) -> dict[int, str]:
     script = (f"for f in {folder}/{OUTPUT_DIR}/{shlex.quote(job)}.*; do [ -f \"$f\" ] || continue; "
               f"echo \"{_MARK} ${{f##*/}}\"; cat \"$f\"; echo; echo \"{_MARK} end 0\"; done; true")
     records: dict[int, str] = {}
-    for result in _each(hosts, lambda host: ssh(by_name(host), script)).values():
+    for result in each(hosts, lambda host: ssh(by_name(host), script)).values():
         if result.returncode != 0:
             continue
         for name, (_, text) in _sections(result.stdout.decode("utf-8", "replace")).items():

@@ -74,6 +74,12 @@ class Settings:
     output_dir: Path  # where the hostfiles are
     python: str  # the interpreter, the same path on every Mac
     bridge: str  # mlx_fabric_bridge: what the fabric does with the Thunderbolt Bridge
+    # The declared models (for --model): mlx_fleet_models as written, the environment's lock (the models' lock is
+    # beside it), where the Macs keep them (None: the defaults).
+    models: object = None
+    lock_file: str | None = None
+    hf_cache: str | None = None
+    models_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,8 @@ class InventoryHost:
 
 def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple[Settings, list[InventoryHost]]:
     """One read of the inventory (mlx_fleet.inventory_view): the output folder (mlx_fabric_output_dir:
-    mlx_fleet_output_dir, else the default beside the inventory), mlx_env_path and mlx_fabric_bridge as a play
+    mlx_fleet_output_dir, else the default beside the inventory), mlx_env_path, mlx_fabric_bridge and the
+    declared models (mlx_fleet_models, mlx_env_lock_file, mlx_fleet_models_hf_cache, mlx_fleet_models_dir) as a play
     running the roles sees them for the cluster's first host, and every host of the group with its ssh settings
     and the variables NAMES."""
     from mlx_fleet.inventory_view import (
@@ -104,7 +111,9 @@ def read_inventory(inventories: list[str], names: tuple[str, ...] = ()) -> tuple
             if settings is None:
                 output_dir, env_path, bridge = (str(get(name)) for name in ("mlx_fabric_output_dir", "mlx_env_path",
                                                                          "mlx_fabric_bridge"))
-                settings = Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge)
+                settings = Settings(Path(output_dir), f"{env_path.rstrip('/')}/bin/python", bridge,
+                                    get("mlx_fleet_models"), get("mlx_env_lock_file"),
+                                    get("mlx_fleet_models_hf_cache"), get("mlx_fleet_models_dir"))
             found.append(InventoryHost(host, SshTarget.from_inventory(host, get), {name: get(name) for name in names}))
     except (InventoryViewError, ValueError) as exc:
         raise VerifyError(str(exc)) from None

@@ -208,6 +208,7 @@ def _record(outcome: Outcome, command: list[str]) -> dict:
         "interpreter": options.python,
         "options": {"sizes": options.sizes, "timeout_seconds": options.timeout,
                     "script": str(options.script) if options.script else None, "args": options.script_args,
+                    "model": ({"name": options.model[0], "path": options.model[1]} if options.model else None),
                     "repeat": options.repeat, "rtol": options.rtol, "atol": options.atol},
     }
 

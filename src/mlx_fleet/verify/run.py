@@ -18,6 +18,7 @@ from mlx_fleet.verify.plan import Cluster, link_hostfile, single_host_hostfile
 
 PASSED, FAILED, UNREACHABLE = "passed", "failed", "unreachable"
 SCRIPT_DIR = "script"
+MODEL_PATH_ENV = "MLX_FLEET_MODEL_PATH"  # where a --script finds the --model on every Mac
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Options:
     rtol: float = 1e-5
     atol: float = 1e-8
     bridge: str | None = None  # mlx_fabric_bridge (None: the role's default)
+    model: tuple[str, str] | None = None  # --model: its name and its path on every Mac, verified there
 
 
 @dataclass
@@ -110,8 +112,15 @@ class _Runner:
         for k in range(1, options.repeat + 1):
             for runs, label, where in ((self.outcome.single, "single Mac", single_host_hostfile(self.outcome.cluster)),
                                        (self.outcome.scripted, "cluster", hostfile)):
-                job = self.job(f"script {label} {k}", "script", where, command)
+                job = self.job(f"script {label} {k}", "script", with_model(where, options.model), command)
                 runs.append(_script_run(job, f"{label} run {k}"))
+
+
+def with_model(hostfile: dict, model: tuple[str, str] | None) -> dict:
+    """HOSTFILE with the --model's path in every rank's environment (MLX_FLEET_MODEL_PATH)."""
+    if model is None:
+        return hostfile
+    return dict(hostfile, envs=[*hostfile["envs"], f"{MODEL_PATH_ENV}={model[1]}"])
 
 
 def _script_run(job: jobs.Job, label: str) -> compare.Run:
