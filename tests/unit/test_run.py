@@ -156,7 +156,7 @@ def test_record_diff_compares_two_runs(tmp_path):
     from mlx_fleet import record as records
 
     def run_record(name: str, status: int, first: int | None) -> str:
-        facts = {"cluster": {"backend": "ring", "hostfile": None, "envs": [], "cables": [], "rdma": {}}, "macs": {}}
+        facts = {"cluster": {"backend": "ring", "hostfile": None, "envs": [], "cables": [], "rdma": {}}, "macs": {}, "models": {}}
         record = records.build(facts, inventory=tmp_path / "inv.yml", output_dir=tmp_path, recorded_at=name,
                                not_recorded=[], command=["job.py"], cwd=tmp_path)
         record["run"] = {"id": name, "exit_status": status, "first_failure": first, "seconds": 1.0,
