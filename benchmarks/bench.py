@@ -15,6 +15,8 @@ gives medians and ratios:
              floor: one parallel round over cold SSH, outside Ansible, of the reads the converge's modules
              run to show nothing differs (NOOP_READS), all of a Mac's at once in one ssh session
              (--site-macs 4,16: only those sizes)
+  noop       the site figure's no-op rows alone: each tree's cluster converged once, untimed, then its no-op
+             and the floor, interleaved, at the same sizes (--site-macs too)
   memory     the controller's peak memory during a fresh site.yml on 4 and on 16 Macs: its largest
              process (RSS), and its whole process tree (proportional set size: forked workers share
              pages); the 16-Mac row's note says what each Mac beyond 4 added
@@ -72,7 +74,7 @@ from mlx_fleet.sim.layout import generated_cables
 from mlx_fleet.verify import nodes as ssh_nodes, plan
 
 BIN = Path(sys.executable).parent
-FIGURES = ("hostfile", "site", "memory", "audit", "watch", "verify")
+FIGURES = ("hostfile", "site", "noop", "memory", "audit", "watch", "verify")
 RECAP = re.compile(r"^(\S+)\s+: (ok=.*)$", re.M)
 PLAY = re.compile(r"^PLAY \[(.*)\] \**$")
 # -vvv prints one line per command sent to a Mac; with pipelining, one per module run.
@@ -358,35 +360,43 @@ class Bench:
             rows.append(row)
         return rows
 
+    def noop_row(self, nodes: int, four: Row | None) -> Row:
+        """The no-op row of a cluster size, with its goals (FOUR: the 4-Mac no-op row, the 16-Mac row's measure)."""
+        row = Row(f"site.yml no-op, {nodes} Macs", goals=[NOOP_FLOOR_GOAL])
+        if nodes == 4:
+            row.goals.append(NOOP_GOAL)
+        if nodes == 16 and four:
+            row.goals.append(Goal("<= 2.00x the 4-Mac no-op", 2.0, OURS, four))
+        return row
+
+    def noop_and_floor(self, row: Row, module_runs: dict[str, str], who: str, env: dict | None,
+                       cluster: Cluster) -> None:
+        """One no-op converge of a converged cluster and its floor into ROW; the first of WHO's also -vvv, untimed,
+        for its module runs per play (MODULE_RUNS, the row's note)."""
+        seconds, summary, profile = run_profiled(cluster.mlx_fleet("converge"), env)
+        row.add(who, seconds, tasks_per_mac(summary), profile)
+        row.add(FLOOR, cluster.floor())
+        if who not in module_runs:
+            per_play = module_runs_per_play(run(cluster.mlx_fleet("converge", "-vvv"), env)[1])
+            module_runs[who] = ", ".join(f"{play} {count}" for play, count in per_play.items())
+        row.note = "; ".join(f"{who}: module runs per converged Mac: {runs}" for who, runs in module_runs.items())
+
     def site(self) -> list[Row]:
         rows: list[Row] = []
         four = None
         for nodes in self.site_macs:
             topology = SITE_SIZES[nodes]
             fresh = Row(f"site.yml fresh, {nodes} Macs ({topology})" + (", once per tree" if nodes == 16 else ""))
-            noop = Row(f"site.yml no-op, {nodes} Macs", goals=[NOOP_FLOOR_GOAL])
-            if nodes == 4:
-                noop.goals.append(NOOP_GOAL)
-                four = noop
-            if nodes == 16 and four:
-                noop.goals.append(Goal("<= 2.00x the 4-Mac no-op", 2.0, OURS, four))
+            noop = self.noop_row(nodes, four)
+            four = noop if nodes == 4 else four
             module_runs: dict[str, str] = {}
-
-            def noop_and_floor(who: str, env: dict | None, cluster: Cluster) -> None:
-                seconds, summary, profile = run_profiled(cluster.mlx_fleet("converge"), env)
-                noop.add(who, seconds, tasks_per_mac(summary), profile)
-                noop.add(FLOOR, cluster.floor())
-                if who not in module_runs:
-                    per_play = module_runs_per_play(run(cluster.mlx_fleet("converge", "-vvv"), env)[1])
-                    module_runs[who] = ", ".join(f"{play} {count}" for play, count in per_play.items())
-
             if nodes < 16:
                 for _ in range(self.repeat):
                     for who, env in self.envs.items():
                         with Cluster(self.root, nodes, topology) as cluster:
                             seconds, summary, profile = run_profiled(cluster.mlx_fleet("converge"), env)
                             fresh.add(who, seconds, tasks_per_mac(summary), profile)
-                            noop_and_floor(who, env, cluster)
+                            self.noop_and_floor(noop, module_runs, who, env, cluster)
             else:  # a fresh 16-Mac converge is long: once per tree, on a cluster kept for the no-ops
                 with contextlib.ExitStack() as stack:
                     clusters = {who: stack.enter_context(Cluster(self.root, nodes, topology)) for who in self.envs}
@@ -395,11 +405,27 @@ class Bench:
                         fresh.add(who, seconds, tasks_per_mac(summary), profile)
                     for _ in range(self.repeat):
                         for who, env in self.envs.items():
-                            noop_and_floor(who, env, clusters[who])
-            noop.note = "; ".join(f"{who}: module runs per converged Mac: {runs}" for who, runs in module_runs.items())
+                            self.noop_and_floor(noop, module_runs, who, env, clusters[who])
             print(f"{table([fresh, noop], [OURS, *self.envs.keys() - {OURS}, FLOOR])}\n({load()})", file=sys.stderr,
                   flush=True)
             rows += [fresh, noop]
+        return rows
+
+    def noop(self) -> list[Row]:
+        rows: list[Row] = []
+        four = None
+        for nodes in self.site_macs:
+            noop = self.noop_row(nodes, four)
+            four = noop if nodes == 4 else four
+            module_runs: dict[str, str] = {}
+            with contextlib.ExitStack() as stack:
+                clusters = {who: stack.enter_context(Cluster(self.root, nodes, SITE_SIZES[nodes])) for who in self.envs}
+                for who, env in self.envs.items():  # untimed: converges the fresh cluster
+                    run(clusters[who].mlx_fleet("converge"), env)
+                for _ in range(self.repeat):
+                    for who, env in self.envs.items():
+                        self.noop_and_floor(noop, module_runs, who, env, clusters[who])
+            rows.append(noop)
         return rows
 
     def memory(self) -> list[Row]:
@@ -621,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench: {started_under}", file=sys.stderr, flush=True)
     with_baseline = args.baseline is not None
     columns = [OURS] + ([BASELINE] if with_baseline else []) + ([THEIRS] if "hostfile" in only else []) + (
-        [FLOOR] if "site" in only else [])
+        [FLOOR] if {"site", "noop"} & set(only) else [])
     try:
         with baseline_tree(root, args.baseline) as baseline:
             bench = Bench(root, args.repeat, baseline, site_macs)

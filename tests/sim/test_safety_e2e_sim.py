@@ -136,10 +136,13 @@ def test_a_mac_off_its_management_network_fails_alone_and_quickly(cluster):
     assert result.stdout.splitlines()[-1] == "result: some Macs are unreachable (exit 4)"
     assert digests(out) == before
     assert hostfiles_on_macs(sim, sim.nodes) == on_macs
-    # The others converged their own settings (put back) and environment.
+    # The others converged their own settings (put back), and their environment was planned against the lock and
+    # matches it (nothing to install).
     ok = ran_ok(result)
-    for action in ("mlx_fleet.cluster.macos_node", "mlx_fleet.cluster.mlx_env"):
-        assert ok.get(action) == {"mini-1", "mini-2"}, (action, ok.get(action))
+    assert ok.get("mlx_fleet.cluster.macos_node") == {"mini-1", "mini-2"}, ok.get("mlx_fleet.cluster.macos_node")
+    (plan,) = [data["res"] for data in runner_events(result, "runner_on_ok")
+               if data.get("task_action") == "mlx_fleet.cluster.mlx_env_plan"]
+    assert {host for host, planned in plan["hosts"].items() if planned["matches"]} == {"mini-1", "mini-2"}, plan
     summary = host_stats(result)
     assert summary["mini-3"]["unreachable"] == 1
     failed = {host: summary[host]["failures"] for host in ("mini-1", "mini-2") if summary[host]["failures"]}

@@ -159,7 +159,7 @@ def test_the_runs_rotation_removes_only_old_runs_of_its_own(tmp_path):
     (runs / "notes").mkdir()  # the user's
     (runs / "ffffffff-0000-4000-8000-000000000000").write_text("a file")
     os.utime(runs / "notes", (1, 1))
-    runner_run.rotate_runs(runs, keep=10)
+    runner_run.rotate_runs(runs, keep=10).join()
     assert sorted(p.name for p in runs.iterdir() if p.name in idents) == idents[4:]
     assert (victim / "precious").read_text() == "keep" and (runs / "notes").is_dir()
     assert (runs / "00000000-0000-4000-8000-00000000ffff").is_symlink()

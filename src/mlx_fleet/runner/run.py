@@ -12,6 +12,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -73,6 +74,9 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     watcher = Progress() if progress else None
     events = EventHandler(report, watcher)
     started = time.monotonic()
+    # The runs before the last KEPT_RUNS - 1 (this one makes KEPT_RUNS) are removed while the playbook runs: a
+    # run's hundred event files take the disk a while, which the run's end need not wait for.
+    rotation = rotate_runs(artifacts, KEPT_RUNS - 1)
     with tempfile.TemporaryDirectory(prefix="mlx-fleet-run-") as private:
         inventory = [str(Path(i).resolve()) for i in inventories]
         if options.host_become_passwords:
@@ -120,7 +124,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
                 raise Interrupted(interrupted_line(report, options.read_only))
     if watcher:
         watcher.finish()
-    rotate_runs(artifacts)
+    rotation.join()
     report.rc = result.rc
     report.artifacts = artifacts / result.config.ident
     report.seconds = time.monotonic() - started
@@ -168,15 +172,18 @@ def _playbook_refusal(artifacts: Path, rc: int) -> list[str]:
     return errors or [f"ansible-playbook exited {rc}; its output: {stdout}"]
 
 
-def rotate_runs(artifacts: Path, keep: int = KEPT_RUNS) -> None:
-    """Keep the newest `keep` runs in artifacts. Only what ansible-runner made is removed: folders named
-    by a run's ident (a UUID), never a symlink, a file or a folder of another name put there."""
+def rotate_runs(artifacts: Path, keep: int = KEPT_RUNS) -> threading.Thread:
+    """Keep the newest `keep` runs in artifacts: the older ones, listed now, are removed by the thread returned
+    (started; join it). Only what ansible-runner made is removed: folders named by a run's ident (a UUID), never
+    a symlink, a file or a folder of another name put there."""
     runs = []
     for entry in os.scandir(artifacts):
         if _RUN_IDENT.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
             runs.append((entry.stat(follow_symlinks=False).st_mtime, entry.path))
-    for _, path in sorted(runs)[:-keep]:
-        shutil.rmtree(path, ignore_errors=True)
+    old = [path for _, path in sorted(runs)[:-keep]]
+    remover = threading.Thread(target=lambda: [shutil.rmtree(path, ignore_errors=True) for path in old], daemon=True)
+    remover.start()
+    return remover
 
 
 def _vaulted_inventory(folder: Path, host_passwords: dict[str, str], key: str) -> str:
