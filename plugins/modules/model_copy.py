@@ -97,6 +97,7 @@ def _pull(params, manifests, sender, holdings, deadline, found):
             holdings.failed((wanted["model"], wanted["path"]))
             found["failed"].append(dict(wanted, **{"from": source, "why": str(exc)}))
         return
+    lost = None  # why the connection broke: the files after it fail at once, not after a silence each
     try:
         for wanted in sender["files"]:
             key = (wanted["model"], wanted["path"])
@@ -105,10 +106,14 @@ def _pull(params, manifests, sender, holdings, deadline, found):
             root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
             final = model_stream.stored_path(manifest, root, pinned)
             try:
+                if lost:
+                    raise lost
                 moved = receiver.fetch(manifest, pinned, final)
             except (model_stream.CopyFailed, OSError) as exc:
+                if not isinstance(exc, model_stream.FileRefused):
+                    lost = exc
                 holdings.failed(key)
-                found["failed"].append(dict(wanted, **{"from": source, "why": str(exc)}))
+                found["failed"].append(dict(wanted, **{"from": source, "why": str(exc) or type(exc).__name__}))
                 continue
             holdings.ready(key, final)
             found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))

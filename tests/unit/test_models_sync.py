@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import threading
 import time
 
@@ -221,3 +222,34 @@ def test_without_cables_every_mac_is_fed_by_the_controller_and_the_step_warns(tm
     found = models_step.sync_plan(View(), run, {"manifests": [MANIFEST], "not_pinned": []}, [])
     assert len(run.shown) == 1 and found["plan"]["folders"] == {}  # check mode: nothing fetched
     assert [r["sender"] for r in found["plan"]["macs"]["m2"]["receive"]] == ["controller"]
+
+
+def test_a_sender_gone_silent_mid_file_fails_that_file_and_the_rest_without_asking_again(tmp_path, monkeypatch):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import model_copy
+
+    monkeypatch.setattr(model_stream, "IDLE_SECONDS", 1)
+    data = {name: os.urandom(100_000) for name in ("a.safetensors", "b.safetensors", "c.safetensors")}
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked = []
+
+    def stalled_sender():  # a pulled cable: half a file, then silence
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as reader:
+            reader.readline()
+            for line in reader:
+                asked.append(line)
+                if len(asked) == 1:
+                    conn.sendall(b"OK 100000\n" + data["a.safetensors"][:50_000])
+
+    thread = threading.Thread(target=stalled_sender, daemon=True)
+    thread.start()
+    manifest = {"name": "m", "source": "path", "files": [pinned_file(name, blob) for name, blob in data.items()]}
+    found = model_copy.copy({"models": [manifest], "hf_cache": str(tmp_path / "hub"),
+                             "models_dir": str(tmp_path / "models"), "token": TOKEN, "timeout": 30, "serve": None,
+                             "receive": [{"sender": "mac1", "address": "127.0.0.1",
+                                          "port": listener.getsockname()[1],
+                                          "files": [{"model": "m", "path": name} for name in data]}]})
+    thread.join(10)
+    assert found["received"] == [] and [f["path"] for f in found["failed"]] == list(data)
+    assert len({f["why"] for f in found["failed"]}) == 1 and asked[1:] == [b'["BYE"]\n']  # no second GET
+    assert os.path.getsize(tmp_path / "models" / "m" / ".a.safetensors.mlx-fleet-part") == 50_000  # to resume
