@@ -6,6 +6,7 @@ controller, the others along the cables from the nearest Mac holding the file, r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import threading
@@ -170,7 +171,19 @@ def test_a_mac_pulls_a_hub_entry_into_huggingface_hubs_layout_and_a_lost_ref_is_
                            "files": [{"model": "m", "path": name} for name in data]}]}
     checked = run_module(model_copy.main, dict(params, _ansible_check_mode=True))
     assert checked["changed"] is True and not os.path.exists(cache)  # check mode: said, not done
-    found = model_copy.copy(params)
+    progress = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    progress.bind(("127.0.0.1", 0))
+    found = model_copy.copy(dict(params, progress={"address": "127.0.0.1", "port": progress.getsockname()[1],
+                                                   "name": "mac1"}))
+    progress.setblocking(False)
+    heard = []
+    while True:
+        try:
+            heard.append(json.loads(progress.recv(512)))
+        except BlockingIOError:
+            break
+    total = sum(len(blob) for blob in data.values())
+    assert heard[-1] == ["mac1", total, total]  # the controller's live line: bytes held of those to receive
     assert ([f["path"] for f in found["received"]], found["failed"], found["refs"]) == (list(data), [], ["m"])
     assert found["bytes"] == sum(len(blob) for blob in data.values()) and sender.wait() == found["bytes"]
     assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
