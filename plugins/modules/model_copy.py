@@ -120,7 +120,9 @@ def _pull(params, manifests, sender, holdings, deadline, found):
                 if not isinstance(exc, model_stream.FileRefused):
                     lost = exc
                 holdings.failed(key)
-                found["failed"].append(dict(wanted, **{"from": source, "why": str(exc) or type(exc).__name__}))
+                why = ("nothing arrived for {0} s".format(model_stream.IDLE_SECONDS) if isinstance(exc, socket.timeout)
+                       else str(exc) or type(exc).__name__)
+                found["failed"].append(dict(wanted, **{"from": source, "why": why}))
                 continue
             holdings.ready(key, final)
             found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
