@@ -266,3 +266,19 @@ def test_a_sender_gone_silent_mid_file_fails_that_file_and_the_rest_without_aski
     assert found["received"] == [] and [f["path"] for f in found["failed"]] == list(data)
     assert len({f["why"] for f in found["failed"]}) == 1 and asked[1:] == [b'["BYE"]\n']  # no second GET
     assert os.path.getsize(tmp_path / "models" / "m" / ".a.safetensors.mlx-fleet-part") == 50_000  # to resume
+
+
+def test_the_report_names_each_file_not_copied_with_the_mac_it_was_to_come_from():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_sync
+
+    report = {"complete": False, "bytes": 10, "rows": [
+        {"mac": "mini-2", "planned": 2, "received": 1, "bytes": 10, "seconds": 2.0, "senders": ["mini-1"],
+         "done": False, "failed": [{"model": "m", "path": "b.safetensors", "from": "mini-1",
+                                    "why": "nothing arrived for 30 s"}]},
+        {"mac": "mini-3", "planned": 2, "received": 0, "bytes": 0, "seconds": 0, "senders": [], "done": False,
+         "failed": []}]}
+    assert models_sync.report_lines(report, "inv.yml", cli=True) == [
+        "mini-2: received 1 files, 10 B in 2.0 s (5 B/s) from mini-1",
+        "mini-2: m/b.safetensors not copied from mini-1: nothing arrived for 30 s",
+        "mini-3: 2 files not copied (the Mac did not answer)",
+        "not complete on mini-2, mini-3: run mlx-fleet models sync -i inv.yml again to resume"]
