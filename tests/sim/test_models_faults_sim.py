@@ -24,7 +24,9 @@ LONG_SHARDS = {f"model-0000{i}-of-00004.safetensors": 128 << 20 for i in (1, 2, 
 FILES = sorted(["config.json", *SHARDS, "tokenizer.json"])
 LONG_FILES = sorted(["config.json", *LONG_SHARDS, "tokenizer.json"])
 GATED, CUT = "acme/gated", "acme/cut"
-CUT_AFTER = 2 << 20  # a Hub download from the first byte of CUT's files stops here
+# A Hub download from the first byte of CUT's files stops here: past the 10 MiB huggingface_hub keeps of a cut
+# download, so the next one resumes.
+CUT_AFTER = 12 << 20
 
 
 class Running:
@@ -81,8 +83,8 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
     for name in ("pulled", "cutoff", "big", "ctrlc"):
         make_model(sim.dir / "models-src" / name, LONG_SHARDS if name in ("pulled", "cutoff") else SHARDS)
         models.append({"name": name, "path": str(sim.dir / "models-src" / name)})
-    for repo in (GATED, CUT):
-        make_model(sim.dir / "repos" / repo, {"model.safetensors": 5 << 20})
+    for repo, size in ((GATED, 5 << 20), (CUT, 24 << 20)):
+        make_model(sim.dir / "repos" / repo, {"model.safetensors": size})
         models.append({"name": repo.split("/")[1], "repo": repo, "revision": "main"})
     cluster.declare(models)
     result, _ = cluster.run("lock", "--models-only")
@@ -98,7 +100,8 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
     assert cluster.wait_nothing_listens() == []
     report = sync_report(found)
     behind = failed_files(report)
-    assert macs[1] in behind and macs[0] not in behind, report
+    assert macs[1] in behind and macs[0] not in behind, [(r["mac"], f["path"], f["from"], f["why"])
+                                                         for r in report["rows"] for f in r["failed"]]
     assert all(files and set(files) <= {f"pulled/{path}" for path in LONG_FILES} for files in behind.values()), behind
     sim.cli("plug", *ends)
     rerun(cluster, "pulled", behind)
@@ -122,14 +125,15 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
     result, found = cluster.run("models", "sync", "gated")
     assert result.returncode == 1, result.stdout + result.stderr
     (refused,) = found["mlx_fleet.cluster.models_sync_plan"].values()
-    assert refused["failed"] and "mlx_fleet.cluster.model_copy" not in found
+    assert "plan" not in refused and "mlx_fleet.cluster.model_copy" not in found
+    assert GATED in refused["msg"] and "hf auth login" in refused["msg"]  # the repo and the command to run
     assert not any(cluster.hub_cache(mac).joinpath("models--acme--gated").exists() for mac in macs)
     hub_files = ["config.json", "model.safetensors", "tokenizer.json"]
     rerun(cluster, "gated", {mac: [f"gated/{path}" for path in hub_files] for mac in macs},
           env=dict(cluster.env, HF_TOKEN="hf_rehearsal"))
 
-    # A Hub download cut halfway: huggingface_hub resumes it from what arrived (a Range request, answered 206),
-    # the model is fetched once and the sync completes (exit 0).
+    # A Hub download cut past its first 10 MiB: huggingface_hub resumes it from what it kept (a Range request,
+    # answered 206), the model is fetched once and the sync completes (exit 0).
     rerun(cluster, "cut", {mac: [f"cut/{path}" for path in hub_files] for mac in macs})
     requests = (sim.dir / "hub.log").read_text().splitlines()
     assert any("acme/cut/" in line and " 206 " in line for line in requests), requests[-20:]
