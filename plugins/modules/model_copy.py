@@ -51,7 +51,7 @@ options:
   progress:
     description: C(address), C(port) and C(name) of the controller's progress listener (C(mlx-fleet models sync)'s
       live line); twice a second one UDP datagram, JSON C([name, bytes held, bytes to receive]), is sent there,
-      never waited on. None: no progress is sent.
+      never waited on. Without it, nothing is sent.
     type: dict
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.changes
