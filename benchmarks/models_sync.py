@@ -30,11 +30,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
 
-from bench import Cluster, busy_cpu_seconds, children_cpu_seconds, load, run_profiled
+from bench import Cluster, busy_cpu_seconds, children_cpu_seconds, load, run_profile, run_profiled
 from models_transport import Bench as Transport
 from models_transport import MODEL
 
@@ -56,10 +57,15 @@ def share_python() -> Path:
     return share
 
 
-def timed(argv: list[str], env: dict | None = None) -> dict:
-    """Wall seconds, the command's CPU seconds with its children's, the machine's busy CPU seconds; the profile."""
-    machine, own = busy_cpu_seconds(), children_cpu_seconds()
+def timed(argv: list[str], env: dict | None = None, runs: Path | None = None) -> dict:
+    """Wall seconds, the command's CPU seconds with its children's, the machine's busy CPU seconds; the profile of
+    an mlx-fleet run (its newest run folder under RUNS: `models sync` prints its report, not the summary naming
+    it)."""
+    machine, own, wall = busy_cpu_seconds(), children_cpu_seconds(), time.time()
     seconds, summary, profile = run_profiled(argv, env)
+    folders = sorted(runs.iterdir(), key=lambda p: p.stat().st_mtime) if runs and runs.is_dir() else []
+    if folders and not profile:
+        profile = run_profile(f"full output: {folders[-1]}/stdout", wall, wall + seconds)
     return {"seconds": round(seconds, 2), "cpu_seconds": round(children_cpu_seconds() - own, 2),
             "machine_cpu_seconds": round(busy_cpu_seconds() - machine, 2), "profile": profile, "summary": summary}
 
@@ -92,7 +98,7 @@ class ModelsBench:
 
     def sync(self) -> dict:
         argv = self.cluster.mlx_fleet("models")
-        return timed([*argv[:2], "sync", *argv[2:]])
+        return timed([*argv[:2], "sync", *argv[2:]], runs=self.cluster.dir / "out" / "runs")
 
     def sync_first(self) -> dict:
         self.clear(self.macs)
