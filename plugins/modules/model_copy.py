@@ -112,20 +112,21 @@ def _pull(params, manifests, sender, holdings, deadline, found):
             pinned = next(f for f in manifest["files"] if f["path"] == wanted["path"])
             root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
             final = model_stream.stored_path(manifest, root, pinned)
-            try:
-                if lost:
-                    raise lost
-                moved = receiver.fetch(manifest, pinned, final)
-            except (model_stream.CopyFailed, OSError) as exc:
-                if not isinstance(exc, model_stream.FileRefused):
-                    lost = exc
-                holdings.failed(key)
-                why = ("nothing arrived for {0} s".format(model_stream.IDLE_SECONDS) if isinstance(exc, socket.timeout)
-                       else str(exc) or type(exc).__name__)
-                found["failed"].append(dict(wanted, **{"from": source, "why": why}))
-                continue
-            holdings.ready(key, final)
-            found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
+            why = lost
+            if lost is None:
+                try:
+                    moved = receiver.fetch(manifest, pinned, final)
+                except (model_stream.CopyFailed, OSError) as exc:
+                    why = ("nothing arrived for {0} s".format(model_stream.IDLE_SECONDS)
+                           if isinstance(exc, socket.timeout) else str(exc) or type(exc).__name__)
+                    if not isinstance(exc, model_stream.FileRefused):
+                        lost = why
+                else:
+                    holdings.ready(key, final)
+                    found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
+                    continue
+            holdings.failed(key)
+            found["failed"].append(dict(wanted, **{"from": source, "why": why}))
     finally:
         receiver.close()
 
