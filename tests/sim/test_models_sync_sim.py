@@ -22,7 +22,8 @@ pytestmark = pytest.mark.sim
 
 # MLX_FLEET_MODELS_GIB=1: the model of about 1 GiB (4 shards of 256 MiB, a config, a tokenizer), as a path
 # entry and as a Hub entry. Not by default: at that size the test's syncs move 8 GiB onto the Macs and hash each
-# byte several times (the controller, every receiver, the reads of every Mac), minutes on a shared 2-CPU machine.
+# byte several times (the controller, every receiver, the reads of every Mac): 75 s on this 2-CPU machine at a load
+# of 3 (24 s at the default size), over the 60 s a sim test may cost in the suite.
 GIB = os.environ.get("MLX_FLEET_MODELS_GIB") == "1"
 SHARDS = ({f"model-0000{i}-of-00004.safetensors": 256 << 20 for i in range(1, 5)} if GIB
           else {"model-00001-of-00002.safetensors": 8 << 20, "model-00002-of-00002.safetensors": 6 << 20})
