@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_stream
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.sync_sources import first_copy_listener
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.sync_sources import (
+    address_towards, first_copy_listener)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps import models as models_step
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("plan", "token", "hf_cache", "models_dir", "timeout"))
+    _VALID_ARGS = frozenset(("plan", "token", "hf_cache", "models_dir", "timeout", "progress_port"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -24,7 +25,8 @@ class ActionModule(ActionBase):
             "token": {"type": "str", "required": True, "no_log": True},
             "hf_cache": {"type": "path", "default": defaults.MODELS_HF_CACHE},
             "models_dir": {"type": "path", "default": defaults.MODELS_DIR},
-            "timeout": {"type": "int", "default": 3600}})
+            "timeout": {"type": "int", "default": 3600},
+            "progress_port": {"type": "int", "default": 0}})
         if models_step.nothing_to_do(args["plan"], task_vars["inventory_hostname"]):
             # Its read showed every file verified: the same facts as the module's, and no connection.
             result.update(changed=False, ansible_facts={"mlx_fleet_model_copy": model_stream.nothing_copied()})
@@ -32,12 +34,15 @@ class ActionModule(ActionBase):
         module_args = dict(models_step.copy_arguments(args["plan"], task_vars["inventory_hostname"]),
                            token=args["token"], hf_cache=args["hf_cache"], models_dir=args["models_dir"],
                            timeout=args["timeout"])
+        mac = task_vars.get("ansible_host") or task_vars["inventory_hostname"]
+        if args["progress_port"] and not self._task.check_mode:  # a live line on the controller (the CLI's)
+            module_args["progress"] = {"address": address_towards(mac), "port": args["progress_port"],
+                                       "name": task_vars["inventory_hostname"]}
         fed = models_step.from_controller(module_args)
         if not fed or self._task.check_mode:
             result.update(self._execute_module(module_name="mlx_fleet.cluster.model_copy", module_args=module_args,
                                                task_vars=task_vars))
             return result
-        mac = task_vars.get("ansible_host") or task_vars["inventory_hostname"]
         with first_copy_listener(mac, args["plan"]["folders"], fed, args["token"], args["timeout"]) as where:
             for sender in module_args["receive"]:
                 if sender["address"] is None:

@@ -46,6 +46,10 @@ class CopyFailed(Exception):
     """One file could not be copied: why, in a few words."""
 
 
+class FileRefused(CopyFailed):
+    """One file could not be copied, but the connection is still in step: the next file may be asked for."""
+
+
 def stored_path(manifest, root, pinned):
     """Where a pinned file's bytes are stored on a Mac: a Hub entry's blob, a path entry's file."""
     if manifest["source"] == model_files.HUB:
@@ -254,27 +258,30 @@ class Receiver:
         while answer == ["WAIT"]:  # the sender is still receiving the file itself
             answer = _read_line(self.reader).split(" ", 1)
         if answer[0] != "OK" or not answer[1].isdigit():
-            raise CopyFailed("the sender has no verified copy" if answer[0] == "NO" else "the sender's answer is odd")
+            if answer[0] == "NO":
+                raise FileRefused("the sender has no verified copy")
+            raise CopyFailed("the sender's answer is odd")
         length = int(answer[1])
         if offset + length != pinned["size"]:
             self._drain(length)
             os.remove(part)
-            raise CopyFailed("the sender's file is {0} bytes, not the pinned {1}".format(offset + length,
-                                                                                         pinned["size"]))
+            raise FileRefused("the sender's file is {0} bytes, not the pinned {1}".format(offset + length,
+                                                                                          pinned["size"]))
         with open(part, "ab") as out:
             moved = self._copy(out, digester, length)
             out.flush()
             os.fsync(out.fileno())
         if not model_files.digests_match(pinned, digester.digests()):
             os.remove(part)
-            raise CopyFailed("its bytes do not hash to the pin")
+            raise FileRefused("its bytes do not hash to the pin")
         os.rename(part, final)
         return moved
 
     def _copy(self, out, digester, length):
         moved = 0
         while moved < length:
-            chunk = self.reader.read(min(_CHUNK, length - moved))
+            # read1: what arrived, not a full chunk, so a cut stream leaves every byte it brought for the resume
+            chunk = self.reader.read1(min(_CHUNK, length - moved))
             if not chunk:
                 raise CopyFailed("the sender stopped after {0} of {1} bytes".format(moved, length))
             digester.update(chunk)

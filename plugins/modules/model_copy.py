@@ -50,6 +50,11 @@ options:
     description: Seconds after which every wait ends (a dead peer never hangs the run); what did not arrive fails.
     type: int
     default: 3600
+  progress:
+    description: C(address), C(port) and C(name) of the controller's progress listener (C(mlx-fleet models sync)'s
+      live line); twice a second one UDP datagram, JSON C([name, bytes held, bytes to receive]), is sent there,
+      never waited on. Without it, nothing is sent.
+    type: dict
 extends_documentation_fragment:
   - mlx_fleet.cluster.attributes.changes
   - mlx_fleet.cluster.options.models
@@ -81,7 +86,9 @@ ansible_facts:
                "failed": [], "bytes": 120, "seconds": 0.4, "served_bytes": 0, "refs": []}
 """
 
+import json
 import os
+import socket
 import threading
 import time
 
@@ -99,6 +106,7 @@ def _pull(params, manifests, sender, holdings, deadline, found):
             holdings.failed((wanted["model"], wanted["path"]))
             found["failed"].append(dict(wanted, **{"from": source, "why": str(exc)}))
         return
+    lost = None  # why the connection broke: the files after it fail at once, not after a silence each
     try:
         for wanted in sender["files"]:
             key = (wanted["model"], wanted["path"])
@@ -106,14 +114,21 @@ def _pull(params, manifests, sender, holdings, deadline, found):
             pinned = next(f for f in manifest["files"] if f["path"] == wanted["path"])
             root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
             final = model_stream.stored_path(manifest, root, pinned)
-            try:
-                moved = receiver.fetch(manifest, pinned, final)
-            except (model_stream.CopyFailed, OSError) as exc:
-                holdings.failed(key)
-                found["failed"].append(dict(wanted, **{"from": source, "why": str(exc)}))
-                continue
-            holdings.ready(key, final)
-            found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
+            why = lost
+            if lost is None:
+                try:
+                    moved = receiver.fetch(manifest, pinned, final)
+                except (model_stream.CopyFailed, OSError) as exc:
+                    why = ("nothing arrived for {0} s".format(model_stream.IDLE_SECONDS)
+                           if isinstance(exc, socket.timeout) else str(exc) or type(exc).__name__)
+                    if not isinstance(exc, model_stream.FileRefused):
+                        lost = why
+                else:
+                    holdings.ready(key, final)
+                    found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
+                    continue
+            holdings.failed(key)
+            found["failed"].append(dict(wanted, **{"from": source, "why": why}))
     finally:
         receiver.close()
 
@@ -171,6 +186,47 @@ def holdings_of(params, manifests):
     return holdings
 
 
+PROGRESS_SECONDS = 0.5
+
+
+def _held_bytes(params, manifests, found):
+    """The bytes this Mac holds of the files it is to receive: those received, and what arrived of the others."""
+    received = set((f["model"], f["path"]) for f in found["received"])
+    held = 0
+    for sender in params["receive"]:
+        for wanted in sender["files"]:
+            manifest = manifests[wanted["model"]]
+            pinned = next(f for f in manifest["files"] if f["path"] == wanted["path"])
+            if (wanted["model"], wanted["path"]) in received:
+                held += pinned["size"]
+                continue
+            root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+            try:
+                held += os.path.getsize(model_stream.part_path(manifest, model_stream.stored_path(manifest, root,
+                                                                                                  pinned)))
+            except OSError:
+                pass  # not begun
+    return held
+
+
+def _report_progress(params, manifests, found, stopped):
+    """Until STOPPED, and once more then: this Mac's bytes held and to receive, as one UDP datagram to the
+    controller's progress listener (sent, never waited on: a lost datagram is a stale line)."""
+    where = params["progress"]
+    total = sum(next(f["size"] for f in manifests[w["model"]]["files"] if f["path"] == w["path"])
+                for sender in params["receive"] for w in sender["files"])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+        while True:
+            last = stopped.wait(PROGRESS_SECONDS)
+            message = json.dumps([where["name"], _held_bytes(params, manifests, found), total]).encode()
+            try:
+                out.sendto(message, (where["address"], where["port"]))
+            except OSError:
+                pass
+            if last:
+                return
+
+
 def copy(params):
     """Receive and serve at once; what happened (the mlx_fleet_model_copy fact)."""
     manifests = dict((m["name"], m) for m in params["models"])
@@ -189,10 +245,17 @@ def copy(params):
     found = model_stream.nothing_copied()
     pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found))
              for s in params["receive"]]
+    stopped = threading.Event()
+    reporter = threading.Thread(target=_report_progress, args=(params, manifests, found, stopped), daemon=True)
+    if params.get("progress") and params["receive"]:
+        reporter.start()
     for pull in pulls:
         pull.start()
     for pull in pulls:
         pull.join()
+    stopped.set()
+    if reporter.is_alive():
+        reporter.join()  # its last datagram: every byte this Mac holds now
     seconds = time.monotonic() - started
     _record_written(params, manifests, found, _finish_hub_entries(params, manifests, found))
     found.update(bytes=sum(f["bytes"] for f in found["received"]), seconds=round(seconds, 3),
@@ -208,7 +271,8 @@ def main():
                            receive=dict(type="list", elements="dict", default=[]),
                            serve=dict(type="dict"),
                            token=dict(type="str", required=True, no_log=True),
-                           timeout=dict(type="int", default=3600)),
+                           timeout=dict(type="int", default=3600),
+                           progress=dict(type="dict")),
         supports_check_mode=True,
     )
     wanted = ["{0}/{1}".format(f["model"], f["path"]) for s in module.params["receive"] for f in s["files"]]

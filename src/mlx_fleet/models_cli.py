@@ -4,10 +4,17 @@ plugin_utils.steps.models, plugin_utils.models; sentences: plugin_utils.render.m
 
 from __future__ import annotations
 
+import json
+import socket
 import sys
+import threading
+import time
+from contextlib import contextmanager
 
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.models_status import size
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
 from mlx_fleet import runner
+from mlx_fleet.runner.progress import Progress
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK
 
 STATUS_ACTION = "mlx_fleet.cluster.models_status"
@@ -69,11 +76,77 @@ def run_models(args) -> int:
     return EXIT_ATTENTION if status == EXIT_OK and not result["report"]["complete"] else status
 
 
+SHOWN_EVERY = 0.5  # seconds between two updates of the live line
+
+
+class Transfers:
+    """Per Mac, from its progress datagrams (model_copy's `progress`): bytes held and to receive, and when."""
+
+    def __init__(self):
+        self.macs: dict[str, tuple[float, int, int, int, float]] = {}  # first seen, held then, held, total, now
+
+    def heard(self, datagram: bytes, now: float) -> None:
+        """One Mac's [name, held, total]; anything else is ignored (it is only shown)."""
+        try:
+            name, held, total = json.loads(datagram)
+        except (ValueError, TypeError):  # not JSON, not three things
+            return
+        if not (isinstance(name, str) and isinstance(held, int) and isinstance(total, int)):
+            return
+        first, held_first = self.macs.get(name, (now, held))[:2]
+        self.macs[name] = (first, held_first, held, total, now)
+
+    def line(self) -> str:
+        """Per Mac receiving: bytes held of those to receive, the rate since it was first heard, the time left."""
+        shown = []
+        for name, (first, held_first, held, total, now) in sorted(self.macs.items()):
+            rate = (held - held_first) / (now - first) if now > first else 0
+            left = f", {(total - held) / rate:.0f} s left" if rate and held < total else ""
+            shown.append(f"{name} {size(held)}/{size(total)} {size(int(rate))}/s{left}")
+        return "; ".join(shown)
+
+
+@contextmanager
+def transfer_progress(progress: Progress):
+    """A UDP listener for the Macs' progress datagrams while the sync runs (yields its port), feeding PROGRESS's
+    live line at most every SHOWN_EVERY seconds; closed on leaving."""
+    transfers = Transfers()
+    stopped = threading.Event()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("0.0.0.0", 0))
+        listener.settimeout(SHOWN_EVERY)
+
+        def listen():
+            shown = 0.0
+            while not stopped.is_set():
+                try:
+                    transfers.heard(listener.recv(512), time.monotonic())
+                except OSError:  # nothing came within SHOWN_EVERY (socket.timeout), or closed
+                    continue
+                if time.monotonic() - shown >= SHOWN_EVERY:
+                    shown = time.monotonic()
+                    try:
+                        progress.set_detail(transfers.line())
+                    except OSError:  # the terminal went away (SIGHUP): nothing more to show
+                        return
+
+        thread = threading.Thread(target=listen, daemon=True)
+        thread.start()
+        try:
+            yield listener.getsockname()[1]
+        finally:
+            stopped.set()
+            thread.join()
+
+
 def run_sync(args) -> int:
     extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0],
                      mlx_fleet_models_sync_names=list(args.names))
-    report = runner.run_playbook("models", args.inventory, runner.options_from(args, "models sync", False),
-                                 extravars=extravars, output_dir=runner.output_dir_from(args))
+    progress = Progress()
+    with transfer_progress(progress) as port:
+        report = runner.run_playbook("models", args.inventory, runner.options_from(args, "models sync", False),
+                                     extravars=dict(extravars, mlx_fleet_models_progress_port=port),
+                                     output_dir=runner.output_dir_from(args), progress=progress)
     planned = report.result(PLAN_ACTION)
     done = report.result(REPORT_ACTION)
     if not planned or "plan" not in planned:  # refused before any byte moved: bad input, too little space

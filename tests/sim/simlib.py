@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import yaml
@@ -222,3 +223,127 @@ def task_results(recorded: dict, name_part: str) -> dict[str, dict]:
             if name_part in task["task"]["name"]:
                 return task["hosts"]
     raise AssertionError(f"no task {name_part!r}")
+
+
+# --- models sync (issue 28): a cluster with declared models, its runs read from their JSON events ----------
+
+def make_model(folder: Path, shards: dict[str, int]) -> int:
+    """Random shards, a config and a tokenizer in FOLDER; their bytes in all."""
+    folder.mkdir(parents=True)
+    for name, size in shards.items():
+        with open(folder / name, "wb") as out:
+            for start in range(0, size, 64 << 20):  # a GiB-sized shard without a GiB in memory
+                out.write(os.urandom(min(64 << 20, size - start)))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    (folder / "tokenizer.json").write_text(json.dumps({"vocab": {f"t{i}": i for i in range(2000)}}))
+    return sum(p.stat().st_size for p in folder.iterdir())
+
+
+class ModelsCluster:
+    """SIM with a Hub stand-in serving SIM.dir/repos (HUB_ARGS: its faults), a models' lock of its own, and the
+    cables' addresses in the cluster model (`mlx-fleet hostfile`): ready for `models sync`."""
+
+    def __init__(self, sim: Sim, controller_cache: Path, *hub_args: str):
+        self.sim, self.macs = sim, sim.nodes
+        (sim.dir / "repos").mkdir(exist_ok=True)
+        served = sim.cli("hub", "serve", str(sim.dir / "repos"), *hub_args).stdout
+        endpoint = next(line.split("=", 1)[1] for line in served.splitlines() if line.startswith("HF_ENDPOINT="))
+        self.env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+        self.env.update(HF_ENDPOINT=endpoint, HF_HUB_CACHE=str(controller_cache), HF_HUB_DISABLE_TELEMETRY="1")
+        self.inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
+        env_lock = sim.dir / "mlx-env.lock.json"  # the models' lock goes beside it, in this cluster's folder
+        shutil.copyfile(self.cluster_vars["mlx_env_lock_file"], env_lock)
+        self.cluster_vars["mlx_env_lock_file"] = str(env_lock)
+        self.declare([])
+        result, _ = self.run("hostfile")
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    @property
+    def cluster_vars(self) -> dict:
+        return self.inventory["all"]["children"]["mlx_cluster"]["vars"]
+
+    def declare(self, models: list[dict]) -> None:
+        """mlx_fleet_models: MODELS."""
+        self.cluster_vars["mlx_fleet_models"] = models
+        (self.sim.dir / "inventory.yml").write_text(yaml.safe_dump(self.inventory, sort_keys=False))
+
+    def argv(self, *args: str) -> list[str]:
+        return [MLX_FLEET, *args, "-i", str(self.sim.dir / "inventory.yml")]
+
+    def runs(self) -> set[Path]:
+        folder = self.sim.dir / ".mlx-fleet" / "runs"
+        return set(folder.glob("*")) if folder.is_dir() else set()
+
+    def results(self, before: set[Path]) -> dict[str, dict]:
+        """The results of the newest run since BEFORE, by action and host (runner_on_ok and runner_on_failed)."""
+        runs = sorted(self.runs() - before)
+        found: dict[str, dict] = {}
+        for path in (runs[-1] / "job_events").glob("*.json") if runs else ():
+            event = json.loads(path.read_text())
+            if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+                data = event["event_data"]
+                found.setdefault(data["task_action"], {})[data["host"]] = data["res"]
+        return found
+
+    def run(self, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict[str, dict]]:
+        """`mlx-fleet ARGS -i INVENTORY`: the process, and its run's results by action and host."""
+        before = self.runs()
+        result = subprocess.run(self.argv(*args), capture_output=True, text=True, timeout=900, env=env or self.env)
+        assert "Traceback" not in result.stderr + result.stdout, result.stderr
+        return result, self.results(before)
+
+    def held(self, mac: str, name: str) -> Path:
+        return self.sim.dir / "nodes" / mac / "fs" / "opt" / "mlx-fleet" / "models" / name
+
+    def hub_cache(self, mac: str) -> Path:
+        return self.sim.dir / "nodes" / mac / "fs" / "opt" / "mlx-fleet" / "huggingface" / "hub"
+
+    def management_bytes(self) -> int:
+        """Bytes every Mac's management interface (en0, its veth to the controller's bridge) received so far."""
+        state = self.sim.state()
+        total = 0
+        for name in state["nodes"]:
+            out = subprocess.run(["ip", "-n", f"mfs{state['index']}-{name}", "-j", "-s", "link", "show", "en0"],
+                                 capture_output=True, text=True, check=True).stdout
+            total += json.loads(out)[0]["stats64"]["rx"]["bytes"]
+        return total
+
+    def still_listening(self) -> list[str]:
+        """The Macs where anything still listens on the sync's port: none once a sync has returned."""
+        state = self.sim.state()
+        return [name for name in state["nodes"]
+                if subprocess.run(["ip", "netns", "exec", f"mfs{state['index']}-{name}", "ss", "-Hltn",
+                                   "sport = :47181"], capture_output=True, text=True, check=True).stdout.strip()]
+
+    def wait_nothing_listens(self) -> list[str]:
+        """still_listening once the bounds of silence had their time (30 s, 120 s before a first receiver)."""
+        for _ in range(180):
+            if not self.still_listening():
+                break
+            time.sleep(1)
+        return self.still_listening()
+
+
+def sync_report(found: dict) -> dict:
+    """The models_sync_report's report of a run's results (ModelsCluster.run)."""
+    (report,) = [res["report"] for res in found["mlx_fleet.cluster.models_sync_report"].values()]
+    return report
+
+
+def sync_plan(found: dict) -> dict:
+    (plan,) = [res["plan"] for res in found["mlx_fleet.cluster.models_sync_plan"].values() if "plan" in res]
+    return plan
+
+
+def received(found: dict) -> dict[str, list[str]]:
+    """Per Mac the files its model_copy received (model/path)."""
+    copies = found.get("mlx_fleet.cluster.model_copy", {})
+    return {mac: sorted(f"{f['model']}/{f['path']}" for f in res["ansible_facts"]["mlx_fleet_model_copy"]["received"])
+            for mac, res in copies.items()
+            if res.get("ansible_facts", {}).get("mlx_fleet_model_copy", {}).get("received")}
+
+
+def planned(found: dict) -> dict[str, list[str]]:
+    """Per Mac the files the run's plan gave it to receive (model/path)."""
+    return {mac: sorted(f"{f['model']}/{f['path']}" for r in p["receive"] for f in r["files"])
+            for mac, p in sync_plan(found)["macs"].items() if p["files"]}

@@ -6,7 +6,9 @@ controller, the others along the cables from the nearest Mac holding the file, r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import socket
 import threading
 import time
 
@@ -169,7 +171,19 @@ def test_a_mac_pulls_a_hub_entry_into_huggingface_hubs_layout_and_a_lost_ref_is_
                            "files": [{"model": "m", "path": name} for name in data]}]}
     checked = run_module(model_copy.main, dict(params, _ansible_check_mode=True))
     assert checked["changed"] is True and not os.path.exists(cache)  # check mode: said, not done
-    found = model_copy.copy(params)
+    progress = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    progress.bind(("127.0.0.1", 0))
+    found = model_copy.copy(dict(params, progress={"address": "127.0.0.1", "port": progress.getsockname()[1],
+                                                   "name": "mac1"}))
+    progress.setblocking(False)
+    heard = []
+    while True:
+        try:
+            heard.append(json.loads(progress.recv(512)))
+        except BlockingIOError:
+            break
+    total = sum(len(blob) for blob in data.values())
+    assert heard[-1] == ["mac1", total, total]  # the controller's live line: bytes held of those to receive
     assert ([f["path"] for f in found["received"]], found["failed"], found["refs"]) == (list(data), [], ["m"])
     assert found["bytes"] == sum(len(blob) for blob in data.values()) and sender.wait() == found["bytes"]
     assert model_files.read_model(manifest, cache, "/unused", True)["present"] is True
@@ -221,3 +235,50 @@ def test_without_cables_every_mac_is_fed_by_the_controller_and_the_step_warns(tm
     found = models_step.sync_plan(View(), run, {"manifests": [MANIFEST], "not_pinned": []}, [])
     assert len(run.shown) == 1 and found["plan"]["folders"] == {}  # check mode: nothing fetched
     assert [r["sender"] for r in found["plan"]["macs"]["m2"]["receive"]] == ["controller"]
+
+
+def test_a_sender_gone_silent_mid_file_fails_that_file_and_the_rest_without_asking_again(tmp_path, monkeypatch):
+    from ansible_collections.mlx_fleet.cluster.plugins.modules import model_copy
+
+    monkeypatch.setattr(model_stream, "IDLE_SECONDS", 1)
+    data = {name: os.urandom(100_000) for name in ("a.safetensors", "b.safetensors", "c.safetensors")}
+    listener = socket.create_server(("127.0.0.1", 0))
+    asked = []
+
+    def stalled_sender():  # a pulled cable: half a file, then silence
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as reader:
+            reader.readline()
+            for line in reader:
+                asked.append(line)
+                if len(asked) == 1:
+                    conn.sendall(b"OK 100000\n" + data["a.safetensors"][:50_000])
+
+    thread = threading.Thread(target=stalled_sender, daemon=True)
+    thread.start()
+    manifest = {"name": "m", "source": "path", "files": [pinned_file(name, blob) for name, blob in data.items()]}
+    found = model_copy.copy({"models": [manifest], "hf_cache": str(tmp_path / "hub"),
+                             "models_dir": str(tmp_path / "models"), "token": TOKEN, "timeout": 30, "serve": None,
+                             "receive": [{"sender": "mac1", "address": "127.0.0.1",
+                                          "port": listener.getsockname()[1],
+                                          "files": [{"model": "m", "path": name} for name in data]}]})
+    thread.join(10)
+    assert found["received"] == [] and [f["path"] for f in found["failed"]] == list(data)
+    assert len({f["why"] for f in found["failed"]}) == 1 and asked[1:] == [b'["BYE"]\n']  # no second GET
+    assert os.path.getsize(tmp_path / "models" / "m" / ".a.safetensors.mlx-fleet-part") == 50_000  # to resume
+
+
+def test_the_report_names_each_file_not_copied_with_the_mac_it_was_to_come_from():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_sync
+
+    report = {"complete": False, "bytes": 10, "rows": [
+        {"mac": "mini-2", "planned": 2, "received": 1, "bytes": 10, "seconds": 2.0, "senders": ["mini-1"],
+         "done": False, "failed": [{"model": "m", "path": "b.safetensors", "from": "mini-1",
+                                    "why": "nothing arrived for 30 s"}]},
+        {"mac": "mini-3", "planned": 2, "received": 0, "bytes": 0, "seconds": 0, "senders": [], "done": False,
+         "failed": []}]}
+    assert models_sync.report_lines(report, "inv.yml", cli=True) == [
+        "mini-2: received 1 files, 10 B in 2.0 s (5 B/s) from mini-1",
+        "mini-2: m/b.safetensors not copied from mini-1: nothing arrived for 30 s",
+        "mini-3: 2 files not copied (the Mac did not answer)",
+        "not complete on mini-2, mini-3: run mlx-fleet models sync -i inv.yml again to resume"]

@@ -275,3 +275,31 @@ def test_a_diff_on_a_terminal_clears_the_live_line_first():
     assert line.getvalue().endswith("\r\033[K\r\033[K[1] Keep the Mac awake: 1/1 Macs")
 
 
+
+
+def test_a_steps_detail_follows_the_macs_count_on_the_live_line_and_goes_with_the_step():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    line = Tty()
+    progress = runner_progress.Progress(line)
+    handle = runner_events.EventHandler(runner.RunReport(playbook="p"), progress, io.StringIO())
+    handle(_task("Copy the models"))
+    handle(_event("runner_on_start", host="mini-1"))
+    progress.set_detail("mini-1 1.0 MB/2.0 MB")
+    assert line.getvalue().endswith("\r\033[K[1] Copy the models: ...; mini-1 1.0 MB/2.0 MB")
+    handle(_task("Say what moved"))
+    assert line.getvalue().endswith("\r\033[K[2] Say what moved: ...")
+
+
+def test_the_sync_progress_shows_each_mac_s_bytes_rate_and_time_left_from_its_datagrams():
+    from mlx_fleet.models_cli import Transfers
+
+    transfers = Transfers()
+    transfers.heard(b'["mini-2", 0, 4000000]', 10.0)
+    transfers.heard(b'["mini-1", 1000000, 3000000]', 10.0)
+    transfers.heard(b'["mini-1", 2000000, 3000000]', 12.0)
+    for odd in (b"not json", b'["mini-3", "1", 2]', b'{"a": 1}', b"5"):
+        transfers.heard(odd, 12.0)  # only shown: anything else is left out
+    assert transfers.line() == "mini-1 2.0 MB/3.0 MB 500.0 kB/s, 2 s left; mini-2 0 B/4.0 MB 0 B/s"

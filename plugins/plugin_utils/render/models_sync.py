@@ -35,7 +35,8 @@ def report_lines(report: dict, inventory: str, *, cli: bool) -> list[str]:
             out.append(f"{row['mac']}: received {row['received']} files, {size(row['bytes'])} in "
                        f"{row['seconds']:.1f} s ({_rate(row)}) from {', '.join(row['senders'])}")
         for failed in row["failed"]:
-            out.append(f"{row['mac']}: {failed['model']}/{failed['path']} not copied: {failed['why']}")
+            sender = f" from {failed['from']}" if failed.get("from") else ""
+            out.append(f"{row['mac']}: {failed['model']}/{failed['path']} not copied{sender}: {failed['why']}")
         if not row["done"] and not row["failed"] and row["planned"] > row["received"]:
             out.append(f"{row['mac']}: {row['planned'] - row['received']} files not copied (the Mac did not answer)")
     if report["complete"]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.content import terminal_text
@@ -19,6 +21,11 @@ if TYPE_CHECKING:
     from mlx_fleet.runner.events import RunReport
 
 
+def _width() -> int:
+    """The live line's length: the terminal's width, less one column so it never wraps."""
+    return max(80, shutil.get_terminal_size().columns - 1)
+
+
 class Progress:
     """One live line per step on a terminal; plain lines otherwise. A step run on the controller (the
     inventory check, a step run once for the whole cluster) says so instead of counting Macs."""
@@ -32,6 +39,8 @@ class Progress:
         self.controller = False
         self.failures = 0
         self.step = 0
+        self.detail = ""  # what the step reports while it runs (set_detail), after the Macs' count
+        self._writing = threading.Lock()  # set_detail may come from another thread
 
     def _line(self) -> str:
         if self.controller:
@@ -40,18 +49,25 @@ class Progress:
             where = "..."  # one host so far: a Mac, or the controller under a Mac's name
         else:
             where = f"{len(self.done)}/{len(self.started)} Macs"
-        return f"[{self.step}] {self.task}: {where}" + (f", {self.failures} failed so far" if self.failures else "")
+        return (f"[{self.step}] {self.task}: {where}" + (f", {self.failures} failed so far" if self.failures else "")
+                + (f"; {self.detail}" if self.detail else ""))
 
     def _show(self) -> None:
         if self.live and self.task:
-            self.stream.write("\r\033[K" + self._line()[:150])
-            self.stream.flush()
+            with self._writing:
+                self.stream.write("\r\033[K" + self._line()[:_width()])
+                self.stream.flush()
+
+    def set_detail(self, text: str) -> None:
+        """TEXT after the Macs' count on the live line of the step running now (a transfer's bytes and rate)."""
+        self.detail = text
+        self._show()
 
     def _close_step(self) -> None:
         if not self.task:
             return
         if self.live:
-            self.stream.write("\r\033[K" + self._line()[:150] + "\n")
+            self.stream.write("\r\033[K" + self._line()[:_width()] + "\n")
         else:
             self.stream.write(self._line() + "\n")
         self.stream.flush()
@@ -59,7 +75,7 @@ class Progress:
     def task_start(self, name: str | None) -> None:
         """A new step; None: a step not shown (a role checking its variables)."""
         self._close_step()
-        self.task, self.started, self.done, self.controller = name or "", set(), set(), False
+        self.task, self.started, self.done, self.controller, self.detail = name or "", set(), set(), False, ""
         if name:
             self.step += 1
             self._show()

@@ -39,8 +39,9 @@ _RUN_IDENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 
 def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions | None = None, *,
                  extravars: dict | None = None, output_dir: Path | None = None,
-                 progress: bool = True) -> RunReport:
-    """Run mlx_fleet.cluster.<playbook> against the inventories and report what happened."""
+                 progress: bool | Progress = True) -> RunReport:
+    """Run mlx_fleet.cluster.<playbook> against the inventories and report what happened. PROGRESS: the live line
+    (a Progress the caller also feeds, True for one of its own, False for none)."""
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder
 
@@ -62,7 +63,7 @@ def run_playbook(playbook: str, inventories: list[str], options: PlaybookOptions
 
 
 def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extravars: dict | None, output_dir: Path,
-         progress: bool, run_env: dict) -> RunReport:
+         progress: bool | Progress, run_env: dict) -> RunReport:
     import ansible_runner
     from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import private_folder
 
@@ -71,7 +72,7 @@ def _run(playbook: str, inventories: list[str], options: PlaybookOptions, extrav
     cmdline, passwords = _command_line(options)
     report = RunReport(playbook=f"mlx_fleet.cluster.{playbook}", artifacts=artifacts, check=options.check,
                        diff=options.diff)
-    watcher = Progress() if progress else None
+    watcher = progress if isinstance(progress, Progress) else Progress() if progress else None
     events = EventHandler(report, watcher)
     started = time.monotonic()
     # The runs before the last KEPT_RUNS - 1 (this one makes KEPT_RUNS) are removed while the playbook runs: a
