@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from simlib import BIN, REPO, mlx_fleet
+from simlib import BIN, REPO, command_lines, mlx_fleet
 
 ENV_CACHE = "/var/tmp/mlx-fleet-env-cache"  # the warm download cache the env tests share
 AUTO_INSTALL = ("defaults", "write", "/Library/Preferences/com.apple.SoftwareUpdate", "AutomaticallyInstallMacOSUpdates")
@@ -54,7 +54,7 @@ class ProcessWatch(threading.Thread):
 
     def run(self):
         while not self.stop.is_set():
-            self.seen.update(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines())
+            self.seen.update(command_lines())
             self.stop.wait(0.1)
 
 
