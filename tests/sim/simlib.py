@@ -141,6 +141,22 @@ def listing(sim: Sim) -> dict[str, str]:
 
 
 
+def command_lines(environment: bool = False) -> list[str]:
+    """Every process's command line on this machine (the simulated Macs' too: they share its process table), with
+    its environment after it if `environment`: what `ps -e -ww -o args` (with `e`) shows, read from /proc as ps
+    does, at a fifth of ps's CPU (a watch takes it every few tenths of a second while a run goes on)."""
+    parts = ("cmdline", "environ") if environment else ("cmdline",)
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                found.append(" ".join(Path(f"/proc/{pid}/{part}").read_bytes().replace(b"\0", b" ").decode(
+                    errors="replace").strip() for part in parts))
+            except OSError:  # it ended meanwhile
+                pass
+    return found
+
+
 def mlx_fleet_packaged(*argv: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     """mlx-fleet with the config it ships (no ANSIBLE_CONFIG), as a user runs it; prefix: e.g. `ip netns exec NS`."""
     env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}  # the packaged config

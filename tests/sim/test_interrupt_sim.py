@@ -26,7 +26,7 @@ import pexpect
 import pytest
 import yaml
 
-from simlib import CALLBACKS, ENV_CACHE, MLX_FLEET, Sim
+from simlib import CALLBACKS, ENV_CACHE, MLX_FLEET, Sim, command_lines
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
 
@@ -140,7 +140,7 @@ def test_after_the_interrupts_a_converge_repairs_and_a_second_changes_nothing(cl
 
 
 class Ps:
-    """`ps` output, arguments and environment of every process, taken every 0.2 s while a run goes on."""
+    """The arguments and environment of every process (what `ps` shows), taken every 0.2 s while a run goes on."""
 
     def __init__(self):
         self.seen: list[str] = []
@@ -149,8 +149,8 @@ class Ps:
 
     def _watch(self):
         while not self.stop.wait(0.2):
-            for argv in (["ps", "-e", "-ww", "-o", "pid=,args="], ["ps", "-e", "-ww", "-o", "pid=,args=", "e"]):
-                self.seen.append(subprocess.run(argv, capture_output=True, text=True).stdout)
+            for environment in (False, True):
+                self.seen.append("\n".join(command_lines(environment)))
 
     def __enter__(self):
         self.thread.start()

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from simlib import BIN, REPO, mlx_fleet
+from simlib import BIN, REPO, command_lines, mlx_fleet
 
 ENV_CACHE = "/var/tmp/mlx-fleet-env-cache"  # the warm download cache the env tests share
 AUTO_INSTALL = ("defaults", "write", "/Library/Preferences/com.apple.SoftwareUpdate", "AutomaticallyInstallMacOSUpdates")
@@ -54,7 +54,7 @@ class ProcessWatch(threading.Thread):
 
     def run(self):
         while not self.stop.is_set():
-            self.seen.update(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines())
+            self.seen.update(command_lines())
             self.stop.wait(0.1)
 
 
@@ -187,8 +187,10 @@ def test_os_update_canary_first_rank0_last_stops_at_a_fault_and_resumes(make_sim
     # The password was in no command line on the controller or the Macs, and is in no file of theirs.
     assert watch.seen and not [line for line in watch.seen if password in line]
     searched = [sim.dir / ".mlx-fleet", sim.dir / "nodes", Path("/tmp"), Path("/var/tmp")]
-    found = subprocess.run(["grep", "-rlsF", "--exclude=admin_password", "--", password, *map(str, searched)],
-                           capture_output=True, text=True).stdout.split()
+    # The pattern from the password file, not the command line: another run of this test on the machine (the
+    # sims share one admin password) watches every command line while its update runs.
+    found = subprocess.run(["grep", "-rlsF", "--exclude=admin_password", "-f", str(password_file), "--",
+                            *map(str, searched)], capture_output=True, text=True).stdout.split()
     # (pytest's own folders excepted: this test's password files, and other tests' files holding the sims' shared
     # admin password, this session's or an earlier one's; mlx-fleet writes nothing there)
     tests_own = tmp_path.parent.parent  # /tmp/pytest-of-USER

@@ -13,7 +13,6 @@ import yaml
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.defaults import CLUSTER_GROUP
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cable_plan import CablePlanError
-from mlx_fleet.inventory_view import InventoryView, InventoryViewError
 
 
 @dataclass
@@ -52,6 +51,10 @@ def _read_yaml(path: Path):
 
 
 def _plan_from_inventory(source: Path, group: str = CLUSTER_GROUP) -> PlanFile:
+    # Imported here: it brings ansible's templating (~0.3 s of CPU), which every other `mlx-fleet sim`
+    # command, a test's many `sim exec` calls above all, would pay for at start.
+    from mlx_fleet.inventory_view import InventoryView, InventoryViewError
+
     try:
         inventory = InventoryView([str(source)])
         hosts = {name: inventory.variables(name) for name in inventory.hosts(group)}
