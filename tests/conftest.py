@@ -68,6 +68,42 @@ def make_sim():
         sim.down()
 
 
+# One converged 4-Mac ring for the session's tests that only need one (verify, run, run's check, ps and stop):
+# names of its own (other clusters may be up), its fabric configured and the environment's interpreter in place,
+# saved as the snapshot CONVERGED_RING; each module gets it restored to that snapshot.
+RING = ["vring-1", "vring-2", "vring-3", "vring-4"]
+CONVERGED_RING = "converged"
+RING_ENV = "/opt/mlx-fleet/venv"  # mlx_env_path's default: the cluster's environment
+
+
+@pytest.fixture(scope="session")
+def shared_ring(tmp_path_factory):
+    from simlib import Sim, converged, plan
+
+    cables = [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]
+    sim = converged(Sim(topology=plan(tmp_path_factory.mktemp("plans") / "ring.yml", RING, cables), rdma="none"))
+    for node in RING:  # the environment's interpreter, as a converge leaves it (the env step is not needed here)
+        sim.cli("exec", node, "--", "sh", "-c",
+                f"mkdir -p {RING_ENV}/bin && ln -sf \"$(command -v python3)\" {RING_ENV}/bin/python")
+    sim.cli("snapshot", CONVERGED_RING)
+    yield sim
+    sim.down()
+
+
+@pytest.fixture(scope="module")
+def ring(shared_ring):
+    """The shared ring, as converged, for one module."""
+    shared_ring.cli("restore", CONVERGED_RING)
+    return shared_ring
+
+
+@pytest.fixture
+def changed_ring(ring):
+    """The ring for a test that changes it and leaves it so: restored to its converged snapshot afterwards."""
+    yield ring
+    ring.cli("restore", CONVERGED_RING)
+
+
 class ModuleExit(Exception):
     """A module's exit_json or fail_json, raised so the test gets what it returned."""
 

@@ -363,3 +363,24 @@ def planned(found: dict) -> dict[str, list[str]]:
     """Per Mac the files the run's plan gave it to receive (model/path)."""
     return {mac: sorted(f"{f['model']}/{f['path']}" for r in p["receive"] for f in r["files"])
             for mac, p in sync_plan(found)["macs"].items() if p["files"]}
+
+
+def plan(path: Path, names: list[str], cables: list[str]) -> str:
+    """A cable plan of Mac minis (`sim up --topology PATH`): NAMES, joined by CABLES ("a:1 -- b:2")."""
+    path.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in names}, "cables": cables}))
+    return str(path)
+
+
+def run_tool(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """A tool of the controller with the repository's ansible.cfg, no terminal, no stdin."""
+    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd="/",
+                          stdin=subprocess.DEVNULL)
+
+
+def converged(sim: Sim) -> Sim:
+    """The fabric configured: the Thunderbolt addresses on the Macs, the hostfiles in DIR/.mlx-fleet."""
+    done = run_tool([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"),
+                     str(REPO / "playbooks/fabric.yml")], 300)
+    assert done.returncode == 0, done.stdout
+    return sim

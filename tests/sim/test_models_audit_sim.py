@@ -151,7 +151,8 @@ def test_verify_model_refuses_a_mac_without_it_verified_and_gives_the_task_its_p
     """verify --script --model: one flipped byte on one Mac is refused before anything starts (exit 1, that Mac
     named); with every copy verified the task runs on every rank and finds the model at MLX_FLEET_MODEL_PATH."""
     from simlib import Sim, node_python
-    from test_verify_sim import converged, plan, run
+    from simlib import converged, plan
+    from simlib import run_tool as run
 
     names = ["vmodel-1", "vmodel-2"]  # names of their own: other clusters may be up
     sim = converged(Sim(topology=plan(tmp_path / "pair.yml", names, [f"{names[0]}:1 -- {names[1]}:1"]),

@@ -1,6 +1,6 @@
 """The check before `mlx-fleet run`, `mlx-fleet ps`, `mlx-fleet stop` and the watch's orphan report on simulated
-Macs (issue 29): one converged 4-Mac ring for the module (its fabric configured, saved as a snapshot and restored
-after each test that changes it). Each reason not to launch is one finding of its kind naming its Macs, and the
+Macs (issue 29): the session's converged 4-Mac ring (conftest.shared_ring: its fabric configured, saved as a
+snapshot, restored after each test that changes it). Each reason not to launch is one finding of its kind naming its Macs, and the
 check starts nothing on any Mac; a rank planted detached from its ssh session is listed as an orphan, reported
 by the watch and removed by `stop --orphans`, which the Mac's own ps confirms."""
 
@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import CONVERGED_RING, RING
+from conftest import RING_ENV as ENV
 from simlib import BIN, REPO, Sim
 
 pytestmark = pytest.mark.sim
-RING = ["psring-1", "psring-2", "psring-3", "psring-4"]  # names of their own: other clusters may be up
-CONVERGED = "converged"
-ENV = "/opt/mlx-fleet/venv"  # mlx_env_path's default: the cluster's environment
 COMMAND = ["python", "-m", "mlx_lm.generate", "--model", "tiny"]
 
 
@@ -28,28 +27,6 @@ def run(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess:
     env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd="/",
                           stdin=subprocess.DEVNULL)
-
-
-@pytest.fixture(scope="module")
-def ring(tmp_path_factory):
-    plan = tmp_path_factory.mktemp("plans") / "ring.yml"
-    plan.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in RING},
-                                    "cables": [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]}))
-    sim = Sim(topology=str(plan), rdma="none")
-    done = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"),
-                str(REPO / "playbooks/fabric.yml")])
-    assert done.returncode == 0, done.stdout
-    for node in RING:  # the environment's interpreter, as a converge leaves it (the env step is not needed here)
-        sim.cli("exec", node, "--", "sh", "-c", f"mkdir -p {ENV}/bin && ln -sf \"$(command -v python3)\" {ENV}/bin/python")
-    sim.cli("snapshot", CONVERGED)
-    yield sim
-    sim.down()
-
-
-@pytest.fixture
-def changed_ring(ring):
-    yield ring
-    ring.cli("restore", CONVERGED)
 
 
 def inventory(sim: Sim) -> str:
@@ -128,11 +105,11 @@ def test_each_reason_not_to_launch_is_one_finding_and_nothing_starts(changed_rin
     assert check(sim) == [("hostfile-stale", ()), *[("hostfile-stale", (node,)) for node in RING]]
     hostfile.unlink()
     assert check(sim) == [("hostfile-stale", ())]
-    sim.cli("restore", CONVERGED)
+    sim.cli("restore", CONVERGED_RING)
     # a cable out, then a Mac unreachable
     sim.cli("unplug", f"{RING[0]}:2")
     assert check(sim) == [("cable", (RING[0], RING[1]))]
-    sim.cli("restore", CONVERGED)
+    sim.cli("restore", CONVERGED_RING)
     sim.cli("link", RING[3], "down")
     assert check(sim) == [("unreachable", (RING[3],))]
 

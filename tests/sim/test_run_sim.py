@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import RING
 from simlib import BIN, REPO, Sim, node_python
-from test_verify_sim import CONVERGED, converged, plan
-from test_verify_sim import run as run_cli
+from simlib import run_tool as run_cli
 
 pytestmark = pytest.mark.sim
-RING = ["vrun-1", "vrun-2", "vrun-3", "vrun-4"]  # names of their own: other clusters may be up
 JOB = str(Path(__file__).parent / "scripts/ranks_job.py")
 STOPPED_WITHIN = 15  # seconds: the issue's bound for stopping every rank
 ORPHANS_STOP_WITHIN = 30  # seconds: a rank whose launcher is gone stops itself within this
@@ -26,22 +25,6 @@ ORPHANS_STOP_WITHIN = 30  # seconds: a rank whose launcher is gone stops itself 
 
 def env() -> dict:
     return os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-
-
-@pytest.fixture(scope="module")
-def ring(tmp_path_factory):
-    cables = [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]
-    sim = Sim(topology=plan(tmp_path_factory.mktemp("plans") / "ring.yml", RING, cables), rdma="none")
-    converged(sim).cli("snapshot", CONVERGED)
-    yield sim
-    sim.down()
-
-
-@pytest.fixture
-def restored_ring(ring):
-    """The ring for a test that leaves something behind on it: restored to its converged snapshot afterwards."""
-    yield ring
-    ring.cli("restore", CONVERGED)
 
 
 def argv(sim: Sim, out: Path, *args: str) -> list[str]:
@@ -115,7 +98,7 @@ def test_a_rank_exiting_3_stops_every_rank_and_names_rank_2(ring, tmp_path):
     assert record["run"]["first_failure"] == 2 and record["run"]["exit_status"] == 3
     assert (ranks[2]["mac"], ranks[2]["exit_code"], ranks[2]["ending"]) == (RING[2], 3, "exited")
     assert all(r["ending"] != "completed" for r in ranks)  # the others were stopped, not left to finish
-    assert "[1 vrun-2] rank 1 working" in done.stdout  # --all-ranks: every rank, tagged
+    assert f"[1 {RING[1]}] rank 1 working" in done.stdout  # --all-ranks: every rank, tagged
     exit_line = next(line for line in Path(ranks[2]["log"]).read_text().splitlines() if '"event": "exit"' in line)
     exited_at = calendar.timegm(time.strptime(exit_line.split(".", 1)[0], "%Y-%m-%dT%H:%M:%S"))
     assert ended - exited_at <= STOPPED_WITHIN
@@ -143,8 +126,8 @@ def test_a_silent_rank_is_stopped_as_a_stall(ring, tmp_path):
     assert job_processes(ring) == {node: [] for node in RING}
 
 
-def test_ranks_stop_by_themselves_when_the_launching_process_is_killed(restored_ring, tmp_path):
-    ring = restored_ring  # the killed run's folder stays on the Macs
+def test_ranks_stop_by_themselves_when_the_launching_process_is_killed(changed_ring, tmp_path):
+    ring = changed_ring  # the killed run's folder stays on the Macs
     process = subprocess.Popen(argv(ring, tmp_path, "--", JOB, "--seconds", "600"), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env(), cwd="/", stdin=subprocess.DEVNULL)
     started(process)

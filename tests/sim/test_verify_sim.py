@@ -6,39 +6,18 @@ does not work) fails with MLX's own message while the ring passes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from simlib import BIN, REPO, Sim, node_python
+from conftest import RING
+from simlib import BIN, REPO, Sim, converged, node_python, plan
+from simlib import run_tool as run
 
 pytestmark = pytest.mark.sim
-RING = ["vring-1", "vring-2", "vring-3", "vring-4"]  # names of their own: other clusters may be up
 MESH = ["vmesh-1", "vmesh-2", "vmesh-3"]
 SIZES = "1KiB:4MiB"
-CONVERGED = "converged"  # the ring's snapshot once its fabric is configured
-
-
-def plan(path: Path, names: list[str], cables: list[str]) -> str:
-    path.write_text(yaml.safe_dump({"nodes": {n: {"model": "mini-m4-pro"} for n in names}, "cables": cables}))
-    return str(path)
-
-
-def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd="/",
-                          stdin=subprocess.DEVNULL)
-
-
-def converged(sim: Sim) -> Sim:
-    """The fabric configured: the Thunderbolt addresses on the Macs, the hostfiles in DIR/.mlx-fleet."""
-    done = run([str(BIN / "ansible-playbook"), "-i", str(sim.dir / "inventory.yml"),
-                str(REPO / "playbooks/fabric.yml")], 300)
-    assert done.returncode == 0, done.stdout
-    return sim
 
 
 def verify(sim: Sim, out: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
@@ -51,23 +30,6 @@ def verify(sim: Sim, out: Path, *args: str, timeout: float = 600) -> tuple[subpr
 
 def by_name(report: dict, name: str) -> dict:
     return next(c for c in report["checks"] if c["name"] == name)
-
-
-@pytest.fixture(scope="module")
-def ring(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("plans")
-    sim = Sim(topology=plan(folder / "ring.yml", RING, [f"{RING[i]}:2 -- {RING[(i + 1) % 4]}:1" for i in range(4)]),
-              rdma="none")
-    converged(sim).cli("snapshot", CONVERGED)
-    yield sim
-    sim.down()
-
-
-@pytest.fixture
-def changed_ring(ring):
-    """The ring for a test that changes it and leaves it so: restored to its converged snapshot afterwards."""
-    yield ring
-    ring.cli("restore", CONVERGED)
 
 
 def test_a_converged_ring_passes_with_figures_and_the_seeded_task_reproduces(ring, tmp_path):
