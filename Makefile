@@ -8,7 +8,10 @@ SIM_DIR ?= .sim/demo
 APT_PACKAGES := openssh-server openssh-client iproute2 util-linux sudo zsh python3 python3-venv \
 	python3-pip graphviz make git ca-certificates chromium poppler-utils
 
-.PHONY: demo test deps venv lint dist bench clean
+# What `make bench` adds: rsync, one of the transports benchmarks/models_transport.py compares (bindep's [benchmark]).
+BENCH_APT_PACKAGES := rsync
+
+.PHONY: demo test deps bench-deps venv lint dist bench clean
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -16,6 +19,9 @@ deps:
 		echo "installing Debian packages:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+
+bench-deps:
+	@$(MAKE) --no-print-directory deps APT_PACKAGES="$(BENCH_APT_PACKAGES)"
 
 venv: $(VENV)/.installed
 
@@ -46,7 +52,7 @@ dist: venv
 # Speed figures on simulated clusters (root): every script in benchmarks/ prints its own table
 # (BENCH_ARGS go to benchmarks/bench.py, e.g. --repeat 3 --only hostfile; --baseline [REF] runs every row
 # for the tree at REF too, interleaved, by default the merge-base with main).
-bench: deps venv
+bench: deps bench-deps venv
 	$(VENV)/bin/python benchmarks/bench.py $(BENCH_ARGS)
 	for script in benchmarks/*.py; do [ "$$script" = benchmarks/bench.py ] || $(VENV)/bin/python $$script || exit 1; done
 

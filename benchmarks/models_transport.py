@@ -1,8 +1,9 @@
 """The first copy of a model between two simulated Macs over one Thunderbolt cable, by each candidate transport
-(issue 28; the choice is argued in docs/models-on-macs.md). Root, on a converged sim (`mlx-fleet sim up`, then
-`mlx-fleet hostfile -i DIR/inventory.yml` so the cable has its /30):
+(issue 28; the choice is argued in docs/models-on-macs.md). Root, on a 2-Mac sim of its own (as `make bench` runs
+it), or on a converged sim (`mlx-fleet sim up`, then `mlx-fleet hostfile -i DIR/inventory.yml` so the cable has its
+/30):
 
-    python benchmarks/models_transport.py --dir DIR [--sender mini-1] [--receiver mini-2] [--mib 1024] [--rounds 3]
+    python benchmarks/models_transport.py [--dir DIR [--sender mini-1] [--receiver mini-2]] [--mib 1024] [--rounds 3]
 
 The receiver pulls from the sender's cable address, interleaved round by round (the order rotates), into a fresh
 folder each time:
@@ -26,6 +27,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -218,17 +220,35 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", required=True, type=Path)
+    parser.add_argument("--dir", type=Path, help="a converged sim's folder (default: a 2-Mac sim of its own, as "
+                                                 "`make bench` runs it)")
     parser.add_argument("--sender", default="mini-1")
     parser.add_argument("--receiver", default="mini-2")
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    bench = Bench(args.dir.resolve(), args.sender, args.receiver)
+    if args.dir:
+        compare(Bench(args.dir.resolve(), args.sender, args.receiver), args)
+        return
+    from bench import Cluster
+
+    root = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-transport-", dir="/var/tmp"))
+    root.chmod(0o755)
+    try:
+        with Cluster(root, 2, "line") as cluster:
+            subprocess.run(cluster.mlx_fleet("hostfile"), check=True, capture_output=True, stdin=subprocess.DEVNULL,
+                           cwd="/")  # the cable's /30
+            compare(Bench(cluster.dir.resolve(), *cluster.nodes), args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def compare(bench: Bench, args) -> None:
+    """Every method over the bench's cable, round by round, then the medians."""
     expected = bench.make_model(args.mib)
-    total_mib = sum(p.stat().st_size for p in bench.host_path(args.sender, bench.source).iterdir()) / (1 << 20)
+    total_mib = sum(p.stat().st_size for p in bench.host_path(bench.sender, bench.source).iterdir()) / (1 << 20)
     methods = ["rsync+hash", "tar+hash", "ssh+hash", "raw+hash", "raw"]
-    print(f"# {args.sender} -> {args.receiver} over {bench.sender_address}/30, {total_mib:.0f} MiB in "
+    print(f"# {bench.sender} -> {bench.receiver} over {bench.sender_address}/30, {total_mib:.0f} MiB in "
           f"{len(expected)} files, {args.rounds} rounds interleaved; rsync: "
           + subprocess.run(["rsync", "--version"], capture_output=True, text=True).stdout.splitlines()[0])
     results = []
@@ -243,7 +263,7 @@ def main() -> None:
         print(f"{method:11s} {statistics.median(r['seconds'] for r in mine):7.2f} "
               f"{statistics.median(r['cpu_seconds'] for r in mine):7.2f} "
               f"{statistics.median(r['mib_per_s'] for r in mine):8.1f}")
-    shutil.rmtree(bench.host_path(args.sender, bench.source))
+    shutil.rmtree(bench.host_path(bench.sender, bench.source))
 
 
 if __name__ == "__main__":
