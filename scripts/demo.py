@@ -1,4 +1,5 @@
-"""`make demo`: a 3-Mac simulated mesh, what MLX's own tools see on it, and mlx-fleet's run against it."""
+"""`make demo`: a 3-Mac simulated mesh, what MLX's own tools see on it, mlx-fleet's converge and audit of it, and
+a job run on every rank."""
 
 from __future__ import annotations
 
@@ -46,11 +47,16 @@ def main() -> int:
     step("Nothing drifted: the audit compares every Mac with the declared state and with each other")
     sh(mlx_fleet, "audit", "-i", inventory, check=False)
 
+    step("A job on every rank: mlx-fleet run checks the cluster, launches, keeps each rank's log and the record")
+    sh(mlx_fleet, "run", "-i", inventory, "--all-ranks", "--", str(Path(__file__).resolve().parents[1] / "examples" /
+                                                                        "all_sum.py"), check=False)
+
     step("The cluster stays up for you to explore")
     print("  ssh mini-2                                   # a simulated Mac")
     print(f"  {mlx_fleet} sim status --dir {SIM_DIR}")
     print(f"  {mlx_fleet} sim unplug --dir {SIM_DIR} mini-1:2    # pull a cable")
     print(f"  {mlx_fleet} verify -i {inventory} --sizes 1KiB:1MiB   # MLX jobs over the hostfile")
+    print(f"  {mlx_fleet} ps -i {inventory}                      # MLX jobs on the Macs")
     print(f"  {mlx_fleet} sim down --dir {SIM_DIR}              # remove it all")
     return 0
 
