@@ -17,7 +17,10 @@ controller's; the floor's are both Macs') and the whole machine's busy CPU secon
 included: on a shared machine the wall seconds are noise beside them). Prints one JSON line per run, then the
 medians, the load average at the start and the end, and under a goal not met the profile of its median run.
 
-    python benchmarks/models_sync.py [--mib 1024] [--rounds 3] [--macs 2,8]
+    python benchmarks/models_sync.py [--mib 1024] [--rounds 3] [--macs 2,8] [--rows no-op]
+
+--rows runs only the 4-Mac rows named (their first word: sync, mlx_lm.share, floor, no-op), and no other cluster
+size unless --macs names one; a goal whose rows did not run is left out.
 """
 
 from __future__ import annotations
@@ -87,11 +90,13 @@ class ModelsBench:
             {"name": MODEL, "path": str(self.source)}]
         cluster.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False))
         self.env = dict(os.environ, PATH=f"{cluster.dir / 'own-ssh'}:{os.environ['PATH']}")
+        self.first_written_by_sync = False  # the first Mac's copy is the transport's, outside the sync's record
 
     def held(self, mac: str) -> Path:
         return self.transport.host_path(mac, f"/opt/mlx-fleet/models/{MODEL}")
 
     def clear(self, macs: list[str]) -> None:
+        self.first_written_by_sync &= self.macs[0] not in macs
         for mac in macs:
             shutil.rmtree(self.held(mac), ignore_errors=True)
             shutil.rmtree(self.transport.host_path(mac, SHARE_HOME), ignore_errors=True)
@@ -104,6 +109,7 @@ class ModelsBench:
         self.clear(self.macs)
         found = self.sync()
         self.check_held(self.macs)
+        self.first_written_by_sync = True
         return found
 
     def sync_from_mac(self) -> dict:
@@ -113,7 +119,10 @@ class ModelsBench:
         return found
 
     def noop(self) -> dict:
-        if not all(self.held(mac).is_dir() for mac in self.macs):  # after mlx_lm.share's round
+        """A sync after one that wrote every Mac's copy (a copy made otherwise is hashed at every sync)."""
+        if not self.first_written_by_sync:
+            self.sync_first()
+        elif not all(self.held(mac).is_dir() for mac in self.macs):  # after mlx_lm.share's round
             self.sync()
         return self.sync()
 
@@ -176,10 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--macs", default="2,8", help="the other cluster sizes of the first sync's row")
+    parser.add_argument("--macs", default=None, help="the other cluster sizes of the first sync's row (default "
+                        "2,8; none with --rows)")
+    parser.add_argument("--rows", default="", help="only the 4-Mac rows named, comma-separated (no-op, floor, ...)")
     args = parser.parse_args(argv)
+    wanted = [row for row in args.rows.split(",") if row]
+    macs_sizes = args.macs if args.macs is not None else ("" if wanted else "2,8")
     print(f"# {load()}; {args.mib} MiB model, {args.rounds} rounds", flush=True)
-    share_python()
+    if not wanted or "mlx_lm.share" in wanted:
+        share_python()
     root = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-models-", dir="/var/tmp"))
     root.chmod(0o755)
     rows = []
@@ -189,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             bench = ModelsBench(cluster, args.mib)
             kinds = {"sync first 4": bench.sync_first, "sync from Mac 4": bench.sync_from_mac,
                      "mlx_lm.share 4": bench.share, "floor (1 cable)": bench.floor, "no-op 4": bench.noop}
+            kinds = {name: run for name, run in kinds.items() if not wanted or name.split()[0] in wanted}
             results = {name: [] for name in kinds}
             names = list(kinds)
             for round_number in range(args.rounds):
@@ -199,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                                       **{k: found[k] for k in ("seconds", "cpu_seconds", "machine_cpu_seconds")}}),
                           flush=True)
             rows += [median_row(name, runs, bench.bytes) for name, runs in results.items()]
-        for macs in [int(n) for n in args.macs.split(",") if n]:
+        for macs in [int(n) for n in macs_sizes.split(",") if n]:
             with Cluster(root, macs, "ring") as cluster:
                 bench = ModelsBench(cluster, args.mib)
                 runs = []
@@ -221,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
              ("sync from Mac 4", "mlx_lm.share 4", 1.0, "faster than mlx_lm.share, every byte verified"),
              ("sync from Mac 4", "floor (1 cable)", 1.5, "within 1.5x of one raw stream over one cable")]
     for name, against, limit, what in goals:
+        if name not in by_name or (against and against not in by_name):
+            continue
         seconds = by_name[name]["seconds"]
         ratio = seconds / by_name[against]["seconds"] if against else seconds
         met = ratio <= limit
