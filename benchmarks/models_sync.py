@@ -46,6 +46,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 SHARE_PYTHON = Path("/var/tmp/mlx-fleet-bench-mlx-lm")  # outside the sims' private folders: every Mac runs it
 SHARE_HOME = "/Users/admin/share-bench"  # the admin's own, where mlx_lm.share (run as the admin) writes
 NOOP_GOAL = 3.0
+SHOWN = ("seconds", "cpu_seconds", "machine_cpu_seconds", "hashed_bytes")  # per run, on its JSON line
 
 
 def share_python() -> Path:
@@ -70,7 +71,21 @@ def timed(argv: list[str], env: dict | None = None, runs: Path | None = None) ->
     if folders and not profile:
         profile = run_profile(f"full output: {folders[-1]}/stdout", wall, wall + seconds)
     return {"seconds": round(seconds, 2), "cpu_seconds": round(children_cpu_seconds() - own, 2),
-            "machine_cpu_seconds": round(busy_cpu_seconds() - machine, 2), "profile": profile, "summary": summary}
+            "machine_cpu_seconds": round(busy_cpu_seconds() - machine, 2), "profile": profile, "summary": summary,
+            "hashed_bytes": hashed_bytes(folders[-1]) if folders else None}
+
+
+def hashed_bytes(run: Path) -> int | None:
+    """The bytes the Macs' read before the plan hashed, from the run's events (model_files_facts' hashed_bytes;
+    None from a read that does not say, which hashed every byte)."""
+    found = None
+    for path in (run / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task_action") == "mlx_fleet.cluster.model_files_facts":
+            said = data["res"]["ansible_facts"]["mlx_fleet_model_files"].get("hashed_bytes")
+            found = None if said is None else (found or 0) + said
+    return found
 
 
 class ModelsBench:
@@ -211,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                     found = kinds[name]()
                     results[name].append(found)
                     print(json.dumps({"row": name, "round": round_number + 1,
-                                      **{k: found[k] for k in ("seconds", "cpu_seconds", "machine_cpu_seconds")}}),
+                                      **{k: found.get(k) for k in SHOWN}}),
                           flush=True)
             rows += [median_row(name, runs, bench.bytes) for name, runs in results.items()]
         for macs in [int(n) for n in macs_sizes.split(",") if n]:
@@ -221,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 for round_number in range(args.rounds):
                     runs.append(bench.sync_first())
                     print(json.dumps({"row": f"sync first {macs}", "round": round_number + 1,
-                                      **{k: runs[-1][k] for k in ("seconds", "cpu_seconds", "machine_cpu_seconds")}}),
+                                      **{k: runs[-1].get(k) for k in SHOWN}}),
                           flush=True)
                 rows.append(median_row(f"sync first {macs}", runs, bench.bytes))
     finally:
