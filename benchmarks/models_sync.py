@@ -8,7 +8,7 @@ random bytes, a config, a tokenizer; a path entry) on simulated Macs in a ring (
                  every simulated Mac runs at one path), ring backend over the same cables (the hostfile
                  `mlx-fleet hostfile` writes), from the Mac holding it to the 3 others; it verifies nothing
   floor          one raw TCP stream of the same bytes over one cable, not hashed (models_transport.py's "raw")
-  no-op          a sync with nothing to copy (every byte still hashed on every Mac); goal at most 3 s
+  no-op          a sync with nothing to copy after one that wrote every copy (no byte hashed); goal at most 3 s
   sync first N   the first sync at 2 and 8 Macs, each on a cluster of its own
 
 The 4-Mac rows run interleaved on one cluster, round by round, the order rotating; each copy starts from Macs
