@@ -75,10 +75,10 @@ ansible_facts:
       description: C(deep) (whether every file was hashed), C(hashed_bytes) (the bytes read to hash them) and
         C(models), per model C(name), C(root) (its folder on the Mac), C(present), C(free_bytes) (free on its
         volume), C(hashed_bytes), C(files) (C(path), C(state) one of C(ok), C(missing), C(size_differs),
-        C(hash_differs), C(changed_since_sync) (not hashed: a file the sync verified, its size or modification time
-        other than its record says), C(not_a_file), C(unreadable), C(not_linked), C(link_outside), C(link_broken);
-        C(size) on disk or null; C(hashed)) and for a Hub entry C(ref) (C(ok), C(missing), C(other)) with
-        C(ref_commit).
+        C(hash_differs), C(changed_since_sync) (not hashed, a file the sync verified whose size or modification
+        time is other than its record says), C(not_a_file), C(unreadable), C(not_linked), C(link_outside),
+        C(link_broken); C(size) on disk or null; C(hashed)) and for a Hub entry C(ref) (C(ok), C(missing),
+        C(other)) with C(ref_commit).
       type: dict
       returned: success
       sample: {"deep": false, "hashed_bytes": 0, "models": [{"name": "tiny", "root": "/opt/mlx-fleet/models/tiny",
