@@ -156,7 +156,7 @@ def read_record(path):
 
 def _stamp_of(value):
     """(size, modification time in ns) from a record's [size, mtime_ns], else None."""
-    if isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
     return None
 

@@ -24,8 +24,8 @@ description:
   - Never removes a file it did not write (a temporary file that fails its hash is its own). Keeps a record of
     what it wrote of each model (C(.mlx-fleet-written) in a Hub entry's repo folder, C(O(models_dir)/.mlx-fleet-written/<name>)
     for a path entry), the only files M(mlx_fleet.cluster.models_prune) removes, with each received file's size and
-    modification time as verified, so that a later read (M(mlx_fleet.cluster.model_files_facts)'s O(verify)) need
-    not hash a file still so.
+    modification time as verified, so that a later read
+    (O(mlx_fleet.cluster.model_files_facts#module:verify)) need not hash a file still so.
 version_added: "0.5.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
