@@ -8,7 +8,7 @@ random bytes, a config, a tokenizer; a path entry) on simulated Macs in a ring (
                  every simulated Mac runs at one path), ring backend over the same cables (the hostfile
                  `mlx-fleet hostfile` writes), from the Mac holding it to the 3 others; it verifies nothing
   floor          one raw TCP stream of the same bytes over one cable, not hashed (models_transport.py's "raw")
-  no-op          a sync with nothing to copy (every byte still hashed on every Mac); goal at most 3 s
+  no-op          a sync with nothing to copy after one that wrote every copy (no byte hashed); goal at most 3 s
   sync first N   the first sync at 2 and 8 Macs, each on a cluster of its own
 
 The 4-Mac rows run interleaved on one cluster, round by round, the order rotating; each copy starts from Macs
@@ -17,7 +17,10 @@ controller's; the floor's are both Macs') and the whole machine's busy CPU secon
 included: on a shared machine the wall seconds are noise beside them). Prints one JSON line per run, then the
 medians, the load average at the start and the end, and under a goal not met the profile of its median run.
 
-    python benchmarks/models_sync.py [--mib 1024] [--rounds 3] [--macs 2,8]
+    python benchmarks/models_sync.py [--mib 1024] [--rounds 3] [--macs 2,8] [--rows no-op]
+
+--rows runs only the 4-Mac rows named (their first word: sync, mlx_lm.share, floor, no-op), and no other cluster
+size unless --macs names one; a goal whose rows did not run is left out.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 SHARE_PYTHON = Path("/var/tmp/mlx-fleet-bench-mlx-lm")  # outside the sims' private folders: every Mac runs it
 SHARE_HOME = "/Users/admin/share-bench"  # the admin's own, where mlx_lm.share (run as the admin) writes
 NOOP_GOAL = 3.0
+SHOWN = ("seconds", "cpu_seconds", "machine_cpu_seconds", "hashed_bytes")  # per run, on its JSON line
 
 
 def share_python() -> Path:
@@ -67,7 +71,21 @@ def timed(argv: list[str], env: dict | None = None, runs: Path | None = None) ->
     if folders and not profile:
         profile = run_profile(f"full output: {folders[-1]}/stdout", wall, wall + seconds)
     return {"seconds": round(seconds, 2), "cpu_seconds": round(children_cpu_seconds() - own, 2),
-            "machine_cpu_seconds": round(busy_cpu_seconds() - machine, 2), "profile": profile, "summary": summary}
+            "machine_cpu_seconds": round(busy_cpu_seconds() - machine, 2), "profile": profile, "summary": summary,
+            "hashed_bytes": hashed_bytes(folders[-1]) if folders else None}
+
+
+def hashed_bytes(run: Path) -> int | None:
+    """The bytes the Macs' read before the plan hashed, from the run's events (model_files_facts' hashed_bytes;
+    None from a read that does not say, which hashed every byte)."""
+    found = None
+    for path in (run / "job_events").glob("*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("task_action") == "mlx_fleet.cluster.model_files_facts":
+            said = data["res"]["ansible_facts"]["mlx_fleet_model_files"].get("hashed_bytes")
+            found = None if said is None else (found or 0) + said
+    return found
 
 
 class ModelsBench:
@@ -87,11 +105,13 @@ class ModelsBench:
             {"name": MODEL, "path": str(self.source)}]
         cluster.inventory.write_text(yaml.safe_dump(inventory, sort_keys=False))
         self.env = dict(os.environ, PATH=f"{cluster.dir / 'own-ssh'}:{os.environ['PATH']}")
+        self.first_written_by_sync = False  # the first Mac's copy is the transport's, outside the sync's record
 
     def held(self, mac: str) -> Path:
         return self.transport.host_path(mac, f"/opt/mlx-fleet/models/{MODEL}")
 
     def clear(self, macs: list[str]) -> None:
+        self.first_written_by_sync &= self.macs[0] not in macs
         for mac in macs:
             shutil.rmtree(self.held(mac), ignore_errors=True)
             shutil.rmtree(self.transport.host_path(mac, SHARE_HOME), ignore_errors=True)
@@ -104,6 +124,7 @@ class ModelsBench:
         self.clear(self.macs)
         found = self.sync()
         self.check_held(self.macs)
+        self.first_written_by_sync = True
         return found
 
     def sync_from_mac(self) -> dict:
@@ -113,7 +134,10 @@ class ModelsBench:
         return found
 
     def noop(self) -> dict:
-        if not all(self.held(mac).is_dir() for mac in self.macs):  # after mlx_lm.share's round
+        """A sync after one that wrote every Mac's copy (a copy made otherwise is hashed at every sync)."""
+        if not self.first_written_by_sync:
+            self.sync_first()
+        elif not all(self.held(mac).is_dir() for mac in self.macs):  # after mlx_lm.share's round
             self.sync()
         return self.sync()
 
@@ -176,10 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--macs", default="2,8", help="the other cluster sizes of the first sync's row")
+    parser.add_argument("--macs", default=None, help="the other cluster sizes of the first sync's row (default "
+                        "2,8; none with --rows)")
+    parser.add_argument("--rows", default="", help="only the 4-Mac rows named, comma-separated (no-op, floor, ...)")
     args = parser.parse_args(argv)
+    wanted = [row for row in args.rows.split(",") if row]
+    macs_sizes = args.macs if args.macs is not None else ("" if wanted else "2,8")
     print(f"# {load()}; {args.mib} MiB model, {args.rounds} rounds", flush=True)
-    share_python()
+    if not wanted or "mlx_lm.share" in wanted:
+        share_python()
     root = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-models-", dir="/var/tmp"))
     root.chmod(0o755)
     rows = []
@@ -189,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             bench = ModelsBench(cluster, args.mib)
             kinds = {"sync first 4": bench.sync_first, "sync from Mac 4": bench.sync_from_mac,
                      "mlx_lm.share 4": bench.share, "floor (1 cable)": bench.floor, "no-op 4": bench.noop}
+            kinds = {name: run for name, run in kinds.items() if not wanted or name.split()[0] in wanted}
             results = {name: [] for name in kinds}
             names = list(kinds)
             for round_number in range(args.rounds):
@@ -196,17 +226,17 @@ def main(argv: list[str] | None = None) -> int:
                     found = kinds[name]()
                     results[name].append(found)
                     print(json.dumps({"row": name, "round": round_number + 1,
-                                      **{k: found[k] for k in ("seconds", "cpu_seconds", "machine_cpu_seconds")}}),
+                                      **{k: found.get(k) for k in SHOWN}}),
                           flush=True)
             rows += [median_row(name, runs, bench.bytes) for name, runs in results.items()]
-        for macs in [int(n) for n in args.macs.split(",") if n]:
+        for macs in [int(n) for n in macs_sizes.split(",") if n]:
             with Cluster(root, macs, "ring") as cluster:
                 bench = ModelsBench(cluster, args.mib)
                 runs = []
                 for round_number in range(args.rounds):
                     runs.append(bench.sync_first())
                     print(json.dumps({"row": f"sync first {macs}", "round": round_number + 1,
-                                      **{k: runs[-1][k] for k in ("seconds", "cpu_seconds", "machine_cpu_seconds")}}),
+                                      **{k: runs[-1].get(k) for k in SHOWN}}),
                           flush=True)
                 rows.append(median_row(f"sync first {macs}", runs, bench.bytes))
     finally:
@@ -221,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
              ("sync from Mac 4", "mlx_lm.share 4", 1.0, "faster than mlx_lm.share, every byte verified"),
              ("sync from Mac 4", "floor (1 cable)", 1.5, "within 1.5x of one raw stream over one cable")]
     for name, against, limit, what in goals:
+        if name not in by_name or (against and against not in by_name):
+            continue
         seconds = by_name[name]["seconds"]
         ratio = seconds / by_name[against]["seconds"] if against else seconds
         met = ratio <= limit

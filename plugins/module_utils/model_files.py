@@ -27,12 +27,12 @@ PATH = "path"
 REPO_FOLDER_PREFIX = {"model": "models", "dataset": "datasets", "space": "spaces"}
 _CHUNK = 1 << 20
 
-# A file's state on a Mac. OK: its size (and with deep, its hash) is the pinned one.
+# A file's state on a Mac. OK: its size (and when hashed, its hash) is the pinned one.
 OK = "ok"
 MISSING = "missing"
 SIZE_DIFFERS = "size_differs"
-HASH_DIFFERS = "hash_differs"  # only with deep
-CHANGED_SINCE_SYNC = "changed_since_sync"  # without deep: a file the sync wrote, modified after its last record
+HASH_DIFFERS = "hash_differs"  # only when hashed
+CHANGED_SINCE_SYNC = "changed_since_sync"  # not hashed: a file the sync verified, its size or date changed since
 NOT_A_FILE = "not_a_file"  # a folder, a device, ... where the file should be
 UNREADABLE = "unreadable"  # this user may not read it (a read without become)
 NOT_LINKED = "not_linked"  # Hub snapshot entry that is no link to its blob
@@ -42,9 +42,12 @@ FILE_STATES = (OK, MISSING, SIZE_DIFFERS, HASH_DIFFERS, CHANGED_SINCE_SYNC, NOT_
                LINK_OUTSIDE, LINK_BROKEN)
 # The refs file of a Hub entry: naming the pinned commit, missing, or naming another commit.
 REF_OK, REF_MISSING, REF_OTHER = "ok", "missing", "other"
-# What the sync wrote of a model (a JSON list of paths relative to the model's root), the only files `models prune`
-# removes: in a Hub entry's repo folder, beside blobs/, snapshots/ and refs/ (as huggingface_hub keeps .no_exist);
-# for a path entry in models_dir/.mlx-fleet-written/NAME, outside its folder, which holds the controller's files only.
+# What the sync wrote of a model, the only files `models prune` removes: a JSON object, each path relative to the
+# model's root -> the [size, modification time in ns] of the file as the sync verified it (hashed as it arrived), or
+# null for what it wrote unhashed (a Hub snapshot link, a ref). As git's index: a file whose size and date are still
+# those needs no re-hash to be known verified (read_models' verify). Kept in a Hub entry's repo folder, beside blobs/,
+# snapshots/ and refs/ (as huggingface_hub keeps .no_exist); for a path entry in models_dir/.mlx-fleet-written/NAME,
+# outside its folder, which holds the controller's files only.
 WRITTEN = ".mlx-fleet-written"
 
 FileDigests = collections.namedtuple("FileDigests", "size sha256 git_sha1")
@@ -135,17 +138,38 @@ def written_path(manifest, hf_cache, models_dir):
     return os.path.join(models_dir, WRITTEN, manifest["name"])
 
 
-def read_written(path):
-    """The paths a record of what the sync wrote lists: only relative paths inside the model (anything else in
-    it, or a record that is not a JSON list, counts as nothing written)."""
+def read_record(path):
+    """A record of what the sync wrote: relative path inside the model -> (size, modification time in ns) as the
+    sync verified the file, or None (written unhashed; or listed by an earlier mlx-fleet's record, a JSON list of
+    paths). A path outside the model, or a record that is neither, counts as nothing written."""
     try:
         with open(path) as handle:
             listed = json.load(handle)
     except (IOError, OSError, ValueError):
-        return []
-    if not isinstance(listed, list):
-        return []
-    return sorted(set(p for p in listed if isinstance(p, str) and safe_relative_path(p)))
+        return {}
+    if isinstance(listed, list):
+        listed = dict.fromkeys(p for p in listed if isinstance(p, str))
+    if not isinstance(listed, dict):
+        return {}
+    return dict((p, _stamp_of(value)) for p, value in listed.items() if safe_relative_path(p))
+
+
+def _stamp_of(value):
+    """(size, modification time in ns) from a record's [size, mtime_ns], else None."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
+
+
+def stamp(path):
+    """(size, modification time in ns) of the file at PATH, as a record keeps it."""
+    info = os.stat(path)
+    return info.st_size, info.st_mtime_ns
+
+
+def read_written(path):
+    """The paths a record of what the sync wrote lists."""
+    return sorted(read_record(path))
 
 
 def safe_relative_path(path):
@@ -156,15 +180,22 @@ def safe_relative_path(path):
 
 
 def write_written(path, paths):
-    """Replace the record at PATH by PATHS (none: the record goes), under a temporary name then renamed."""
-    if not paths:
+    """Keep of the record at PATH only PATHS, with the stamps it holds for them."""
+    kept = read_record(path)
+    write_record(path, dict((p, kept.get(p)) for p in paths))
+
+
+def write_record(path, record):
+    """Replace the record at PATH by RECORD (path -> stamp or None; empty: the record goes), under a temporary name
+    then renamed."""
+    if not record:
         if os.path.lexists(path):
             os.remove(path)
         return
     if not os.path.isdir(os.path.dirname(path)):
         os.makedirs(os.path.dirname(path))
     with open(path + ".part", "w") as handle:
-        json.dump(sorted(set(paths)), handle, indent=0)
+        json.dump(dict((p, list(s) if s else None) for p, s in record.items()), handle, indent=0, sort_keys=True)
     os.rename(path + ".part", path)
 
 
@@ -180,26 +211,28 @@ def free_bytes(path):
     return found.f_bavail * found.f_frsize
 
 
-def _state_of(path, pinned, deep, synced_before):
-    """(state, size on disk or None) of the regular file PATH against the pinned file's JSON. SYNCED_BEFORE: when
-    the sync wrote PATH, the time of its last record (a later modification time is a change since), else None."""
+def _state_of(path, pinned, deep, verify, verified):
+    """(state, size on disk or None, whether its bytes were hashed) of the regular file PATH against the pinned
+    file's JSON. VERIFIED: (size, modification time in ns) of PATH when the sync verified it, else None. Hashed
+    with DEEP; with VERIFY unless it is still as the sync verified it; otherwise sizes and dates only."""
     try:
         info = os.stat(path)
     except OSError as exc:
-        return (MISSING if exc.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE), None
+        return (MISSING if exc.errno in (errno.ENOENT, errno.ENOTDIR) else UNREADABLE), None, False
     if not stat.S_ISREG(info.st_mode):
-        return NOT_A_FILE, None
+        return NOT_A_FILE, None, False
     if info.st_size != pinned["size"]:
-        return SIZE_DIFFERS, info.st_size
-    if not deep:
-        if synced_before is not None and info.st_mtime_ns > synced_before:
-            return CHANGED_SINCE_SYNC, info.st_size
-        return (OK if os.access(path, os.R_OK) else UNREADABLE), info.st_size
+        return SIZE_DIFFERS, info.st_size, False
+    unchanged = verified == (info.st_size, info.st_mtime_ns)
+    if not (deep or (verify and not unchanged)):
+        if verified is not None and not unchanged:
+            return CHANGED_SINCE_SYNC, info.st_size, False
+        return (OK if os.access(path, os.R_OK) else UNREADABLE), info.st_size, False
     try:
         digests = digest_file(path)
     except (IOError, OSError):
-        return UNREADABLE, info.st_size
-    return (OK if digests_match(pinned, digests) else HASH_DIFFERS), info.st_size
+        return UNREADABLE, info.st_size, False
+    return (OK if digests_match(pinned, digests) else HASH_DIFFERS), info.st_size, True
 
 
 def _snapshot_link_state(entry, root, pinned):
@@ -216,27 +249,18 @@ def _snapshot_link_state(entry, root, pinned):
     return LINK_BROKEN if not os.path.lexists(target) else None
 
 
-def read_file(manifest, root, pinned, deep, synced=None):
-    """What the Mac holds of one pinned file: path, state, size (None when there is no file to measure). SYNCED:
-    (the paths the sync's record lists, relative to ROOT, the record's modification time in ns)."""
+def read_file(manifest, root, pinned, deep, verify=False, record=None):
+    """What the Mac holds of one pinned file: path, state, size (None when there is no file to measure), hashed
+    (whether its bytes were read). RECORD: the sync's record of the model (read_record)."""
     path = file_path(manifest, root, pinned)
     if manifest["source"] == HUB:
         linked = _snapshot_link_state(path, root, pinned)
         if linked is not None:
-            return {"path": pinned["path"], "state": linked, "size": None}
+            return {"path": pinned["path"], "state": linked, "size": None, "hashed": False}
         path = blob_path(root, pinned)
-    listed, recorded = synced or ((), None)
-    state, size = _state_of(path, pinned, deep, recorded if os.path.relpath(path, root) in listed else None)
-    return {"path": pinned["path"], "state": state, "size": size}
-
-
-def _synced(record):
-    """(the paths the sync's record lists, its modification time in ns), or None without a record."""
-    try:
-        recorded = os.stat(record).st_mtime_ns
-    except OSError:
-        return None
-    return set(read_written(record)), recorded
+    verified = (record or {}).get(os.path.relpath(path, root))
+    state, size, hashed = _state_of(path, pinned, deep, verify, verified)
+    return {"path": pinned["path"], "state": state, "size": size, "hashed": hashed}
 
 
 def read_ref(root, revision, commit):
@@ -252,26 +276,29 @@ def read_ref(root, revision, commit):
     return (REF_OK if named == commit else REF_OTHER), named
 
 
-def read_model(manifest, hf_cache, models_dir, deep):
-    """What the Mac holds of one model: its root, each file, the Hub ref, and whether it is present (every file
-    ok, and for a Hub entry its ref naming the pinned commit). Without DEEP, a file the sync wrote (its record,
-    WRITTEN) and modified after that record was last written is CHANGED_SINCE_SYNC: sizes and dates."""
+def read_model(manifest, hf_cache, models_dir, deep, verify=False):
+    """What the Mac holds of one model: its root, each file, the Hub ref, whether it is present (every file ok, and
+    for a Hub entry its ref naming the pinned commit) and the bytes hashed. DEEP: every file hashed. VERIFY: every
+    file hashed but those the sync verified (its record, WRITTEN) whose size and modification time are still those
+    it recorded. Neither: sizes and dates, such a file with another date being CHANGED_SINCE_SYNC."""
     root = model_root(manifest, hf_cache, models_dir)
-    synced = None if deep else _synced(written_path(manifest, hf_cache, models_dir))
-    files = [read_file(manifest, root, pinned, deep, synced) for pinned in manifest["files"]]
-    found = {"name": manifest["name"], "root": root, "files": files}
+    record = None if deep else read_record(written_path(manifest, hf_cache, models_dir))
+    files = [read_file(manifest, root, pinned, deep, verify, record) for pinned in manifest["files"]]
+    found = {"name": manifest["name"], "root": root, "files": files,
+             "hashed_bytes": sum(f["size"] for f in files if f["hashed"])}
     if manifest["source"] == HUB:
         found["ref"], found["ref_commit"] = read_ref(root, manifest.get("revision"), manifest["commit"])
     found["present"] = all(f["state"] == OK for f in files) and found.get("ref", REF_OK) == REF_OK
     return found
 
 
-def read_models(manifests, hf_cache, models_dir, deep):
-    """Every model of MANIFESTS as the Mac holds it, with the free bytes of its volume (the fact
+def read_models(manifests, hf_cache, models_dir, deep, verify=False):
+    """Every model of MANIFESTS as the Mac holds it (read_model), with the free bytes of its volume (the fact
     mlx_fleet_model_files: model_files_facts, and macos_facts' models option in a converge)."""
     found = []
     for manifest in manifests:
-        model = read_model(manifest, hf_cache, models_dir, deep)
+        model = read_model(manifest, hf_cache, models_dir, deep, verify)
         model["free_bytes"] = free_bytes(model["root"])
         found.append(model)
-    return {"deep": deep, "models": found}
+    return {"deep": deep, "models": found,
+            "hashed_bytes": sum(m["hashed_bytes"] for m in found)}

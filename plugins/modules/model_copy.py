@@ -23,7 +23,9 @@ description:
     C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller.
   - Never removes a file it did not write (a temporary file that fails its hash is its own). Keeps a record of
     what it wrote of each model (C(.mlx-fleet-written) in a Hub entry's repo folder, C(O(models_dir)/.mlx-fleet-written/<name>)
-    for a path entry), the only files M(mlx_fleet.cluster.models_prune) removes.
+    for a path entry), the only files M(mlx_fleet.cluster.models_prune) removes, with each received file's size and
+    modification time as verified, so that a later read
+    (O(mlx_fleet.cluster.model_files_facts#module:verify)) need not hash a file still so.
 version_added: "0.5.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
@@ -96,8 +98,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_files, model_stream
 
 
-def _pull(params, manifests, sender, holdings, deadline, found):
-    """Every file of SENDER pulled in turn; a failed file does not stop the others."""
+def _pull(params, manifests, sender, holdings, deadline, found, verified):
+    """Every file of SENDER pulled in turn; a failed file does not stop the others. VERIFIED: (model, path) -> the
+    stamp (size, modification time) of each file received, taken as soon as it was verified in place."""
     source = sender.get("sender") or sender["address"]  # a Mac's name, or the controller
     try:
         receiver = model_stream.Receiver(sender["address"], sender["port"], params["token"], deadline)
@@ -124,6 +127,7 @@ def _pull(params, manifests, sender, holdings, deadline, found):
                     if not isinstance(exc, model_stream.FileRefused):
                         lost = why
                 else:
+                    verified[key] = model_files.stamp(final)
                     holdings.ready(key, final)
                     found["received"].append(dict(wanted, **{"from": source, "bytes": moved}))
                     continue
@@ -158,19 +162,20 @@ def _finish_hub_entries(params, manifests, found):
     return wrote
 
 
-def _record_written(params, manifests, found, wrote):
+def _record_written(params, manifests, verified, wrote):
     """Add what this run wrote to each model's record of the sync's files (model_files.WRITTEN): the files
-    received, the Hub links and refs made. `models prune` removes those files only."""
-    for received in found["received"]:
-        manifest = manifests[received["model"]]
+    received with their stamps as verified (a later sync trusts a file still so without hashing it again), the Hub
+    links and refs made. `models prune` removes those files only."""
+    new = dict((name, dict.fromkeys(paths)) for name, paths in wrote.items())  # model -> path -> stamp or None
+    for (name, path), verified_as in verified.items():
+        manifest = manifests[name]
         root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
-        pinned = next(f for f in manifest["files"] if f["path"] == received["path"])
-        wrote.setdefault(received["model"], []).append(
-            os.path.relpath(model_stream.stored_path(manifest, root, pinned), root))
-    for name, paths in wrote.items():
+        pinned = next(f for f in manifest["files"] if f["path"] == path)
+        new.setdefault(name, {})[os.path.relpath(model_stream.stored_path(manifest, root, pinned), root)] = verified_as
+    for name, paths in new.items():
         record = model_files.written_path(manifests[name], params["hf_cache"], params["models_dir"])
         if paths:
-            model_files.write_written(record, model_files.read_written(record) + paths)
+            model_files.write_record(record, dict(model_files.read_record(record), **paths))
 
 
 def holdings_of(params, manifests):
@@ -243,7 +248,8 @@ def copy(params):
             raise model_stream.CopyFailed("cannot listen on {0} port {1}: {2}".format(
                 ", ".join(serve["addresses"]), serve["port"], exc.strerror or exc))
     found = model_stream.nothing_copied()
-    pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found))
+    verified = {}
+    pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found, verified))
              for s in params["receive"]]
     stopped = threading.Event()
     reporter = threading.Thread(target=_report_progress, args=(params, manifests, found, stopped), daemon=True)
@@ -257,7 +263,7 @@ def copy(params):
     if reporter.is_alive():
         reporter.join()  # its last datagram: every byte this Mac holds now
     seconds = time.monotonic() - started
-    _record_written(params, manifests, found, _finish_hub_entries(params, manifests, found))
+    _record_written(params, manifests, verified, _finish_hub_entries(params, manifests, found))
     found.update(bytes=sum(f["bytes"] for f in found["received"]), seconds=round(seconds, 3),
                  served_bytes=sender.wait() if sender else 0)
     return found

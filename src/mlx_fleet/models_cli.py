@@ -28,6 +28,7 @@ def add_models_parser(sub, command) -> None:
                      "folders of the controller), at the same path on every Mac.",
                      "  mlx-fleet models status -i inventory/mine\n  mlx-fleet models status -i inventory/mine --deep\n"
                      "  mlx-fleet models sync -i inventory/mine --check\n  mlx-fleet models sync -i inventory/mine qwen3-4b\n"
+                     "  mlx-fleet models sync -i inventory/mine --deep\n"
                      "  mlx-fleet models prune -i inventory/mine --check")
     actions = models.add_subparsers(dest="models_command", required=True)
     status = actions.add_parser("status", help="per Mac and model: present, verified, missing files and bytes",
@@ -40,7 +41,9 @@ def add_models_parser(sub, command) -> None:
     status.add_argument("--deep", action="store_true", help="hash every byte of every file, not only sizes")
     sync = actions.add_parser("sync", help="copy the declared models to the Macs that lack them, over the cables",
                               description="Copy every declared model (or those NAMEd) to the Macs that lack files "
-                                          "of it or hold them with other bytes: a Hub model fetched once on the "
+                                          "of it or hold them with other bytes (every file hashed but those the "
+                                          "sync verified and still of the size and date it recorded; --deep: "
+                                          "every byte): a Hub model fetched once on the "
                                           "controller, one copy to one Mac over the management network, every "
                                           "other Mac to Mac over the Thunderbolt cables, every byte verified at the "
                                           "receiver; an interrupted copy resumes. Refused before any byte moves "
@@ -49,6 +52,8 @@ def add_models_parser(sub, command) -> None:
                                           "completed, 2: bad input.")
     sync.add_argument("names", nargs="*", metavar="NAME", help="only these models of mlx_fleet_models")
     runner.add_playbook_options(sync)
+    sync.add_argument("--deep", action="store_true",
+                      help="hash every byte of every file, also those the sync verified and left unchanged")
     prune = actions.add_parser("prune", help="remove from the Macs the model files no declared model pins any more",
                                description="Remove from every Mac what mlx-fleet's sync wrote that no entry of "
                                            "mlx_fleet_models pins: Hub revisions (snapshots, refs, blobs no pinned "
@@ -141,7 +146,7 @@ def transfer_progress(progress: Progress):
 
 def run_sync(args) -> int:
     extravars = dict(runner.output_extravars(args), mlx_fleet_inventory=args.inventory[0],
-                     mlx_fleet_models_sync_names=list(args.names))
+                     mlx_fleet_models_sync_names=list(args.names), mlx_fleet_models_deep=args.deep)
     progress = Progress()
     with transfer_progress(progress) as port:
         report = runner.run_playbook("models", args.inventory, runner.options_from(args, "models sync", False),

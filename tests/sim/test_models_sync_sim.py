@@ -98,3 +98,61 @@ def test_models_sync_copies_once_over_the_cables_nothing_twice_and_repairs(make_
     assert result.returncode == 0, result.stdout + result.stderr
     assert received(found) == {macs[2]: [f"tiny/{FLIPPED}"]}
     assert weights.read_bytes() == (source / FLIPPED).read_bytes()
+
+
+def hashed(found: dict) -> dict[str, int]:
+    """Per Mac the bytes its read before the plan hashed (model_files_facts' hashed_bytes)."""
+    return {mac: res["ansible_facts"]["mlx_fleet_model_files"]["hashed_bytes"]
+            for mac, res in found["mlx_fleet.cluster.model_files_facts"].items()}
+
+
+def test_a_sync_with_nothing_to_copy_hashes_no_byte_the_sync_verified_and_deep_hashes_every_byte(make_sim, tmp_path):
+    """As git's index: a file the sync verified as it arrived, still of the size and date its record says, is not
+    hashed again; one changed in place since (another date, another size) is hashed or refused and repaired; a
+    same-size edit that keeps the date is found by --deep only."""
+    sim = make_sim(nodes=4, topology="ring")
+    cluster = ModelsCluster(sim, tmp_path / "controller-hf")
+    macs, held = cluster.macs, cluster.held
+    source = sim.dir / "models-src" / "tiny"
+    path_bytes = make_model(source, SHARDS)
+    hub_bytes = make_model(sim.dir / "repos" / HUB_REPO, HUB_SHARDS)
+    cluster.declare([{"name": "tiny", "path": str(source)}, {"name": "tiny-hub", "repo": HUB_REPO, "revision": "main"}])
+    result, _ = cluster.run("lock", "--models-only")
+    assert result.returncode == 0, result.stdout + result.stderr
+    result, found = cluster.run("models", "sync")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert hashed(found) == dict.fromkeys(macs, 0) and len(received(found)) == 4  # nothing there to hash yet
+
+    result, found = cluster.run("models", "sync")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (hashed(found), received(found)) == (dict.fromkeys(macs, 0), {})
+
+    # In place since the sync: one byte flipped at the same size with a later date; a config of another size.
+    flipped = held(macs[1], "tiny") / FLIPPED
+    verified_at = flipped.stat().st_mtime_ns
+    data = bytearray(flipped.read_bytes())
+    data[4321] ^= 0x40
+    flipped.write_bytes(bytes(data))
+    os.utime(flipped, ns=(verified_at + 10**9, verified_at + 10**9))
+    (held(macs[2], "tiny") / "config.json").write_text("{}")
+    result, found = cluster.run("models", "sync")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert hashed(found) == dict(dict.fromkeys(macs, 0), **{macs[1]: SHARDS[FLIPPED]})  # a size differs unhashed
+    assert received(found) == {macs[1]: [f"tiny/{FLIPPED}"], macs[2]: ["tiny/config.json"]}
+    assert flipped.read_bytes() == (source / FLIPPED).read_bytes()
+
+    # The same size and the same date: trusted by the sync, found by --deep, which hashes every byte.
+    trusted = held(macs[3], "tiny") / FLIPPED
+    verified_at = trusted.stat().st_mtime_ns
+    data = bytearray(trusted.read_bytes())
+    data[4321] ^= 0x40
+    trusted.write_bytes(bytes(data))
+    os.utime(trusted, ns=(verified_at, verified_at))
+    result, found = cluster.run("models", "sync")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (hashed(found), received(found)) == (dict.fromkeys(macs, 0), {})
+    result, found = cluster.run("models", "sync", "--deep")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert hashed(found) == dict.fromkeys(macs, path_bytes + hub_bytes)
+    assert received(found) == {macs[3]: [f"tiny/{FLIPPED}"]}
+    assert trusted.read_bytes() == (source / FLIPPED).read_bytes()

@@ -153,6 +153,7 @@ def test_the_module_reads_every_model_in_one_call_and_changes_nothing(hub, run_m
                                                  "hf_cache": str(cache), "deep": True, "_ansible_check_mode": True})
     facts = result["ansible_facts"]["mlx_fleet_model_files"]
     assert result["changed"] is False and facts["deep"] is True
+    assert facts["hashed_bytes"] == len(WEIGHTS) + len(CONFIG)  # the other model has no file to hash
     assert [(m["name"], m["present"]) for m in facts["models"]] == [("tiny", True), ("other", False)]
     assert all(m["free_bytes"] > 0 for m in facts["models"])
 
