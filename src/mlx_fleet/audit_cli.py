@@ -113,15 +113,22 @@ def write_record(args, launch: list[str] | None, out: Path | None = None):
     report, result = _audit(args, "record")
     if result is None:
         return report, None, out
+    record, out = save_record(args, result["record"], sorted(set(report.unreachable) | set(report.failed)), launch,
+                              out)
+    return report, record, out
+
+
+def save_record(args, facts: dict, not_recorded: list[str], launch: list[str] | None, out: Path | None = None):
+    """Write the record of FACTS (run_record.record_facts) for LAUNCH to OUT (default
+    OUTPUT_DIR/records/record-TIME.json), its Markdown beside it: (the record, its path)."""
     now = datetime.now(timezone.utc)
     output_dir = runner.output_dir_from(args)
     out = out or output_dir / "records" / f"record-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    record = records.build(result["record"], inventory=Path(args.inventory[0]), output_dir=output_dir,
-                           recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), not_recorded=sorted(
-                               set(report.unreachable) | set(report.failed)),
+    record = records.build(facts, inventory=Path(args.inventory[0]), output_dir=output_dir,
+                           recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), not_recorded=not_recorded,
                            command=launch, cwd=Path(os.getcwd()))
     records.write(out, record)
-    return report, record, out
+    return record, out
 
 
 def run_record(args) -> int:

@@ -20,6 +20,7 @@ from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 from mlx_fleet.run import job as jobrun
 from mlx_fleet.run.checks import before_launch
+from mlx_fleet.run.facts import record_from
 from mlx_fleet.verify.check_program import ERR, OUT
 from mlx_fleet.verify.plan import VerifyError, settings_from_inventory
 
@@ -103,9 +104,9 @@ def run_run(args) -> int:
     except VerifyError as exc:
         raise UserError(str(exc)) from None
     folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
-    findings = before_launch(inventory, args.backend, command)
-    if findings:
-        for line in lines(findings):
+    check = before_launch(inventory, args.backend, command)
+    if check.findings:
+        for line in lines(check.findings):
             print(f"mlx-fleet run: refused: {line}", file=sys.stderr)
         return jobrun.EXIT_REFUSED
     hostfile = _hostfile(folder, args.backend)
@@ -122,11 +123,16 @@ def run_run(args) -> int:
         out.mkdir(mode=0o700)
     except UnsafeFolder as exc:
         raise UserError(f"run --out: {exc}") from None
-    from mlx_fleet.audit_cli import write_record
+    from mlx_fleet.audit_cli import save_record, write_record
 
-    report, record, record_path = write_record(args, command, out / "record.json")
-    if record is None:
-        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    if check.declares_models:  # how each Mac holds the declared models' files: the audit's read of them
+        report, record, record_path = write_record(args, command, out / "record.json")
+        if record is None:
+            return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    else:  # the rest the check's own round read
+        published = folder / HOSTFILE
+        facts, not_recorded = record_from(check, published.read_text() if published.is_file() else None)
+        record, record_path = save_record(args, facts, not_recorded, command, out / "record.json")
     plan = jobrun.Launch(inventory, hostfile, args.python or settings.python, command, out, run_id,
                          args.timeout, args.stall)
     print(f"mlx-fleet run {run_id}: {hostfile['backend']}, {len(plan.hosts)} ranks; logs and record in {out}",
