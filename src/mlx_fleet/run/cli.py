@@ -62,6 +62,7 @@ def add_run_parser(sub, command) -> None:
     parser.add_argument("--all-ranks", action="store_true", help="show every rank's output, as [N mac] LINE")
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what every rank runs")
+    parser.set_defaults(deep=False)  # the record reads the declared models' sizes and dates, not every byte
 
 
 def hostfile_name(backend: str) -> str:
