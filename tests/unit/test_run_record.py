@@ -66,3 +66,19 @@ def test_probe_digests_gives_verifys_files_sha256_without_reading_the_files(tmp_
     assert verified["missing"] == ["tiny.py"]
     assert digested == {"files_sha256": verified["files_sha256"], "checked": 0, "modified": [], "missing": [],
                         "modified_count": 0, "missing_count": 0}
+
+
+def test_a_run_with_declared_models_records_through_the_audit_reading_sizes_not_every_byte(tmp_path, monkeypatch):
+    from mlx_fleet import audit_cli, runner
+    from mlx_fleet.cli import build_parser
+
+    asked = {}
+
+    def run_playbook(playbook, inventories, options, *, extravars, output_dir):
+        asked.update(playbook=playbook, **extravars)
+        return runner.RunReport(playbook=playbook)
+
+    monkeypatch.setattr(runner, "run_playbook", run_playbook)
+    args = build_parser().parse_args(["run", "-i", str(tmp_path / "inventory.yml"), "--", "job.py"])
+    assert audit_cli.write_record(args, ["job.py"], tmp_path / "record.json")[1] is None  # no Mac read: no record
+    assert asked["playbook"] == "audit" and asked["mlx_fleet_models_deep"] is False
