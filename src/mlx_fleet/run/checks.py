@@ -3,9 +3,9 @@ each reason not to start, and nothing started on any Mac.
 
 On the controller: the hold of an unfinished macOS update (checks.os_update), and the published hostfile
 (OUTPUT_DIR/hostfile.json) against what the last converge published and its cluster model (cluster.json). On the
-Macs, one ssh session each, all at once: the watch's probe (mlx_fleet.watch: reachable, the cables, RDMA), the
-process list (mlx_fleet.jobs), the Mac's copy of the hostfile and its hold marker, the size of each declared
-model the command names, and what the run record needs besides (RECORD_READS: the hardware, and the environment's
+Macs, one ssh session each, all at once: the watch's probe (mlx_fleet.watch: reachable, the cables, RDMA; only
+the reads those need), the process list (mlx_fleet.jobs), the Mac's copy of the hostfile and its hold marker, the size of each declared
+model the command names, and what the run record needs besides (the hardware, and the environment's
 distributions with their RECORD digests), so the record is made from this same round (mlx_fleet.run.facts).
 """
 
@@ -15,8 +15,9 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD, HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE, fingerprint_path
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import model_root
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
@@ -46,7 +47,9 @@ RDMA_TIMEOUT = 5  # seconds ibv_devinfo may take (the watch's default)
 HOSTFILE_READ, HELD_READ = "hostfile", "held"
 _MODEL_READ = "model-"  # + the model's name: `du -sk` of its folder
 ENVIRONMENT_READ = "environment"  # the environment's Python: its distributions and their RECORD digests
-RECORD_READS = ("sysctl", "hardware")  # the record's memory, chip, serial and wired limit (node_facts.macos)
+# Of the watch's probe, only what WATCH_KINDS are judged on (the ports, cables and RDMA: node_facts.thunderbolt);
+# then sw_vers, sysctl and the hardware: the record's macOS, memory, chip, serial and wired limit (node_facts.macos).
+CHECK_READS = tuple(dict.fromkeys(node_facts.THUNDERBOLT_READS + ("sw_vers", "sysctl", "hardware")))
 
 
 @dataclass
@@ -93,9 +96,8 @@ def before_launch(inventory: str, backend: str, command: list[str]) -> Check:
     except UserError:
         pass  # a damaged record: published_hostfile said so; the cables are then not compared
     script = nodes.read_script(
-        watch.PROBE_READS + RECORD_READS, None, bounded=watch.BOUNDED_READS, limit=RDMA_TIMEOUT,
-        files={watch.FINGERPRINT_READ: fingerprint_path(env_path), HOSTFILE_READ: f"{remote}/{HOSTFILE}",
-               HELD_READ: f"{remote}/{HELD}"},
+        CHECK_READS, None, bounded=watch.BOUNDED_READS, limit=RDMA_TIMEOUT,
+        files={HOSTFILE_READ: f"{remote}/{HOSTFILE}", HELD_READ: f"{remote}/{HELD}"},
         commands={**jobs.READ, ENVIRONMENT_READ: [f"{env_path}/bin/python", "-I", "-B", "-c", PROBE, "installed",
                                                   "digests"],
                   **{_MODEL_READ + name: ["du", "-sk", root] for name, root in roots.items()}})
