@@ -124,16 +124,17 @@ def run_run(args) -> int:
         out.mkdir(mode=0o700)
     except UnsafeFolder as exc:
         raise UserError(f"run --out: {exc}") from None
-    from mlx_fleet.audit_cli import save_record, write_record
-
     if check.declares_models:  # how each Mac holds the declared models' files: the audit's read of them
+        from mlx_fleet.audit_cli import write_record
+
         report, record, record_path = write_record(args, command, out / "record.json")
         if record is None:
             return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
     else:  # the rest the check's own round read
         published = folder / HOSTFILE
         facts, not_recorded = record_from(check, published.read_text() if published.is_file() else None)
-        record, record_path = save_record(args, facts, not_recorded, command, out / "record.json")
+        record, record_path = records.save(facts, inventory=Path(inventory), output_dir=runner.output_dir_from(args),
+                                           not_recorded=not_recorded, command=command, out=out / "record.json")
     plan = jobrun.Launch(inventory, hostfile, args.python or settings.python, command, out, run_id,
                          args.timeout, args.stall)
     print(f"mlx-fleet run {run_id}: {hostfile['backend']}, {len(plan.hosts)} ranks; logs and record in {out}",
