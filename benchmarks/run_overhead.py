@@ -1,9 +1,11 @@
 """What `mlx-fleet run` costs on top of plain `mlx.launch` (needs root, like macsim): a converged 4-Mac ring,
 a trivial script (examples/all_sum.py), each tool run alternately (interleaved, under the same load), the
 medians of their wall time and of the controller's CPU time (the tool and its children). The goal (issue 29):
-the check and the record cost at most 1.5 s more.
+the check and the record cost at most 1.5 s more. With --baseline TREE (an earlier mlx-fleet's source tree),
+that tree's `mlx-fleet run` runs too, interleaved, with this venv and its src/ and collections/ first on
+PYTHONPATH, as benchmarks/bench.py does it.
 
-    .venv/bin/python benchmarks/run_overhead.py [--runs 5]
+    .venv/bin/python benchmarks/run_overhead.py [--runs 5] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 GOAL_SECONDS = 1.5
+BASELINE = "mlx-fleet run, baseline"
 sys.path.insert(0, str(REPO / "tests/sim"))
 from simlib import node_python  # noqa: E402  (one interpreter with MLX at the same path on every simulated Mac)
 
 
-def _run(argv: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
+def _run(argv: list[str], timeout: float = 900, tree: Path | None = None) -> subprocess.CompletedProcess:
+    """ARGV run to its end; TREE: with that mlx-fleet source tree first on PYTHONPATH."""
     env = os.environ | {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(tree / "collections")])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd="/",
                           env=env)
     if done.returncode != 0:
@@ -37,11 +43,11 @@ def _run(argv: list[str], timeout: float = 900) -> subprocess.CompletedProcess:
     return done
 
 
-def _timed(argv: list[str]) -> tuple[float, float]:
+def _timed(argv: list[str], tree: Path | None = None) -> tuple[float, float]:
     """(wall seconds, the controller's CPU seconds: the command and its children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    _run(argv)
+    _run(argv, tree=tree)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -50,6 +56,8 @@ def _timed(argv: list[str]) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5, help="runs of each tool, alternately (default 5)")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="an earlier mlx-fleet's source tree whose mlx-fleet run runs too, interleaved")
     args = parser.parse_args(argv)
     python, script = node_python()
     folder = Path(tempfile.mkdtemp(prefix="mlx-fleet-bench-run-", dir="/var/tmp"))
@@ -67,10 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         theirs = [str(BIN / "mlx.launch"), "--hostfile", str(hostfile), "--backend", "ring", "--", python, script]
         ours = [str(BIN / "mlx-fleet"), "run", "-i", str(inventory), "--python", python, "--out",
                 str(folder / "runs"), "--", script]
-        figures: dict[str, list[tuple[float, float]]] = {"mlx.launch": [], "mlx-fleet run": []}
+        trees = {"mlx.launch": None, "mlx-fleet run": None} | ({BASELINE: args.baseline.resolve()}
+                                                                 if args.baseline else {})
+        figures: dict[str, list[tuple[float, float]]] = {who: [] for who in trees}
         for _ in range(args.runs):
-            figures["mlx.launch"].append(_timed(theirs))
-            figures["mlx-fleet run"].append(_timed(ours))
+            for who, tree in trees.items():
+                figures[who].append(_timed(theirs if who == "mlx.launch" else ours, tree))
     finally:
         subprocess.run([str(BIN / "mlx-fleet"), "sim", "down", "--dir", str(folder)], capture_output=True,
                        stdin=subprocess.DEVNULL, cwd="/")
@@ -84,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{wall['mlx-fleet run']:.1f} s, {cpu['mlx-fleet run']:.1f} CPU-s | {wall['mlx.launch']:.1f} s, "
           f"{cpu['mlx.launch']:.1f} CPU-s | {more:+.1f} s | <= +{GOAL_SECONDS:g} s: "
           f"{'met' if more <= GOAL_SECONDS else 'NOT MET'} |")
+    if args.baseline:
+        print(f"| the same, {BASELINE} ({args.baseline}) | {wall[BASELINE]:.1f} s, {cpu[BASELINE]:.1f} CPU-s | "
+              f"{wall['mlx.launch']:.1f} s, {cpu['mlx.launch']:.1f} CPU-s | "
+              f"{wall[BASELINE] - wall['mlx.launch']:+.1f} s | |")
     print("load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3]) + f" on {os.cpu_count()} CPUs")
     return 0
 

@@ -65,8 +65,9 @@ if "installed" in sys.argv[1:]:
         if name:
             dists[re.sub(r"[-_.]+", "-", name).lower()] = d.version
     out["installed"] = dists
-if "verify" in sys.argv[1:]:
-    # Every installed file against its distribution's RECORD line (PEP 376/627 hashes). files_sha256
+if "verify" in sys.argv[1:] or "digests" in sys.argv[1:]:
+    # Every installed file against its distribution's RECORD line (PEP 376/627 hashes); "digests": only
+    # files_sha256, no file read (the run record's, before a launch). files_sha256
     # digests the RECORD lines of what the distribution installed, leaving out the files an installer
     # writes about the install itself (its name, when, from where), so the same wheel installed on two
     # Macs digests the same.
@@ -83,7 +84,7 @@ if "verify" in sys.argv[1:]:
         entry = {"files_sha256": hashlib.sha256("\n".join(content).encode("utf-8")).hexdigest() if rows else None,
                  "checked": 0, "modified": [], "missing": [], "modified_count": 0, "missing_count": 0}
         base = str(d.locate_file(""))
-        for row in rows:
+        for row in rows if "verify" in sys.argv[1:] else []:
             if len(row) < 2 or "=" not in row[1]:
                 continue
             algorithm, want = row[1].split("=", 1)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render.audit_report import summary_lines
@@ -113,14 +111,9 @@ def write_record(args, launch: list[str] | None, out: Path | None = None):
     report, result = _audit(args, "record")
     if result is None:
         return report, None, out
-    now = datetime.now(timezone.utc)
-    output_dir = runner.output_dir_from(args)
-    out = out or output_dir / "records" / f"record-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
-    record = records.build(result["record"], inventory=Path(args.inventory[0]), output_dir=output_dir,
-                           recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), not_recorded=sorted(
-                               set(report.unreachable) | set(report.failed)),
-                           command=launch, cwd=Path(os.getcwd()))
-    records.write(out, record)
+    record, out = records.save(result["record"], inventory=Path(args.inventory[0]),
+                               output_dir=runner.output_dir_from(args),
+                               not_recorded=sorted(set(report.unreachable) | set(report.failed)), command=launch, out=out)
     return report, record, out
 
 

@@ -9,8 +9,10 @@ Markdown rendering for a lab notebook; ``--diff A B`` says what changed between 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os_update
@@ -62,6 +64,18 @@ def build(facts: dict, *, inventory: Path, output_dir: Path, recorded_at: str, n
         "models": facts["models"],
         "macos_update": os_update.record_summary(output_dir),
     }
+
+
+def save(facts: dict, *, inventory: Path, output_dir: Path, not_recorded: list[str], command: list[str] | None,
+         out: Path | None = None) -> tuple[dict, Path]:
+    """The record of FACTS for COMMAND, made now, written to OUT (default OUTPUT_DIR/records/record-TIME.json) with
+    its Markdown beside it: (the record, its path)."""
+    now = datetime.now(timezone.utc)
+    out = out or output_dir / "records" / f"record-{now.strftime('%Y%m%dT%H%M%SZ')}.json"
+    record = build(facts, inventory=inventory, output_dir=output_dir, recorded_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   not_recorded=not_recorded, command=command, cwd=Path(os.getcwd()))
+    write(out, record)
+    return record, out
 
 
 def write(path: Path, record: dict) -> None:

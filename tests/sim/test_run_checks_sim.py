@@ -54,7 +54,7 @@ def check(sim: Sim, backend: str = "auto", command: list[str] = COMMAND, invento
     from mlx_fleet.run.checks import before_launch
 
     before = pids(sim)
-    found = before_launch(inventory_file or inventory(sim), backend, command)
+    found = before_launch(inventory_file or inventory(sim), backend, command).findings
     assert pids(sim) == before
     return sorted({(f.kind, f.hosts) for f in found})
 

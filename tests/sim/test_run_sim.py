@@ -86,6 +86,14 @@ def test_all_sum_on_every_rank_exits_0_with_a_log_per_rank_and_the_record(ring, 
         assert log.stat().st_size == rank["log_bytes"]
         assert f"[out] rank {rank['rank']} of 4: all_sum=10" in log.read_text()
     assert job_processes(ring) == {node: [] for node in RING}
+    # Made from the check's own reads, the record says what the audit's read of the Macs says.
+    audited = run_cli([str(BIN / "mlx-fleet"), "record", "-i", str(ring.dir / "inventory.yml"), "--out",
+                       str(tmp_path / "audited.json"), "--", JOB], 600)
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    from mlx_fleet import record as records
+
+    changed = {key.split(".")[0] for key, _, _ in records.changes(records.load(str(tmp_path / "audited.json")), record)}
+    assert changed <= {records.TIME_KEY, "run"}
 
 
 def test_a_rank_exiting_3_stops_every_rank_and_names_rank_2(ring, tmp_path):

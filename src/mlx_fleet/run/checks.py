@@ -3,19 +3,21 @@ each reason not to start, and nothing started on any Mac.
 
 On the controller: the hold of an unfinished macOS update (checks.os_update), and the published hostfile
 (OUTPUT_DIR/hostfile.json) against what the last converge published and its cluster model (cluster.json). On the
-Macs, one ssh session each, all at once: the watch's probe (mlx_fleet.watch: reachable, the cables, RDMA), the
-process list (mlx_fleet.jobs), the Mac's copy of the hostfile and its hold marker, and the size of each declared
-model the command names.
+Macs, one ssh session each, all at once: the watch's probe (mlx_fleet.watch: reachable, the cables, RDMA; only
+the reads those need), the process list (mlx_fleet.jobs), the Mac's copy of the hostfile and its hold marker, the size of each declared
+model the command names, and what the run record needs besides (the hardware, and the environment's
+distributions with their RECORD digests), so the record is made from this same round (mlx_fleet.run.facts).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import HELD, HOSTFILE
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import fingerprint_path
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import PROBE
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import model_root
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.findings import Finding
@@ -44,11 +46,27 @@ CONNECT_TIMEOUT = 5
 RDMA_TIMEOUT = 5  # seconds ibv_devinfo may take (the watch's default)
 HOSTFILE_READ, HELD_READ = "hostfile", "held"
 _MODEL_READ = "model-"  # + the model's name: `du -sk` of its folder
+ENVIRONMENT_READ = "environment"  # the environment's Python: its distributions and their RECORD digests
+# Of the watch's probe, only what WATCH_KINDS are judged on (the ports, cables and RDMA: node_facts.thunderbolt);
+# then sw_vers, sysctl and the hardware: the record's macOS, memory, chip, serial and wired limit (node_facts.macos).
+CHECK_READS = tuple(dict.fromkeys(node_facts.THUNDERBOLT_READS + ("sw_vers", "sysctl", "hardware")))
 
 
-def before_launch(inventory: str, backend: str, command: list[str]) -> list[Finding]:
-    """Every reason not to launch COMMAND on the cluster of INVENTORY with BACKEND (auto: the hostfile's);
-    [] when it may start. Reads only."""
+@dataclass
+class Check:
+    """What the check found against a launch, and the reads it made (for the run record)."""
+
+    findings: list[Finding]
+    hosts: list[str] = field(default_factory=list)  # the inventory's Macs, in its order
+    reads: dict[str, dict] = field(default_factory=dict)  # host -> its reads (name -> (exit status, stdout))
+    models: dict[str, str] = field(default_factory=dict)  # host -> mlx_fleet_model
+    env_path: str = ""
+    declares_models: bool = False  # the inventory declares models (mlx_fleet_models)
+
+
+def before_launch(inventory: str, backend: str, command: list[str]) -> Check:
+    """Every reason not to launch COMMAND on the cluster of INVENTORY with BACKEND (auto: the hostfile's),
+    none when it may start, and the reads. Reads only."""
     names = ("mlx_fleet_model", "mlx_fabric_hostfile_dir", "mlx_fleet_models", "mlx_fleet_models_hf_cache",
              "mlx_fleet_models_dir", "mlx_env_lock_file")
     try:
@@ -58,7 +76,8 @@ def before_launch(inventory: str, backend: str, command: list[str]) -> list[Find
     values = hosts[0].values
     output_dir = settings.output_dir
     try:
-        models = named_models(parse_models(values["mlx_fleet_models"]), command)
+        declared = parse_models(values["mlx_fleet_models"])
+        models = named_models(declared, command)
     except ModelDeclarationError as exc:
         raise UserError(str(exc)) from None
     found = held_on_controller(output_dir)
@@ -77,10 +96,11 @@ def before_launch(inventory: str, backend: str, command: list[str]) -> list[Find
     except UserError:
         pass  # a damaged record: published_hostfile said so; the cables are then not compared
     script = nodes.read_script(
-        watch.PROBE_READS, None, bounded=watch.BOUNDED_READS, limit=RDMA_TIMEOUT,
-        files={watch.FINGERPRINT_READ: fingerprint_path(env_path), HOSTFILE_READ: f"{remote}/{HOSTFILE}",
-               HELD_READ: f"{remote}/{HELD}"},
-        commands={**jobs.READ, **{_MODEL_READ + name: ["du", "-sk", root] for name, root in roots.items()}})
+        CHECK_READS, None, bounded=watch.BOUNDED_READS, limit=RDMA_TIMEOUT,
+        files={HOSTFILE_READ: f"{remote}/{HOSTFILE}", HELD_READ: f"{remote}/{HELD}"},
+        commands={**jobs.READ, ENVIRONMENT_READ: [f"{env_path}/bin/python", "-I", "-B", "-c", PROBE, "installed",
+                                                  "digests"],
+                  **{_MODEL_READ + name: ["du", "-sk", root] for name, root in roots.items()}})
     probed = nodes.probe([h.ssh for h in hosts], script, CONNECT_TIMEOUT, CONNECT_TIMEOUT + RDMA_TIMEOUT + 30)
     macs = {host: watch.observe(node.reads, env_path) if node.reachable and node.reads
             else watch.unreachable(node.error or "no output") for host, node in probed.items()}
@@ -89,7 +109,8 @@ def before_launch(inventory: str, backend: str, command: list[str]) -> list[Find
         if not macs[host]["up"]:
             continue
         found += on_mac(host, node.reads, macs[host], hostfile, backend, env_path, pinned_sizes(models, values))
-    return [replace(f, fix=fixes.fill(f.fix, inventory, cli=True)) for f in found]
+    return Check([replace(f, fix=fixes.fill(f.fix, inventory, cli=True)) for f in found], [h.name for h in hosts],
+                 {host: node.reads for host, node in probed.items()}, baseline.models, env_path, bool(declared))
 
 
 def named_models(declared: tuple[ModelDeclaration, ...], command: list[str]) -> list[ModelDeclaration]:

@@ -20,6 +20,7 @@ from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 from mlx_fleet.run import job as jobrun
 from mlx_fleet.run.checks import before_launch
+from mlx_fleet.run.facts import record_from
 from mlx_fleet.verify.check_program import ERR, OUT
 from mlx_fleet.verify.plan import VerifyError, settings_from_inventory
 
@@ -61,6 +62,7 @@ def add_run_parser(sub, command) -> None:
     parser.add_argument("--all-ranks", action="store_true", help="show every rank's output, as [N mac] LINE")
     parser.add_argument("--python", help="the interpreter on every Mac (default: mlx_env_path/bin/python)")
     parser.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="what every rank runs")
+    parser.set_defaults(deep=False)  # the record reads the declared models' sizes and dates, not every byte
 
 
 def hostfile_name(backend: str) -> str:
@@ -103,9 +105,9 @@ def run_run(args) -> int:
     except VerifyError as exc:
         raise UserError(str(exc)) from None
     folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
-    findings = before_launch(inventory, args.backend, command)
-    if findings:
-        for line in lines(findings):
+    check = before_launch(inventory, args.backend, command)
+    if check.findings:
+        for line in lines(check.findings):
             print(f"mlx-fleet run: refused: {line}", file=sys.stderr)
         return jobrun.EXIT_REFUSED
     hostfile = _hostfile(folder, args.backend)
@@ -122,11 +124,17 @@ def run_run(args) -> int:
         out.mkdir(mode=0o700)
     except UnsafeFolder as exc:
         raise UserError(f"run --out: {exc}") from None
-    from mlx_fleet.audit_cli import write_record
+    if check.declares_models:  # how each Mac holds the declared models' files: the audit's read of them
+        from mlx_fleet.audit_cli import write_record
 
-    report, record, record_path = write_record(args, command, out / "record.json")
-    if record is None:
-        return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+        report, record, record_path = write_record(args, command, out / "record.json")
+        if record is None:
+            return runner.print_summary(report, stream=sys.stderr) or EXIT_ATTENTION
+    else:  # the rest the check's own round read
+        published = folder / HOSTFILE
+        facts, not_recorded = record_from(check, published.read_text() if published.is_file() else None)
+        record, record_path = records.save(facts, inventory=Path(inventory), output_dir=runner.output_dir_from(args),
+                                           not_recorded=not_recorded, command=command, out=out / "record.json")
     plan = jobrun.Launch(inventory, hostfile, args.python or settings.python, command, out, run_id,
                          args.timeout, args.stall)
     print(f"mlx-fleet run {run_id}: {hostfile['backend']}, {len(plan.hosts)} ranks; logs and record in {out}",

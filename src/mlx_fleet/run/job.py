@@ -14,7 +14,6 @@ from mlx_fleet.errors import EXIT_INTERRUPTED, EXIT_OK
 from mlx_fleet.verify import jobs, nodes
 from mlx_fleet.verify.check_program import ERR, OUT
 from mlx_fleet.verify.check_program import __file__ as CHECK_PROGRAM
-from mlx_fleet.verify.diagnose import node_findings
 
 SCRIPT_DIR = "script"
 EXIT_TIMEOUT = 124  # --timeout, as timeout(1) says it
@@ -102,9 +101,14 @@ def launch(plan: Launch, launcher: list[str], on_output) -> Outcome:
     name = f"run-{plan.run_id}"
     try:
         staged = nodes.stage(plan.hosts, rundir, files, plan.python, ())
-        outcome.findings = [f for node in staged.values() for f in node_findings(node, plan.python, plan.inventory)]
-        if outcome.findings:
-            return outcome
+        if not all(node.staged and node.python for node in staged.values()):
+            # Only then the diagnosis, whose imports (the audit's judgements) cost a start a third of a second.
+            from mlx_fleet.verify.diagnose import node_findings
+
+            outcome.findings = [f for node in staged.values()
+                                for f in node_findings(node, plan.python, plan.inventory)]
+            if outcome.findings:
+                return outcome
         outcome.job = jobs.Job(" ".join(plan.command), name, "run", plan.hostfile["backend"], plan.hostfile,
                                plan.folder)
         jobs.run(outcome.job, launcher=launcher, python=plan.python, rundir=rundir, command=command,

@@ -281,7 +281,8 @@ def stop(hosts: list[str], rundir: str, job: str = "*", remove: bool = False, ch
               f"rm -f \"$f\"; done; " + (f"rm -rf {folder}; " if remove else ""))
     if check:
         supervisors = shlex.quote("--job " + job + " " if job != "*" else "check_program.py supervise")
-        script += (f"sleep 1; for e in $k; do kill -0 \"${{e#*:}}\" 2>/dev/null && echo \"{LEFT}${{e%%:*}} ${{e#*:}}\"; "
+        # A second for what was killed to go; nothing killed (every rank ended by itself): no wait.
+        script += (f"[ -z \"$k\" ] || sleep 1; for e in $k; do kill -0 \"${{e#*:}}\" 2>/dev/null && echo \"{LEFT}${{e%%:*}} ${{e#*:}}\"; "
                    f"done; ps -ax -o pid,command | grep -F -e {supervisors} | grep -v grep | sed 's/^ */{LEFT}/'; ")
     script += "true"
     results = each(hosts, lambda host: ssh(by_name(host), script))
