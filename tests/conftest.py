@@ -202,3 +202,26 @@ def models_ring(models_ready, request):
                                  *getattr(request.module, "HUB_ARGS", ()))
     models_ready.cli("hub", "stop")
 
+
+# The models' sim tests on a 3-Mac line (models status, audit, record, prune): one line for the session, names of its
+# own (other clusters may be up), saved as built (the snapshot BUILT_LINE) and restored for each test.
+MODELS_LINE = ["mline-1", "mline-2", "mline-3"]
+BUILT_LINE = "built"
+
+
+@pytest.fixture(scope="session")
+def shared_line(tmp_path_factory):
+    from simlib import Sim, plan
+
+    cables = [f"{a}:2 -- {b}:1" for a, b in zip(MODELS_LINE, MODELS_LINE[1:])]
+    sim = Sim(topology=plan(tmp_path_factory.mktemp("plans") / "line.yml", MODELS_LINE, cables))
+    sim.cli("snapshot", BUILT_LINE)
+    yield sim
+    sim.down()
+
+
+@pytest.fixture
+def line(shared_line):
+    """The shared line as built, for one test."""
+    shared_line.cli("restore", BUILT_LINE)
+    return shared_line
