@@ -172,3 +172,56 @@ def netns(tmp_path):
         yield run
     finally:
         subprocess.run(["ip", "netns", "del", name], check=True)
+
+
+# The models' sim tests that need a ring (models sync, its faults, its token) share the session's ring too: prepared
+# for `models sync` (the models' lock beside the environment's, no model declared, the cables' addresses in the
+# cluster model) and saved as the snapshot MODELS_RING, the Hub stand-in stopped (a restore would drop its record).
+MODELS_RING = "models"
+
+
+@pytest.fixture(scope="session")
+def models_ready(shared_ring):
+    from simlib import ModelsCluster
+
+    shared_ring.cli("restore", CONVERGED_RING)
+    ModelsCluster(shared_ring, shared_ring.dir / "controller-hf")
+    shared_ring.cli("hub", "stop")
+    shared_ring.cli("snapshot", MODELS_RING)
+    return shared_ring
+
+
+@pytest.fixture(scope="module")
+def models_ring(models_ready, request):
+    """The ring as prepared for `models sync`, for one module, with a Hub stand-in of the module's HUB_ARGS (its
+    faults) and a controller's Hub cache in the cluster's folder (a restore removes it); the stand-in stopped after."""
+    from simlib import ModelsCluster
+
+    models_ready.cli("restore", MODELS_RING)
+    yield ModelsCluster.prepared(models_ready, models_ready.dir / "controller-hf",
+                                 *getattr(request.module, "HUB_ARGS", ()))
+    models_ready.cli("hub", "stop")
+
+
+# The models' sim tests on a 3-Mac line (models status, audit, record, prune): one line for the session, names of its
+# own (other clusters may be up), saved as built (the snapshot BUILT_LINE) and restored for each test.
+MODELS_LINE = ["mline-1", "mline-2", "mline-3"]
+BUILT_LINE = "built"
+
+
+@pytest.fixture(scope="session")
+def shared_line(tmp_path_factory):
+    from simlib import Sim, plan
+
+    cables = [f"{a}:2 -- {b}:1" for a, b in zip(MODELS_LINE, MODELS_LINE[1:])]
+    sim = Sim(topology=plan(tmp_path_factory.mktemp("plans") / "line.yml", MODELS_LINE, cables))
+    sim.cli("snapshot", BUILT_LINE)
+    yield sim
+    sim.down()
+
+
+@pytest.fixture
+def line(shared_line):
+    """The shared line as built, for one test."""
+    shared_line.cli("restore", BUILT_LINE)
+    return shared_line

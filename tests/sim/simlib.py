@@ -261,11 +261,7 @@ class ModelsCluster:
 
     def __init__(self, sim: Sim, controller_cache: Path, *hub_args: str):
         self.sim, self.macs = sim, sim.nodes
-        (sim.dir / "repos").mkdir(exist_ok=True)
-        served = sim.cli("hub", "serve", str(sim.dir / "repos"), *hub_args).stdout
-        endpoint = next(line.split("=", 1)[1] for line in served.splitlines() if line.startswith("HF_ENDPOINT="))
-        self.env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-        self.env.update(HF_ENDPOINT=endpoint, HF_HUB_CACHE=str(controller_cache), HF_HUB_DISABLE_TELEMETRY="1")
+        self.serve(controller_cache, *hub_args)
         self.inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
         env_lock = sim.dir / "mlx-env.lock.json"  # the models' lock goes beside it, in this cluster's folder
         shutil.copyfile(self.cluster_vars["mlx_env_lock_file"], env_lock)
@@ -273,6 +269,23 @@ class ModelsCluster:
         self.declare([])
         result, _ = self.run("hostfile")
         assert result.returncode == 0, result.stdout + result.stderr
+
+    @classmethod
+    def prepared(cls, sim: Sim, controller_cache: Path, *hub_args: str) -> ModelsCluster:
+        """SIM as a ModelsCluster left it (e.g. restored from a snapshot taken then): only the Hub stand-in started."""
+        cluster = cls.__new__(cls)
+        cluster.sim, cluster.macs = sim, sim.nodes
+        cluster.serve(controller_cache, *hub_args)
+        cluster.inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
+        return cluster
+
+    def serve(self, controller_cache: Path, *hub_args: str) -> None:
+        """The Hub stand-in serving SIM.dir/repos with HUB_ARGS (its faults); self.env reaches it."""
+        (self.sim.dir / "repos").mkdir(exist_ok=True)
+        served = self.sim.cli("hub", "serve", str(self.sim.dir / "repos"), *hub_args).stdout
+        endpoint = next(line.split("=", 1)[1] for line in served.splitlines() if line.startswith("HF_ENDPOINT="))
+        self.env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+        self.env.update(HF_ENDPOINT=endpoint, HF_HUB_CACHE=str(controller_cache), HF_HUB_DISABLE_TELEMETRY="1")
 
     @property
     def cluster_vars(self) -> dict:

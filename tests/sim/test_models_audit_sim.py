@@ -5,9 +5,9 @@ and by `models status --deep` (its row's finding); `models sync` then copies tha
 that file (one the sync wrote) is seen by the audit's dates, without --deep; `record --deep` lists the model with its
 source and per-file hashes, verified on every Mac; once the model is no longer declared, `models prune` removes only
 the file the sync wrote (--check lists it first). Reports are read from the run's own JSON events and the files the
-commands write, never from their sentences. A 2-Mac pair with its fabric configured: `verify --script --model` refuses
-one flipped byte before anything starts and, every copy verified, the task finds the model at MLX_FLEET_MODEL_PATH on
-every rank."""
+commands write, never from their sentences (the session's line, conftest.shared_line). The session's converged 4-Mac
+ring (conftest.shared_ring): `verify --script --model` refuses one flipped byte before anything starts and, every copy
+verified, the task finds the model at MLX_FLEET_MODEL_PATH on every rank."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def model_findings(found: dict) -> list[tuple]:
                   if f["topic"] == "models")
 
 
-def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_only(make_sim):
-    sim = make_sim(nodes=3, topology="line")
+def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_only(line):
+    sim = line
     source, inventory = with_path_entry(sim)
     for mac in sim.nodes:
         shutil.copytree(source, on_mac(sim, mac))
@@ -61,7 +61,7 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
     assert reads == dict.fromkeys(sim.nodes, True)  # folded into the audit's one read per Mac
     assert "mlx_fleet.cluster.model_files_facts" not in found
 
-    weights = on_mac(sim, "mini-2") / FLIPPED
+    weights = on_mac(sim, "mline-2") / FLIPPED
     data = bytearray(weights.read_bytes())
     data[54321] ^= 0x08
     weights.write_bytes(bytes(data))
@@ -70,25 +70,25 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
     assert model_findings(found) == []  # the same size: only the bytes tell
     code, found = results(sim, "audit", "--deep")
     assert code == 1
-    assert model_findings(found) == [("model-file-differs", ("mini-2",), f"model tiny: {FLIPPED}")]
+    assert model_findings(found) == [("model-file-differs", ("mline-2",), f"model tiny: {FLIPPED}")]
     report = json.loads((sim.dir / ".mlx-fleet" / "audit.json").read_text())
     assert [(f["kind"], f["macs"]) for f in report["findings"] if f["topic"] == "models"] == [
-        ("model-file-differs", ["mini-2"])]
+        ("model-file-differs", ["mline-2"])]
 
     code, found = results(sim, "models", "status", "--deep")
     assert code == 1
     (status,) = [res["report"] for res in found["mlx_fleet.cluster.models_status"].values()]
     assert [(f["kind"], f["hosts"], f["fact"]) for row in status["rows"] for f in row["findings"]] == [
-        ("model-file-differs", ["mini-2"], f"model tiny: {FLIPPED}")]
+        ("model-file-differs", ["mline-2"], f"model tiny: {FLIPPED}")]
 
     code, found = results(sim, "models", "sync")
     assert code == 0
     copies = found["mlx_fleet.cluster.model_copy"]
     moved = {mac: [(f["model"], f["path"]) for f in res["ansible_facts"]["mlx_fleet_model_copy"]["received"]]
              for mac, res in copies.items() if res["ansible_facts"]["mlx_fleet_model_copy"]["received"]}
-    assert moved == {"mini-2": [("tiny", FLIPPED)]}
+    assert moved == {"mline-2": [("tiny", FLIPPED)]}
     (sync,) = [res["report"] for res in found["mlx_fleet.cluster.models_sync_report"].values()]
-    assert {row["mac"]: row["received"] for row in sync["rows"]} == {"mini-1": 0, "mini-2": 1, "mini-3": 0}
+    assert {row["mac"]: row["received"] for row in sync["rows"]} == {"mline-1": 0, "mline-2": 1, "mline-3": 0}
     assert sync["bytes"] == MODEL[FLIPPED]
     assert weights.read_bytes() == (source / FLIPPED).read_bytes()
 
@@ -101,7 +101,7 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
     data[54321] ^= 0x08
     weights.write_bytes(bytes(data))
     code, found = results(sim, "audit")
-    assert model_findings(found) == [("model-file-differs", ("mini-2",), f"model tiny: {FLIPPED}")]
+    assert model_findings(found) == [("model-file-differs", ("mline-2",), f"model tiny: {FLIPPED}")]
     data[54321] ^= 0x08
     weights.write_bytes(bytes(data))  # its bytes as pinned again
 
@@ -123,22 +123,22 @@ def test_audit_status_and_record_name_a_flipped_byte_and_sync_repairs_that_file_
     assert {"models.tiny.files.config.json.sha256", "models.tiny.files.config.json.size"} <= changed
     assert {f"models.tiny.macs.{mac}" for mac in sim.nodes} <= changed  # verified -> not present
 
-    # models prune, once no entry declares the model: only what the sync wrote goes (the file it copied to mini-2;
+    # models prune, once no entry declares the model: only what the sync wrote goes (the file it copied to mline-2;
     # the files copied by hand stay); --check lists it and removes nothing.
     inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = []
     (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     code, found = results(sim, "models", "prune", "--check")
     assert code == 0
     listed = {mac: res["removed"] for mac, res in found["mlx_fleet.cluster.models_prune"].items()}
-    assert listed == {"mini-1": [], "mini-2": [f"/opt/mlx-fleet/models/tiny/{FLIPPED}"], "mini-3": []}
+    assert listed == {"mline-1": [], "mline-2": [f"/opt/mlx-fleet/models/tiny/{FLIPPED}"], "mline-3": []}
     assert weights.is_file()
     code, found = results(sim, "models", "prune")
     assert code == 0
     assert {mac: res["changed"] for mac, res in found["mlx_fleet.cluster.models_prune"].items()} == {
-        "mini-1": False, "mini-2": True, "mini-3": False}
+        "mline-1": False, "mline-2": True, "mline-3": False}
     assert not weights.exists()
-    assert sorted(p.name for p in on_mac(sim, "mini-2").iterdir()) == sorted(set(MODEL) - {FLIPPED})
-    assert all(sorted(p.name for p in on_mac(sim, mac).iterdir()) == sorted(MODEL) for mac in ("mini-1", "mini-3"))
+    assert sorted(p.name for p in on_mac(sim, "mline-2").iterdir()) == sorted(set(MODEL) - {FLIPPED})
+    assert all(sorted(p.name for p in on_mac(sim, mac).iterdir()) == sorted(MODEL) for mac in ("mline-1", "mline-3"))
 
 
 TASK = """import json, os
@@ -147,44 +147,38 @@ print(json.dumps([os.path.getsize(os.path.join(folder, name)) for name in sorted
 """
 
 
-def test_verify_model_refuses_a_mac_without_it_verified_and_gives_the_task_its_path(tmp_path):
+def test_verify_model_refuses_a_mac_without_it_verified_and_gives_the_task_its_path(changed_ring, tmp_path):
     """verify --script --model: one flipped byte on one Mac is refused before anything starts (exit 1, that Mac
     named); with every copy verified the task runs on every rank and finds the model at MLX_FLEET_MODEL_PATH."""
-    from simlib import Sim, node_python
-    from simlib import converged, plan
+    from simlib import node_python
     from simlib import run_tool as run
 
-    names = ["vmodel-1", "vmodel-2"]  # names of their own: other clusters may be up
-    sim = converged(Sim(topology=plan(tmp_path / "pair.yml", names, [f"{names[0]}:1 -- {names[1]}:1"]),
-                        rdma="none"))
-    try:
-        source, _ = with_path_entry(sim)
-        for mac in names:
-            shutil.copytree(source, on_mac(sim, mac))
-        weights = on_mac(sim, names[1]) / FLIPPED
-        data = bytearray(weights.read_bytes())
-        data[777] ^= 0x01
-        weights.write_bytes(bytes(data))
-        task = tmp_path / "task.py"
-        task.write_text(TASK)
-        python, _ = node_python()
-        argv = [MLX_FLEET, "verify", "-i", str(sim.dir / "inventory.yml"), "--python", python,
-                "--sizes", "1KiB", "--script", str(task), "--repeat", "2", "--model", "tiny"]
+    sim, names = changed_ring, changed_ring.nodes
+    source, _ = with_path_entry(sim)
+    for mac in names:
+        shutil.copytree(source, on_mac(sim, mac))
+    weights = on_mac(sim, names[1]) / FLIPPED
+    data = bytearray(weights.read_bytes())
+    data[777] ^= 0x01
+    weights.write_bytes(bytes(data))
+    task = tmp_path / "task.py"
+    task.write_text(TASK)
+    python, _ = node_python()
+    argv = [MLX_FLEET, "verify", "-i", str(sim.dir / "inventory.yml"), "--python", python,
+            "--sizes", "1KiB", "--script", str(task), "--repeat", "2", "--model", "tiny"]
 
-        refused = run(argv + ["--out", str(tmp_path / "refused")], 300)
-        assert refused.returncode == 1, refused.stdout + refused.stderr
-        (line,) = refused.stderr.strip().splitlines()
-        assert f"{names[1]} (model tiny: {FLIPPED}" in line and names[0] not in line
-        assert not (tmp_path / "refused").exists()  # nothing started, no report
+    refused = run(argv + ["--out", str(tmp_path / "refused")], 300)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert f"{names[1]} (model tiny: {FLIPPED}" in line and not [mac for mac in names if mac != names[1] and mac in line]
+    assert not (tmp_path / "refused").exists()  # nothing started, no report
 
-        data[777] ^= 0x01
-        weights.write_bytes(bytes(data))
-        done = run(argv + ["--out", str(tmp_path / "ran")], 600)
-        report = json.loads((tmp_path / "ran" / "verify.json").read_text())
-        assert report["record"]["options"]["model"] == {"name": "tiny", "path": "/opt/mlx-fleet/models/tiny"}
-        assert report["level"] == "reproduces", done.stdout + done.stderr
-        sizes = [p.stat().st_size for p in sorted(source.iterdir())]
-        outputs = [run_["outputs"] for run_ in report["script"]["runs"]]
-        assert outputs and all(out == sizes for each in outputs for out in each.values())
-    finally:
-        sim.down()
+    data[777] ^= 0x01
+    weights.write_bytes(bytes(data))
+    done = run(argv + ["--out", str(tmp_path / "ran")], 600)
+    report = json.loads((tmp_path / "ran" / "verify.json").read_text())
+    assert report["record"]["options"]["model"] == {"name": "tiny", "path": "/opt/mlx-fleet/models/tiny"}
+    assert report["level"] == "reproduces", done.stdout + done.stderr
+    sizes = [p.stat().st_size for p in sorted(source.iterdir())]
+    outputs = [run_["outputs"] for run_ in report["script"]["runs"]]
+    assert outputs and all(out == sizes for each in outputs for out in each.values())

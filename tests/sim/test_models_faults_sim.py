@@ -1,4 +1,4 @@
-"""`mlx-fleet models sync`'s faults on 4 simulated Macs in a ring (issue 28, "Bad input and faults"), each with the
+"""`mlx-fleet models sync`'s faults on 4 simulated Macs in a ring (the session's ring, conftest.models_ring; issue 28, "Bad input and faults"), each with the
 exit status docs/models-on-macs.md gives it, a report naming the Mac and the file, and a rerun that copies only
 what was missing: a cable pulled while the Macs copy, a Mac cut off from the controller while it copies, a Hub
 download cut, a gated Hub model without a login, Macs short of space, and Ctrl-C. Models of a few MB, so each
@@ -27,6 +27,7 @@ GATED, CUT = "acme/gated", "acme/cut"
 # A Hub download from the first byte of CUT's files stops here: past the 10 MiB huggingface_hub keeps of a cut
 # download, so the next one resumes.
 CUT_AFTER = 12 << 20
+HUB_ARGS = ("--gated", GATED, "--cut", f"{CUT}={CUT_AFTER}")  # the Hub stand-in's faults (conftest.models_ring)
 
 
 class Running:
@@ -77,9 +78,8 @@ def failed_files(report: dict) -> dict[str, list[str]]:
             for row in report["rows"] if not row["done"]}
 
 
-def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(make_sim, tmp_path):
-    sim = make_sim(nodes=4, topology="ring")
-    cluster = ModelsCluster(sim, tmp_path / "controller-hf", "--gated", GATED, "--cut", f"{CUT}={CUT_AFTER}")
+def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(models_ring):
+    cluster, sim = models_ring, models_ring.sim
     macs = cluster.macs
     models = []
     for name in ("pulled", "cutoff", "big", "ctrlc"):

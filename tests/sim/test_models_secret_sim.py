@@ -1,4 +1,5 @@
-"""The models sync's one-time token stays out of every log (issue 28): a sync on 2 simulated Macs, the token caught
+"""The models sync's one-time token stays out of every log (issue 28): a sync on 4 simulated Macs in a ring (the
+session's ring, conftest.models_ring: the cables' addresses in the cluster model), the token caught
 on the wire (the receivers show it to their senders: a sniffer in each Mac's network namespace), then looked for in
 the run's whole folder under OUTPUT_DIR/runs (ansible-runner's events, stdout, artifacts), the output folder and the
 controller's own output. The model is a few MB so the run stays short."""
@@ -39,17 +40,14 @@ def files_holding(folder: Path, secrets: set[str]) -> list[str]:
     return found
 
 
-def test_the_sync_token_is_in_no_log_event_or_file(make_sim):
-    sim = make_sim(nodes=2, topology="line")
+def test_the_sync_token_is_in_no_log_event_or_file(models_ring):
+    sim = models_ring.sim
     source = sim.dir / "models-src" / "tiny"
     make_model(source)
     inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
     inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = [{"name": "tiny", "path": str(source)}]
     (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     argv = [MLX_FLEET, "-i", str(sim.dir / "inventory.yml")]
-    done = subprocess.run([argv[0], "hostfile", *argv[1:]], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr  # the cable's addresses: one Mac feeds the other
-
     state = sim.state()
     sniffers = []
     for mac in sim.nodes:
@@ -67,7 +65,7 @@ def test_the_sync_token_is_in_no_log_event_or_file(make_sim):
         sniffer.wait()
     assert done.returncode == 0, done.stdout + done.stderr
     tokens = {line for out, _ in sniffers for line in out.read_text().splitlines()[1:]}
-    # Both copies showed the run's one token: the controller's feed of the first Mac, the first Mac's of the second.
+    # Every copy showed the run's one token: the controller's feed of the first Mac, each Mac's of the next.
     assert len(tokens) == 1, tokens
 
     assert [t for t in tokens if t in done.stdout + done.stderr] == []

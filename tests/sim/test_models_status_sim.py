@@ -1,8 +1,9 @@
 """`mlx-fleet models status` against simulated Macs (issue 28): a path entry of a few MB of random bytes
-(safetensors-named weights, a config.json, a tokenizer.json) on mini-1 and mini-2 and not on mini-3 -> exit 1
-naming mini-3 and every file it lacks; present on every Mac -> 0 with one module run per Mac; one flipped byte
+(safetensors-named weights, a config.json, a tokenizer.json) on mline-1 and mline-2 and not on mline-3 -> exit 1
+naming mline-3 and every file it lacks; present on every Mac -> 0 with one module run per Mac; one flipped byte
 on one Mac is missed by sizes and found by --deep, naming the Mac and the file. A Hub entry pinned by the models'
-lock, laid out as huggingface_hub does on each Mac, counts only where its ref names the pinned commit. The report
+lock, laid out as huggingface_hub does on each Mac, counts only where its ref names the pinned commit. The line is
+the session's (conftest.shared_line), restored for each test. The report
 is read from the run's own JSON events (ansible-runner's, under OUTPUT_DIR/runs), never from its sentences."""
 
 from __future__ import annotations
@@ -79,39 +80,39 @@ def with_path_entry(sim) -> tuple[Path, dict]:
     return source, inventory
 
 
-def test_models_status_names_the_mac_that_lacks_a_model_and_a_flipped_byte(make_sim):
-    sim = make_sim(nodes=3, topology="line")
+def test_models_status_names_the_mac_that_lacks_a_model_and_a_flipped_byte(line):
+    sim = line
     source, _ = with_path_entry(sim)
-    for mac in ("mini-1", "mini-2"):
+    for mac in ("mline-1", "mline-2"):
         shutil.copytree(source, on_mac(sim, mac))
 
     code, report, reads = status(sim)
-    assert (code, report["lacking"], report["complete"]) == (1, ["mini-3"], False)
+    assert (code, report["lacking"], report["complete"]) == (1, ["mline-3"], False)
     rows = {row["mac"]: row for row in report["rows"]}
-    assert sorted(rows["mini-3"]["missing"]) == sorted(MODEL)
-    assert rows["mini-3"]["bytes_missing"] == sum(p.stat().st_size for p in source.iterdir())
-    assert rows["mini-3"]["free_bytes"] > 0
-    assert [rows[m]["present"] for m in ("mini-1", "mini-2")] == [True, True]
-    assert reads == {"mini-1": 1, "mini-2": 1, "mini-3": 1}  # one call per Mac
+    assert sorted(rows["mline-3"]["missing"]) == sorted(MODEL)
+    assert rows["mline-3"]["bytes_missing"] == sum(p.stat().st_size for p in source.iterdir())
+    assert rows["mline-3"]["free_bytes"] > 0
+    assert [rows[m]["present"] for m in ("mline-1", "mline-2")] == [True, True]
+    assert reads == {"mline-1": 1, "mline-2": 1, "mline-3": 1}  # one call per Mac
     assert (sim.dir / ".mlx-fleet" / "models" / "tiny.json").is_file()  # the path entry's record
 
-    shutil.copytree(source, on_mac(sim, "mini-3"))
+    shutil.copytree(source, on_mac(sim, "mline-3"))
     code, report, reads = status(sim)
     assert (code, report["lacking"], report["complete"]) == (0, [], True)
     assert not any(row["verified"] for row in report["rows"])  # sizes only
 
-    weights = on_mac(sim, "mini-2") / FLIPPED
+    weights = on_mac(sim, "mline-2") / FLIPPED
     data = bytearray(weights.read_bytes())
     data[12345] ^= 0x01
     weights.write_bytes(bytes(data))
     code, report, reads = status(sim)
     assert (code, report["lacking"]) == (0, [])  # the size is the same: only the bytes tell
     code, report, reads = status(sim, "--deep")
-    assert (code, report["lacking"]) == (1, ["mini-2"])
+    assert (code, report["lacking"]) == (1, ["mline-2"])
     rows = {row["mac"]: row for row in report["rows"]}
-    assert rows["mini-2"]["differing"] == {FLIPPED: "hash_differs"}
-    assert rows["mini-2"]["bytes_missing"] == MODEL[FLIPPED]
-    assert [rows[m]["verified"] for m in ("mini-1", "mini-3")] == [True, True]
+    assert rows["mline-2"]["differing"] == {FLIPPED: "hash_differs"}
+    assert rows["mline-2"]["bytes_missing"] == MODEL[FLIPPED]
+    assert [rows[m]["verified"] for m in ("mline-1", "mline-3")] == [True, True]
     assert report["changed_folders"] == {}
 
     # A change to the controller's folder is named at the next status.
@@ -120,10 +121,10 @@ def test_models_status_names_the_mac_that_lacks_a_model_and_a_flipped_byte(make_
     assert report["changed_folders"] == {"tiny": {"added": [], "removed": [], "changed": ["config.json"]}}
 
 
-def test_a_hub_entry_counts_only_with_its_ref_on_the_pinned_commit(make_sim):
-    """The models' lock pins org/tiny (beside the environment's lock given with -e); mini-1 and mini-2 hold its
-    snapshot, mini-3's ref names another commit: exit 1 naming mini-3; its files are all there."""
-    sim = make_sim(nodes=3, topology="line")
+def test_a_hub_entry_counts_only_with_its_ref_on_the_pinned_commit(line):
+    """The models' lock pins org/tiny (beside the environment's lock given with -e); mline-1 and mline-2 hold its
+    snapshot, mline-3's ref names another commit: exit 1 naming mline-3; its files are all there."""
+    sim = line
     source = sim.dir / "models-src" / "tiny"
     make_model(source)
     files = [{"path": p.name, "size": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
@@ -134,12 +135,12 @@ def test_a_hub_entry_counts_only_with_its_ref_on_the_pinned_commit(make_sim):
     inventory = yaml.safe_load((sim.dir / "inventory.yml").read_text())
     inventory["all"]["children"]["mlx_cluster"]["vars"]["mlx_fleet_models"] = [{"name": "tiny", "repo": "org/tiny"}]
     (sim.dir / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
-    for mac in ("mini-1", "mini-2"):
+    for mac in ("mline-1", "mline-2"):
         lay_out_hub(sim, mac, source)
-    lay_out_hub(sim, "mini-3", source, ref="f" * 40)
+    lay_out_hub(sim, "mline-3", source, ref="f" * 40)
 
     code, report, reads = status(sim, "--deep", "-e", f"mlx_env_lock_file={sim.dir / '.mlx-env.lock.json'}")
-    assert (code, report["lacking"], report["not_pinned"]) == (1, ["mini-3"], [])
+    assert (code, report["lacking"], report["not_pinned"]) == (1, ["mline-3"], [])
     rows = {row["mac"]: row for row in report["rows"]}
-    assert (rows["mini-3"]["ref"], rows["mini-3"]["ref_commit"], rows["mini-3"]["missing"]) == ("other", "f" * 40, [])
-    assert [(rows[m]["verified"], rows[m]["commit"]) for m in ("mini-1", "mini-2")] == [(True, COMMIT)] * 2
+    assert (rows["mline-3"]["ref"], rows["mline-3"]["ref_commit"], rows["mline-3"]["missing"]) == ("other", "f" * 40, [])
+    assert [(rows[m]["verified"], rows[m]["commit"]) for m in ("mline-1", "mline-2")] == [(True, COMMIT)] * 2

@@ -1,4 +1,4 @@
-"""`mlx-fleet models sync` on 4 simulated Macs in a ring (issue 28): a path entry (random bytes as safetensors
+"""`mlx-fleet models sync` on 4 simulated Macs in a ring (issue 28; the session's ring, conftest.models_ring): a path entry (random bytes as safetensors
 shards, a config.json, a tokenizer.json) and a Hub entry through the sim's Hub stand-in, pinned by `mlx-fleet lock`.
 `--check` says what each Mac would receive and changes nothing; the sync leaves every Mac with every file verified
 (`models status --deep` exits 0), huggingface_hub resolves the Hub entry offline from a Mac's cache, the Macs'
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from simlib import MLX_FLEET, ModelsCluster, make_model, received, sync_plan, sync_report
+from simlib import MLX_FLEET, make_model, received, sync_plan, sync_report
 
 pytestmark = pytest.mark.sim
 
@@ -32,9 +32,8 @@ HUB_REPO = "acme/tiny-hub"
 FLIPPED = sorted(SHARDS)[-1]
 
 
-def test_models_sync_copies_once_over_the_cables_nothing_twice_and_repairs(make_sim, tmp_path):
-    sim = make_sim(nodes=4, topology="ring")
-    cluster = ModelsCluster(sim, tmp_path / "controller-hf")  # the cables' /30 addresses in the cluster model
+def test_models_sync_copies_once_over_the_cables_nothing_twice_and_repairs(models_ring):
+    cluster, sim = models_ring, models_ring.sim
     macs, env, held = cluster.macs, cluster.env, cluster.held
     source = sim.dir / "models-src" / "tiny"
     path_bytes = make_model(source, SHARDS)
@@ -52,7 +51,7 @@ def test_models_sync_copies_once_over_the_cables_nothing_twice_and_repairs(make_
         mac: (len(SHARDS) + len(HUB_SHARDS) + 4, path_bytes + hub_bytes) for mac in macs}
     from_controller = [mac for mac, p in plan["macs"].items() for r in p["receive"] if r["sender"] == "controller"]
     assert from_controller == [macs[0]]  # one Mac is fed by the controller, the others along the cables
-    assert not held(macs[0], "tiny").exists() and not (tmp_path / "controller-hf").exists()
+    assert not held(macs[0], "tiny").exists() and not Path(env["HF_HUB_CACHE"]).exists()
 
     counted = cluster.management_bytes()
     result, found = cluster.run("models", "sync")
