@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from simlib import MLX_FLEET, make_model, received, sync_plan, sync_report
+from simlib import MLX_FLEET, ModelsCluster, make_model, received, sync_plan, sync_report
 
 pytestmark = pytest.mark.sim
 
