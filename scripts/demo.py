@@ -48,8 +48,10 @@ def main() -> int:
     sh(mlx_fleet, "audit", "-i", inventory, check=False)
 
     step("A job on every rank: mlx-fleet run checks the cluster, launches, keeps each rank's log and the record")
-    sh(mlx_fleet, "run", "-i", inventory, "--all-ranks", "--", str(Path(__file__).resolve().parents[1] / "examples" /
-                                                                        "all_sum.py"), check=False)
+    # The TCP ring: the simulated Macs run on Linux, which has no RDMA data path for JACCL (a real mesh of
+    # Thunderbolt 5 Macs with RDMA on runs the published jaccl hostfile: --backend auto).
+    sh(mlx_fleet, "run", "-i", inventory, "--backend", "ring", "--all-ranks", "--",
+       str(Path(__file__).resolve().parents[1] / "examples" / "all_sum.py"), check=False)
 
     step("The cluster stays up for you to explore")
     print("  ssh mini-2                                   # a simulated Mac")
