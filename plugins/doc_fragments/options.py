@@ -43,3 +43,16 @@ options:
     type: path
     default: /opt/mlx-fleet/models
 """
+
+    # The models' controller steps: the cluster's output folder and the pinned manifests they judge.
+    MODELS_STEP = r"""
+options:
+  output_dir:
+    description: The cluster's output folder (C(mlx_fleet_output_dir)), holding the cluster model and the records.
+    type: path
+    required: true
+  expected:
+    description: The registered result of M(mlx_fleet.cluster.models_manifest).
+    type: dict
+    required: true
+"""

@@ -20,17 +20,9 @@ description:
   - Runs on the controller only (an action plugin); run it once per play.
 version_added: "0.5.0"
 author: mlx-fleet contributors (!UNKNOWN)
-options:
-  output_dir:
-    description: The cluster's output folder (C(mlx_fleet_output_dir)).
-    type: path
-    required: true
-  expected:
-    description: The registered result of M(mlx_fleet.cluster.models_manifest).
-    type: dict
-    required: true
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
+  - mlx_fleet.cluster.options.models_step
   - mlx_fleet.cluster.attributes.controller
 """
 

@@ -26,14 +26,6 @@ description:
 version_added: "0.5.0"
 author: mlx-fleet contributors (!UNKNOWN)
 options:
-  output_dir:
-    description: The cluster's output folder (C(mlx_fleet_output_dir)), holding the cluster model.
-    type: path
-    required: true
-  expected:
-    description: The registered result of M(mlx_fleet.cluster.models_manifest).
-    type: dict
-    required: true
   names:
     description: Only these declared models (all when empty).
     type: list
@@ -41,6 +33,7 @@ options:
     default: []
 extends_documentation_fragment:
   - mlx_fleet.cluster.options
+  - mlx_fleet.cluster.options.models_step
   - mlx_fleet.cluster.attributes.controller
 """
 
