@@ -80,8 +80,10 @@ class Cabling(Plumbing):
         if plan and plan["port"] == port.receptacle:
             raise SimError(f"{port} holds the controller's cable (--manage-over); use: mlx-fleet sim link {port.host} down|up")
 
-    def plug(self, a: str, b: str, speed: int | None = None, dock: str | None = None) -> Cable:
-        """Cable two ports; `speed` models a slower cable (40: a TB4 cable), `dock` a dock in between."""
+    def plug(self, a: str, b: str, speed: int | None = None, dock: str | None = None,
+             rate: int | None = None) -> Cable:
+        """Cable two ports; `speed` models a slower cable (40: a TB4 cable), `dock` a dock in between, `rate` holds
+        the data the cable carries to RATE megabits per second (the sim's own: no macOS tool reports it)."""
         self._require_up()
         cable = parse_cables([f"{a} -- {b}"], self._port_counts())[0]
         for end in (cable.a, cable.b):
@@ -91,8 +93,9 @@ class Cabling(Plumbing):
         except CablePlanError as exc:
             raise SimError(str(exc)) from exc
         self._connect(cable)
+        self._limit(cable, rate)
         self.state["cables"].append(str(cable))
-        options = {k: v for k, v in (("speed", speed), ("dock", dock)) if v}
+        options = {k: v for k, v in (("speed", speed), ("dock", dock), ("rate_mbit", rate)) if v}
         if options:
             self.state.setdefault("cable_options", {})[str(cable)] = options
         self._save()

@@ -89,6 +89,9 @@ def add_sim_parser(sub, help_text: str) -> None:
     plug.add_argument("b")
     plug.add_argument("--speed", type=int, choices=(20, 40, 80), help="a slower cable: 40 is a Thunderbolt 4 cable")
     plug.add_argument("--dock", metavar="NAME", help="a dock or hub between the two Macs, e.g. 'CalDigit TS4'")
+    plug.add_argument("--rate", type=int, metavar="MBIT",
+                      help="the cable carries at most MBIT megabits per second each way: rehearse a long copy with "
+                           "small files (the sim's own; macOS reports the link speed only)")
     hub = with_dir(ssub.add_parser("hub", help="a Hugging Face Hub stand-in serving a folder of repos "
                                                "(HF_ENDPOINT for the controller and the Macs; docs/macsim.md)"))
     hsub = hub.add_subparsers(dest="hub_command", required=True)
@@ -190,7 +193,7 @@ def run_sim(args) -> int:
     elif cmd == "unplug":
         print(f"unplugged {cluster.unplug(args.port)}")
     elif cmd == "plug":
-        print(f"plugged {cluster.plug(args.a, args.b, speed=args.speed, dock=args.dock)}")
+        print(f"plugged {cluster.plug(args.a, args.b, speed=args.speed, dock=args.dock, rate=args.rate)}")
     elif cmd == "set":
         profile = cluster.set(args.node, args.assignments)
         print(json.dumps({k.split('=')[0]: profile[k.split('=')[0]] for k in args.assignments}))

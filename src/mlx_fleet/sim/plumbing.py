@@ -85,6 +85,17 @@ class Plumbing(ClusterState):
         for end in (cable.a, cable.b):
             run(["ip", "-n", self.patch_ns, "link", "set", self._patch_end(end), "nomaster", "down"])
         run(["ip", "-n", self.patch_ns, "link", "del", self._cable_bridge(cable)])
+        self._limit(cable, None)
+
+    def _limit(self, cable: Cable, mbit: int | None) -> None:
+        """Hold the cable's data rate to MBIT megabits per second each way (a token bucket on both far ends), or
+        lift the limit (None): a long copy rehearsed with small files, as a real copy of hundreds of GB behaves."""
+        for end in (cable.a, cable.b):
+            far = self._patch_end(end)
+            run(["tc", "-n", self.patch_ns, "qdisc", "del", "dev", far, "root"], check=False)
+            if mbit:
+                run(["tc", "-n", self.patch_ns, "qdisc", "add", "dev", far, "root", "tbf", "rate", f"{mbit}mbit",
+                     "burst", "64kb", "latency", "400ms"])
 
     def _cable_controller(self, name: str) -> None:
         """Plug the controller's Thunderbolt cable into NAME: the port's far end joins the host's bridge."""

@@ -142,6 +142,8 @@ class Snapshots(Lifecycle, Cabling):
             if str(cable) not in now:
                 self._connect(cable)
         self.state["cable_options"] = saved["cable_options"]
+        for cable in self.cables():  # each cable's rate as saved: a limit set since is lifted
+            self._limit(cable, saved["cable_options"].get(str(cable), {}).get("rate_mbit"))
 
 
 def _controller_files(sim_dir: Path) -> list[Path]:
