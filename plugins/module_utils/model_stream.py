@@ -15,6 +15,7 @@ a file it is still receiving only once it verified it.
 
 from __future__ import absolute_import, division, print_function
 
+import errno
 import hmac
 import json
 import os
@@ -33,6 +34,8 @@ IDLE_SECONDS = 30
 # Until its first receiver came, a listener waits longer, and a receiver tries this long to reach its sender: the
 # Macs' parts start at once but each through its own ssh session, slow on a loaded controller.
 STARTUP_SECONDS = 120
+# connect()'s errors that say the sender cannot be reached at all, as against refused (up, not listening yet).
+UNREACHABLE = (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTDOWN)
 KEEPALIVE_SECONDS = 5  # while a sender waits for a file still arriving, it says so this often
 HUB_PART_SUFFIX = ".incomplete"  # huggingface_hub's own name for a blob being downloaded (file_download.py)
 
@@ -226,12 +229,24 @@ class Receiver:
     def __init__(self, address, port, token, deadline):
         wait = 0.2
         given_up = min(deadline, time.monotonic() + STARTUP_SECONDS)
+        unreachable_since = None
         while True:  # the sender may still be starting its listener
+            tried = time.monotonic()
             try:
                 self.conn = socket.create_connection((address, port), timeout=IDLE_SECONDS)
                 break
-            except OSError:
-                if time.monotonic() + wait >= given_up:
+            except OSError as exc:
+                now = time.monotonic()
+                # A sender that refuses is up and still starting its listener: waited for up to STARTUP_SECONDS. One
+                # with no route to it or silent (its cable pulled, the Mac off) is given up after IDLE_SECONDS of that.
+                if isinstance(exc, socket.timeout) or exc.errno in UNREACHABLE:
+                    unreachable_since = unreachable_since or tried
+                    if now + wait >= min(given_up, unreachable_since + IDLE_SECONDS):
+                        raise CopyFailed("no route to {0}:{1} for {2} s ({3})".format(
+                            address, port, IDLE_SECONDS, exc.strerror or "timed out"))
+                else:
+                    unreachable_since = None
+                if now + wait >= given_up:
                     raise CopyFailed("no listener at {0}:{1}".format(address, port))
                 time.sleep(wait)
                 wait = min(wait * 2, 2.0)

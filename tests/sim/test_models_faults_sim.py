@@ -18,9 +18,11 @@ from simlib import ModelsCluster, make_model, planned, received, sync_report
 pytestmark = pytest.mark.sim
 
 SHARDS = {f"model-0000{i}-of-00003.safetensors": 3 << 20 for i in (1, 2, 3)}
-# Copies long enough (several seconds per Mac here) that a cable or a link pulled as the copy step starts (the sim's
-# command takes seconds) goes while a Mac is receiving, or before it began: it fails either way.
-LONG_SHARDS = {f"model-0000{i}-of-00004.safetensors": 128 << 20 for i in (1, 2, 3, 4)}
+# Copies long enough (about 7 s per cable: 32 MiB over cables the sim holds to SLOW_MBIT) that a cable or a link
+# pulled as the copy step starts (the sim's command takes seconds) goes while a Mac is receiving, or before it began:
+# it fails either way.
+LONG_SHARDS = {f"model-0000{i}-of-00004.safetensors": 8 << 20 for i in (1, 2, 3, 4)}
+SLOW_MBIT = 40
 FILES = sorted(["config.json", *SHARDS, "tokenizer.json"])
 LONG_FILES = sorted(["config.json", *LONG_SHARDS, "tokenizer.json"])
 GATED, CUT = "acme/gated", "acme/cut"
@@ -50,13 +52,25 @@ class Running:
         return self.process.wait(timeout=600), self.cluster.results(self.before)
 
 
+def cables(cluster: ModelsCluster) -> list[list[str]]:
+    """Each cable's two ends (NODE:PORT), from the cluster model."""
+    return [link["cable"].split(" -- ")
+            for link in json.loads((cluster.sim.dir / ".mlx-fleet" / "cluster.json").read_text())["links"]]
+
+
 def cable_between(cluster: ModelsCluster, a: str, b: str) -> list[str]:
-    """The two ends (NODE:PORT) of the cable between A and B, from the cluster model."""
-    for link in json.loads((cluster.sim.dir / ".mlx-fleet" / "cluster.json").read_text())["links"]:
-        ends = link["cable"].split(" -- ")
+    """The two ends (NODE:PORT) of the cable between A and B."""
+    for ends in cables(cluster):
         if sorted(end.split(":")[0] for end in ends) == sorted([a, b]):
             return ends
     raise AssertionError(f"no cable between {a} and {b}")
+
+
+def replug(cluster: ModelsCluster, *rate: str) -> None:
+    """Every cable pulled and plugged back in the same ports, with RATE (`--rate MBIT`) or at full speed."""
+    for ends in cables(cluster):
+        cluster.sim.cli("unplug", ends[0])
+        cluster.sim.cli("plug", *ends, *rate)
 
 
 def missing_everywhere(macs, model: str, files: list[str] = FILES) -> dict[str, list[str]]:
@@ -94,6 +108,7 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
 
     # A cable pulled while the Macs copy: exit 1, the Mac behind it (and the Mac it feeds) named with each file
     # not copied; the others finish. Plugged back, a rerun copies to those Macs only.
+    replug(cluster, "--rate", str(SLOW_MBIT))
     ends = cable_between(cluster, macs[0], macs[1])
     sync = Running(cluster, "pulled")
     sim.cli("unplug", ends[0])
@@ -105,7 +120,7 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
     assert macs[1] in behind and macs[0] not in behind, [(r["mac"], f["path"], f["from"], f["why"])
                                                          for r in report["rows"] for f in r["failed"]]
     assert all(files and set(files) <= {f"pulled/{path}" for path in LONG_FILES} for files in behind.values()), behind
-    sim.cli("plug", *ends)
+    sim.cli("plug", *ends, "--rate", str(SLOW_MBIT))
     rerun(cluster, "pulled", behind)
 
     # A Mac cut off from the controller while it copies (its management link down, the Mac still on): exit 4, the
@@ -121,6 +136,7 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
     result, found = cluster.run("models", "sync", "cutoff")
     assert result.returncode == 0, result.stdout + result.stderr
     assert set(received(found)) <= {macs[2]} and planned(found) == received(found)
+    replug(cluster)
 
     # A gated Hub model without a login: exit 1 before any byte moves, the model named; with a token (as after
     # `hf auth login`) a rerun copies it to every Mac.

@@ -5,6 +5,7 @@ controller, the others along the cables from the nearest Mac holding the file, r
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -33,6 +34,32 @@ def serving(tmp_path, files: dict[str, bytes], clients: int = 1):
         (tmp_path / "src" / name).write_bytes(data)
         holdings.ready(("m", name), str(tmp_path / "src" / name))
     return model_stream.Sender(["127.0.0.1"], 0, TOKEN, holdings, clients, time.monotonic() + 30)
+
+
+@pytest.mark.parametrize("error, fails_after, says", [
+    (errno.EHOSTUNREACH, "idle", "no route to 10.0.0.2:9 for"),  # its cable pulled: given up after IDLE_SECONDS
+    (errno.ECONNREFUSED, "startup", "no listener at 10.0.0.2:9"),  # up, its listener not yet: the startup wait
+    (None, "idle", "no route to 10.0.0.2:9 for"),  # silent: the first attempt's own wait counts
+])
+def test_a_receiver_gives_up_on_a_sender_it_has_no_route_to_sooner_than_on_one_still_starting(
+        monkeypatch, error, fails_after, says):
+    monkeypatch.setattr(model_stream, "IDLE_SECONDS", 0.6)
+    monkeypatch.setattr(model_stream, "STARTUP_SECONDS", 3.0)
+    tries = []
+
+    def connect(address, timeout):
+        tries.append(time.monotonic())
+        if error is None:  # connect() waited out its timeout
+            time.sleep(timeout)
+            raise socket.timeout("timed out")
+        raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(model_stream.socket, "create_connection", connect)
+    with pytest.raises(model_stream.CopyFailed) as failed:
+        model_stream.Receiver("10.0.0.2", 9, TOKEN, time.monotonic() + 60)
+    assert str(failed.value).startswith(says)
+    took = time.monotonic() - tries[0]
+    assert took < 1.2 if fails_after == "idle" else took >= 1.2, tries
 
 
 def test_a_file_is_renamed_into_place_only_when_its_bytes_hash_to_the_pin(tmp_path):
