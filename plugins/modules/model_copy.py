@@ -19,8 +19,12 @@ description:
   - Meanwhile serves, on O(serve) (a one-shot listener on this Mac's cable addresses), the files it holds or has
     just verified to the neighbours the plan gave it, until each said it is done or O(timeout) passed. Both ends
     show the run's one-time O(token). Nothing keeps running after the module returns.
+  - On the Mac C(mlx_fleet_models_source) names, the files of a sender C(hub) are fetched from the Hub (O(hub)) with
+    the huggingface_hub of the cluster's environment, each hashed against its pin before it is put in place and
+    served on.
   - The plan (which Mac pulls which file from where) is the C(mlx_fleet.cluster.models_sync_plan) action's; the
-    C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller.
+    C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller, and gives the Mac that
+    fetches from the Hub the controller's Hub settings and the user's token.
   - Never removes a file it did not write (a temporary file that fails its hash is its own). Keeps a record of
     what it wrote of each model (C(.mlx-fleet-written) in a Hub entry's repo folder, C(O(models_dir)/.mlx-fleet-written/<name>)
     for a path entry), the only files M(mlx_fleet.cluster.models_prune) removes, with each received file's size and
@@ -92,7 +96,8 @@ ansible_facts:
     mlx_fleet_model_copy:
       description: C(received) (per file C(model), C(path), C(bytes) that crossed the wire, C(from) the sender's
         name), C(failed)
-        (C(model), C(path), C(from), C(why)), C(bytes), C(seconds), C(served_bytes), C(refs) (the Hub entries whose
+        (C(model), C(path), C(from), C(why); a file the Hub refused also C(refusal), its kind, and C(endpoint)),
+        C(bytes), C(seconds), C(served_bytes), C(refs) (the Hub entries whose
         ref was written).
       type: dict
       returned: success
