@@ -57,7 +57,7 @@ options:
     type: int
     default: 3600
   hub:
-    description: For a Mac that fetches Hub entries (C(mlx_fleet_models_source); a sender C(hub) in O(receive)):
+    description: For a Mac that fetches Hub entries (C(mlx_fleet_models_source); a sender C(hub) in O(receive)),
       C(endpoint), C(etag_timeout) and C(download_timeout) (the Hub and the waits as the controller's
       huggingface_hub has them), C(python) (the cluster's environment's interpreter, whose huggingface_hub
       downloads), C(refusals) (the Hub's refusals by kind, the controller's table). Each file is downloaded into

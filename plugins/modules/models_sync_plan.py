@@ -54,7 +54,7 @@ RETURN = r"""
 plan:
   description: C(macs) (per Mac C(receive), per sender C(sender), C(address),
     C(port), C(files); C(serve), C(finish) (Hub entries to link and ref, every file there), C(files), C(bytes)),
-    C(short_of_space), C(fetched) (per Hub entry fetched, where: C(controller) or the Mac), C(manifests),
+    C(short_of_space), C(fetched) (per Hub entry fetched, where, C(controller) or the Mac), C(manifests),
     C(folders) (per model the controller folder it sends from).
   returned: success
   type: dict
