@@ -12,13 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
-from simlib import ENV_CACHE, make_model, received, sync_plan, sync_report
+from simlib import ENV_CACHE, Ps, make_model, received, sync_plan, sync_report
 
 pytestmark = pytest.mark.sim
 
@@ -53,28 +51,6 @@ def hub_requests(sim, since: int) -> list[list[str]]:
 def logged(sim) -> int:
     log = sim.dir / "hub.log"
     return len(log.read_text().splitlines()) if log.exists() else 0
-
-
-class ProcessLists:
-    """Every process's argv on this machine (the Macs' included: they share its process table), listed while a
-    run lasts."""
-
-    def __init__(self):
-        self.lists: list[str] = []
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._take, daemon=True)
-
-    def _take(self):
-        while not self._done.wait(0.2):
-            self.lists.append(subprocess.run(["ps", "-eww", "-o", "args="], capture_output=True, text=True).stdout)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._done.set()
-        self._thread.join()
 
 
 def files_holding(sim, secret: str) -> list[str]:
@@ -162,10 +138,10 @@ def test_a_mac_fetches_the_hub_entry_the_controller_nothing_and_the_cables_sprea
 
     # With the user's token on the controller: fetched by vring-2, on every Mac; the token nowhere it should not be.
     token = "hf_" + secrets.token_hex(16)
-    with ProcessLists() as taken:
+    with Ps(environment=False) as taken:  # argv only: the controller's own processes hold HF_TOKEN, the user's
         result, found = cluster.run("models", "sync", env=dict(cluster.env, HF_TOKEN=token))
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(received(found)) == macs and sync_report(found)["fetched"] == {"gated-src": SOURCE}
-    assert taken.lists and [listing for listing in taken.lists if token in listing] == []
+    assert taken.seen and [listing for listing in taken.seen if token in listing] == []
     assert token not in result.stdout + result.stderr
     assert files_holding(sim, token) == []
