@@ -88,6 +88,8 @@ def fetch(hub, token, manifest, paths, root, deadline, fetched):
                "commit": manifest["commit"], "paths": list(paths), "cache_dir": staging, "endpoint": hub["endpoint"],
                "etag_timeout": hub["etag_timeout"], "refusals": hub["refusals"], "token": token}
     with tempfile.TemporaryFile() as errors:
+        # Popen rather than AnsibleModule.run_command: each file is read as the interpreter says it came, so that it
+        # is verified and served on to the neighbours while the next one downloads.
         process = subprocess.Popen([hub["python"], "-c", FETCH_SCRIPT], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=errors, env=_environment(staging, hub), cwd=staging)
         stopper = threading.Timer(max(0.0, deadline - time.monotonic()), process.kill)
