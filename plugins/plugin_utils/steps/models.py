@@ -157,7 +157,8 @@ def sync_report(view: ClusterView, run: Run, plan: dict) -> dict:
                      "failed": [_refused_as_said(plan, failed) for failed in done["failed"]],
                      "done": not done["failed"] and len(done["received"]) == planned["files"]})
     found = {"rows": rows, "complete": all(row["done"] for row in rows),
-             "bytes": sum(row["bytes"] for row in rows), "fetched": plan.get("fetched", {})}
+             "bytes": sum(row["bytes"] for row in rows),
+             "fetched": plan.get("fetched", {}) if run.write else {}}  # in check mode nothing was fetched
     return {"changed": any(row["received"] for row in rows), "report": found,
             "msg": "\n".join(models_sync.report_lines(found, run.inventory, cli=run.cli))}
 
