@@ -72,7 +72,7 @@ def test_a_mac_fetches_the_hub_entry_the_controller_nothing_and_the_cables_sprea
     macs = cluster.macs
     controller_cache = Path(cluster.env["HF_HUB_CACHE"])
     environment_with_huggingface_hub(sim, SOURCE)
-    make_model(sim.dir / "repos" / REPO, {"model.safetensors": 4 << 20})
+    hub_bytes = make_model(sim.dir / "repos" / REPO, {"model.safetensors": 12 << 20})
     make_model(sim.dir / "repos" / GATED, {"model.safetensors": 1 << 20})
     declared = [{"name": "tiny-src", "repo": REPO, "revision": "main"}]
 
@@ -99,9 +99,11 @@ def test_a_mac_fetches_the_hub_entry_the_controller_nothing_and_the_cables_sprea
     assert all(r["sender"] in macs for mac in macs if mac != SOURCE for r in plan["macs"][mac]["receive"])
     assert hub_requests(sim, before) == [] and not controller_cache.exists()
 
-    before = logged(sim)
+    before, counted = logged(sim), cluster.management_bytes()
     result, found = cluster.run("models", "sync")
     assert result.returncode == 0, result.stdout + result.stderr
+    crossed = cluster.management_bytes() - counted
+    assert hub_bytes <= crossed < 1.5 * hub_bytes, crossed  # one copy over the management network: the Hub's to vring-2
     assert not controller_cache.exists() or list(controller_cache.rglob("*")) == []  # the controller fetched nothing
     address = sim.state()["nodes"][SOURCE]["management_ip"]
     downloads = [words for words in hub_requests(sim, before) if "/resolve/" in words[2] or words[2].startswith("/model")]
