@@ -171,5 +171,5 @@ def _refused_as_said(plan: dict, failed: dict) -> dict:
     manifest = next(m for m in plan["manifests"] if m["name"] == failed["model"])
     model = ModelDeclaration(manifest["name"], repo=manifest["repo"], revision=manifest["revision"],
                              repo_type=manifest.get("repo_type", "model"))
-    return dict(failed, why=str(hub_pin.refusal(failed["refusal"], failed["why"], failed["endpoint"], model,
-                                               manifest["commit"])))
+    refused = hub_pin.refusal(failed["refusal"], failed["why"], failed["endpoint"], model, manifest["commit"])
+    return dict(failed, why=str(refused))
