@@ -188,3 +188,18 @@ def test_a_fetch_past_the_syncs_deadline_ends_and_a_missing_environment_is_said(
         model_hub.fetch(dict(hub, python=str(sleeper)), None, manifest, ["a"], str(tmp_path / "root"),
                         time.monotonic() + 1, print)
     assert late.value.kind is None  # raised: killed at the deadline (it would have ended well after 60 s)
+
+
+def test_a_fetched_file_that_does_not_hash_to_the_lock_is_never_put_in_place(tmp_path, hub_on_loopback, monkeypatch):
+    hub, manifest = hub_on_loopback
+    wrong = next(f for f in manifest["files"] if f["path"] == "model.safetensors")
+    wrong["sha256"] = "0" * 64  # the lock pins other bytes than the Hub serves
+    found, _ = fetch_on_a_mac(tmp_path, hub, manifest, None, monkeypatch)
+    assert [f["path"] for f in found["failed"]] == ["model.safetensors"] and found["refs"] == []
+    assert sorted(f["path"] for f in found["received"]) == sorted(
+        f["path"] for f in manifest["files"] if f is not wrong)
+    root = model_files.model_root(manifest, str(tmp_path / "mac-hub"), "/unused")
+    assert not os.path.exists(model_files.blob_path(root, wrong))
+    assert not os.path.exists(os.path.join(root, "refs")) and not os.path.exists(os.path.join(root, "snapshots"))
+    staged = [p for p in (tmp_path / "mac-hub").rglob("*") if p.is_file() and p.stat().st_size == wrong["size"]]
+    assert staged == []  # the sync's own download, removed: the next sync fetches it again
