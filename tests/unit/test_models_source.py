@@ -112,7 +112,7 @@ def test_the_report_says_where_the_entry_was_fetched_and_a_refusal_in_the_contro
     said = str(hub_pin.refusal("gated", "401 gated", "http://hub",
                                ModelDeclaration("h", repo="acme/h", revision="main"), "c" * 40))
     assert [f["why"] for f in found["report"]["rows"][0]["failed"]] == [said, said]
-    assert found["report"]["fetched"] == {"h": "m2"} and not found["report"]["complete"]
+    assert found["report"]["fetched"] == {} and not found["report"]["complete"]  # refused: not fetched
 
 
 @pytest.fixture
@@ -203,3 +203,21 @@ def test_a_fetched_file_that_does_not_hash_to_the_lock_is_never_put_in_place(tmp
     assert not os.path.exists(os.path.join(root, "refs")) and not os.path.exists(os.path.join(root, "snapshots"))
     staged = [p for p in (tmp_path / "mac-hub").rglob("*") if p.is_file() and p.stat().st_size == wrong["size"]]
     assert staged == []  # the sync's own download, removed: the next sync fetches it again
+
+
+def test_the_sync_says_where_each_hub_entry_is_fetched_and_one_line_per_mac_and_model_the_hub_refused():
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.render import models_sync
+
+    plan = {"fetched": {"h": "mini-2"}, "macs": {"mini-2": {"files": 2, "bytes": 15, "receive": [
+        {"sender": "hub", "address": None, "port": None, "files": []}]}}}
+    assert models_sync.plan_lines(plan) == ["model h: fetched from the Hub on mini-2",
+                                            "mini-2: to receive 2 files, 15 B, from the Hub"]
+    report = {"complete": False, "bytes": 0, "fetched": {}, "rows": [
+        {"mac": "mini-2", "planned": 2, "received": 0, "bytes": 0, "seconds": 1.0, "senders": [], "done": False,
+         "failed": [{"model": "h", "path": p, "from": "hub", "why": "model h: it is gated"} for p in ("a", "b")]}]}
+    assert models_sync.report_lines(report, "inv.yml", cli=True) == [
+        "mini-2: model h not fetched from the Hub (2 files): model h: it is gated",
+        "not complete on mini-2: run mlx-fleet models sync -i inv.yml again to resume"]
+    assert models_sync.cut_off("h", ["mini-1"], "mini-2", answered=False) == (
+        "model h: mini-1 cannot get it from mlx_fleet_models_source mini-2, which fetches it from the Hub: it did "
+        "not answer; nothing was copied")

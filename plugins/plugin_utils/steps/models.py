@@ -156,9 +156,11 @@ def sync_report(view: ClusterView, run: Run, plan: dict) -> dict:
                      "senders": sorted({f["from"] for f in done["received"]}),
                      "failed": [_refused_as_said(plan, failed) for failed in done["failed"]],
                      "done": not done["failed"] and len(done["received"]) == planned["files"]})
+    refused = {f["model"] for row in rows for f in row["failed"] if f.get("from") == sync.HUB_SENDER}
     found = {"rows": rows, "complete": all(row["done"] for row in rows),
-             "bytes": sum(row["bytes"] for row in rows),
-             "fetched": plan.get("fetched", {}) if run.write else {}}  # in check mode nothing was fetched
+             "bytes": sum(row["bytes"] for row in rows),  # where each Hub entry was fetched, when it was
+             "fetched": {name: where for name, where in plan.get("fetched", {}).items()
+                         if run.write and name not in refused}}
     return {"changed": any(row["received"] for row in rows), "report": found,
             "msg": "\n".join(models_sync.report_lines(found, run.inventory, cli=run.cli))}
 
