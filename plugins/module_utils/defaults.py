@@ -27,5 +27,7 @@ CLUSTER_GROUP = "mlx_cluster"  # the inventory group of the cluster's Macs
 # Hugging Face cache, path entries in a folder each); the model_files_facts module reads there.
 MODELS_HF_CACHE = "/opt/mlx-fleet/huggingface/hub"
 MODELS_DIR = "/opt/mlx-fleet/models"
+# mlx_fleet_models_source: the Mac that fetches the Hub entries from the Hub; empty: the controller fetches them.
+MODELS_SOURCE = ""
 # mlx_fleet_models_port: the TCP port a Mac's one-shot listener takes on its cables' addresses during a models sync.
 MODELS_SYNC_PORT = 47181

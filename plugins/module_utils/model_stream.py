@@ -286,10 +286,7 @@ class Receiver:
             moved = self._copy(out, digester, length)
             out.flush()
             os.fsync(out.fileno())
-        if not model_files.digests_match(pinned, digester.digests()):
-            os.remove(part)
-            raise FileRefused("its bytes do not hash to the pin")
-        os.rename(part, final)
+        put_in_place(pinned, digester.digests(), part, final)
         return moved
 
     def _copy(self, out, digester, length):
@@ -318,6 +315,15 @@ class Receiver:
             pass
         self.reader.close()
         self.conn.close()
+
+
+def put_in_place(pinned, digests, part, final):
+    """PART, of DIGESTS, renamed to FINAL when they are the pinned file's; else removed (it is the sync's own):
+    FileRefused."""
+    if not model_files.digests_match(pinned, digests):
+        os.remove(part)
+        raise FileRefused("its bytes do not hash to the pin")
+    os.rename(part, final)
 
 
 def link_snapshot(manifest, root, pinned):

@@ -19,8 +19,12 @@ description:
   - Meanwhile serves, on O(serve) (a one-shot listener on this Mac's cable addresses), the files it holds or has
     just verified to the neighbours the plan gave it, until each said it is done or O(timeout) passed. Both ends
     show the run's one-time O(token). Nothing keeps running after the module returns.
+  - On the Mac C(mlx_fleet_models_source) names, the files of a sender C(hub) are fetched from the Hub (O(hub)) with
+    the huggingface_hub of the cluster's environment, each hashed against its pin before it is put in place and
+    served on.
   - The plan (which Mac pulls which file from where) is the C(mlx_fleet.cluster.models_sync_plan) action's; the
-    C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller.
+    C(mlx_fleet.cluster.model_copy) action serves the first copy from the controller, and gives the Mac that
+    fetches from the Hub the controller's Hub settings and the user's token.
   - Never removes a file it did not write (a temporary file that fails its hash is its own). Keeps a record of
     what it wrote of each model (C(.mlx-fleet-written) in a Hub entry's repo folder, C(O(models_dir)/.mlx-fleet-written/<name>)
     for a path entry), the only files M(mlx_fleet.cluster.models_prune) removes, with each received file's size and
@@ -52,6 +56,18 @@ options:
     description: Seconds after which every wait ends (a dead peer never hangs the run); what did not arrive fails.
     type: int
     default: 3600
+  hub:
+    description: For a Mac that fetches Hub entries (C(mlx_fleet_models_source); a sender C(hub) in O(receive)),
+      C(endpoint), C(etag_timeout) and C(download_timeout) (the Hub and the waits as the controller's
+      huggingface_hub has them), C(python) (the cluster's environment's interpreter, whose huggingface_hub
+      downloads), C(refusals) (the Hub's refusals by kind, the controller's table). Each file is downloaded into
+      a staging cache in its repo folder (C(.mlx-fleet-fetch)), hashed against its pin and only then renamed into
+      place and served on.
+    type: dict
+  hub_token:
+    description: The user's Hub token for O(hub) (their login on the controller), given to the interpreter on its
+      standard input only; none for a public repo.
+    type: str
   progress:
     description: C(address), C(port) and C(name) of the controller's progress listener (C(mlx-fleet models sync)'s
       live line); twice a second one UDP datagram, JSON C([name, bytes held, bytes to receive]), is sent there,
@@ -80,7 +96,8 @@ ansible_facts:
     mlx_fleet_model_copy:
       description: C(received) (per file C(model), C(path), C(bytes) that crossed the wire, C(from) the sender's
         name), C(failed)
-        (C(model), C(path), C(from), C(why)), C(bytes), C(seconds), C(served_bytes), C(refs) (the Hub entries whose
+        (C(model), C(path), C(from), C(why); a file the Hub refused also C(refusal), its kind, and C(endpoint)),
+        C(bytes), C(seconds), C(served_bytes), C(refs) (the Hub entries whose
         ref was written).
       type: dict
       returned: success
@@ -95,7 +112,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_files, model_stream
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults, model_files, model_hub, model_stream
 
 
 def _pull(params, manifests, sender, holdings, deadline, found, verified):
@@ -135,6 +152,46 @@ def _pull(params, manifests, sender, holdings, deadline, found, verified):
             found["failed"].append(dict(wanted, **{"from": source, "why": why}))
     finally:
         receiver.close()
+
+
+def _fetch(params, manifests, sender, holdings, deadline, found, verified):
+    """Every file of SENDER, the Hub, fetched (this Mac is mlx_fleet_models_source), one model after the other,
+    each hashed against its pin before it is put in place and served on; a refusal fails the rest of that model."""
+    by_model = {}
+    for wanted in sender["files"]:
+        by_model.setdefault(wanted["model"], []).append(wanted["path"])
+    for name, paths in sorted(by_model.items()):
+        manifest = manifests[name]
+        root = model_files.model_root(manifest, params["hf_cache"], params["models_dir"])
+        pinned = dict((f["path"], f) for f in manifest["files"])
+        left = list(paths)
+
+        def fetched(path, staged):
+            left.remove(path)
+            final = model_stream.stored_path(manifest, root, pinned[path])
+            try:
+                if not os.path.isdir(os.path.dirname(final)):
+                    os.makedirs(os.path.dirname(final))
+                model_stream.put_in_place(pinned[path], model_files.digest_file(staged), staged, final)
+            except (model_stream.CopyFailed, OSError) as exc:
+                holdings.failed((name, path))
+                found["failed"].append({"model": name, "path": path, "from": sender["sender"],
+                                        "why": str(exc) or type(exc).__name__})
+                return
+            verified[(name, path)] = model_files.stamp(final)
+            holdings.ready((name, path), final)
+            found["received"].append({"model": name, "path": path, "from": sender["sender"],
+                                      "bytes": pinned[path]["size"]})
+
+        try:
+            model_hub.fetch(params["hub"], params["hub_token"], manifest, paths, root, deadline, fetched)
+        except (model_hub.HubRefused, OSError) as exc:
+            refused = getattr(exc, "kind", None)
+            for path in left:
+                holdings.failed((name, path))
+                found["failed"].append({"model": name, "path": path, "from": sender["sender"],
+                                        "why": getattr(exc, "why", None) or str(exc), "refusal": refused,
+                                        "endpoint": params["hub"]["endpoint"]})
 
 
 def _finish_hub_entries(params, manifests, found):
@@ -249,7 +306,8 @@ def copy(params):
                 ", ".join(serve["addresses"]), serve["port"], exc.strerror or exc))
     found = model_stream.nothing_copied()
     verified = {}
-    pulls = [threading.Thread(target=_pull, args=(params, manifests, s, holdings, deadline, found, verified))
+    pulls = [threading.Thread(target=_fetch if s["sender"] == model_hub.HUB_SENDER else _pull,
+                              args=(params, manifests, s, holdings, deadline, found, verified))
              for s in params["receive"]]
     stopped = threading.Event()
     reporter = threading.Thread(target=_report_progress, args=(params, manifests, found, stopped), daemon=True)
@@ -278,7 +336,9 @@ def main():
                            serve=dict(type="dict"),
                            token=dict(type="str", required=True, no_log=True),
                            timeout=dict(type="int", default=3600),
-                           progress=dict(type="dict")),
+                           progress=dict(type="dict"),
+                           hub=dict(type="dict"),
+                           hub_token=dict(type="str", no_log=True)),
         supports_check_mode=True,
     )
     wanted = ["{0}/{1}".format(f["model"], f["path"]) for s in module.params["receive"] for f in s["files"]]

@@ -78,4 +78,9 @@ models_dir:
   description: C(mlx_fleet_models_dir), where the Macs keep the path entries.
   returned: success
   type: str
+source:
+  description: C(mlx_fleet_models_source), the Mac that fetches the Hub entries from the Hub (refused when it is not
+    a Mac of the cluster); null when the controller fetches them.
+  returned: success
+  type: str
 """

@@ -21,6 +21,10 @@ description:
     cluster model (C(cluster.json) in O(output_dir)), over their /30 addresses, in parallel.
   - Fetches the Hub entries the controller must send once, with huggingface_hub into the user's own Hugging Face
     cache (HF_ENDPOINT and the user's login as huggingface_hub reads them); not in check mode.
+  - With C(mlx_fleet_models_source) (O(expected)'s C(source)), the Hub entries' files no Mac holds are fetched by
+    that Mac instead (a sender C(hub) in its C(receive); M(mlx_fleet.cluster.model_copy) fetches them), the first
+    source along the cables; the controller fetches none of them. A Mac no cable path reaches from it is refused
+    before any byte moves.
   - Prints what each Mac is to receive (also returned as C(msg)). Runs on the controller only (an action
     plugin); run it once per play.
 version_added: "0.5.0"
@@ -50,8 +54,8 @@ RETURN = r"""
 plan:
   description: C(macs) (per Mac C(receive), per sender C(sender), C(address),
     C(port), C(files); C(serve), C(finish) (Hub entries to link and ref, every file there), C(files), C(bytes)),
-    C(short_of_space), C(manifests), C(folders) (per model
-    the controller folder it sends from).
+    C(short_of_space), C(fetched) (per Hub entry fetched, where, C(controller) or the Mac), C(manifests),
+    C(folders) (per model the controller folder it sends from).
   returned: success
   type: dict
 """

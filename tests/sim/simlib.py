@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -155,6 +156,30 @@ def command_lines(environment: bool = False) -> list[str]:
             except OSError:  # it ended meanwhile
                 pass
     return found
+
+
+class Ps:
+    """The arguments of every process (with ENVIRONMENT their environment too: what `ps` shows), taken every 0.2 s
+    while a run goes on."""
+
+    def __init__(self, environment: bool = True):
+        self.seen: list[str] = []
+        self.environments = (False, True) if environment else (False,)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self):
+        while not self.stop.wait(0.2):
+            for environment in self.environments:
+                self.seen.append("\n".join(command_lines(environment)))
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
 
 
 def mlx_fleet_packaged(*argv: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

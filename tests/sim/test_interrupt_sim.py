@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pexpect
 import pytest
 import yaml
 
-from simlib import CALLBACKS, ENV_CACHE, MLX_FLEET, Sim, command_lines
+from simlib import CALLBACKS, ENV_CACHE, MLX_FLEET, Ps, Sim
 
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage import runlock
 
@@ -141,28 +140,6 @@ def test_after_the_interrupts_a_converge_repairs_and_a_second_changes_nothing(cl
     status, output = converge(cluster)
     assert status == 0, output[-4000:]
     assert not [line for line in output.splitlines() if line.startswith("changed:")], output[-3000:]
-
-
-class Ps:
-    """The arguments and environment of every process (what `ps` shows), taken every 0.2 s while a run goes on."""
-
-    def __init__(self):
-        self.seen: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-
-    def _watch(self):
-        while not self.stop.wait(0.2):
-            for environment in (False, True):
-                self.seen.append("\n".join(command_lines(environment)))
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join()
 
 
 def files_holding(secret: str, cluster: Cluster) -> list[str]:

@@ -81,3 +81,14 @@ def _parse_entry(entry, where: str) -> ModelDeclaration:
     if repo_type not in REPO_TYPES:
         raise ModelDeclarationError(f"{where} ({name}): repo_type {repo_type!r} is not one of {', '.join(REPO_TYPES)}")
     return ModelDeclaration(name, repo=repo, revision=revision, repo_type=repo_type)
+
+
+def parse_models_source(value, macs: list[str], where: str = "mlx_fleet_models_source") -> str | None:
+    """The Mac that fetches the Hub entries instead of the controller (None: the controller does), or
+    ModelDeclarationError naming the value and the fix when it is not one of MACS, the cluster's."""
+    if value in (None, ""):
+        return None
+    if value not in macs:
+        raise ModelDeclarationError(f"{where}: {value!r} is not a Mac of the cluster ({', '.join(macs)}): name one of "
+                                    "them, or leave it out to fetch the Hub entries on the controller")
+    return value

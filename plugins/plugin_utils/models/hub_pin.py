@@ -100,33 +100,49 @@ def _ask(hub, model: ModelDeclaration, revision: str, *, files_metadata: bool):
         return hub.repo_info(model.repo, repo_type=model.repo_type, revision=revision, files_metadata=files_metadata)
 
 
+# The Hub's refusals by kind, each with the class of huggingface_hub.errors it is (the most specific first: a gated
+# repo's error is a RepositoryNotFoundError too); anything else raised is the Hub not answering (UNREACHABLE). A Mac
+# that fetches a Hub entry (model_copy) classifies its client's errors by the same table.
+REFUSALS = (("gated", "GatedRepoError"), ("repo_not_found", "RepositoryNotFoundError"),
+            ("revision_not_found", "RevisionNotFoundError"), ("offline", "OfflineModeIsEnabled"),
+            ("http", "HfHubHTTPError"))
+UNREACHABLE = "unreachable"
+
+
 @contextmanager
 def hub_refusals(endpoint: str, model: ModelDeclaration, revision: str):
     """A call to the Hub at ENDPOINT about MODEL at REVISION: each of its refusals as one ModelsLockError line."""
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, OfflineModeIsEnabled,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub import errors
 
-    what = f"model {model.name}: {model.repo_type} {model.repo}"
     try:
         yield
-    except GatedRepoError:  # before its parent, RepositoryNotFoundError
-        raise ModelsLockError(f"{what} is gated on the Hub at {endpoint}: accept its terms on the Hub with your "
-                              "account, then log in here: hf auth login") from None
-    except RepositoryNotFoundError:
-        raise ModelsLockError(f"{what} is not on the Hub at {endpoint} (or is private: log in with an account "
-                              "that may read it: hf auth login)") from None
-    except RevisionNotFoundError:
-        if revision != model.revision:
-            raise ModelsLockError(f"{what}: its pinned commit {revision} (of revision {model.revision}) is no longer on "
-                                  f"the Hub at {endpoint}", repin=model.name) from None
-        raise ModelsLockError(f"{what} has no revision {revision!r} on the Hub at {endpoint}") from None
-    except OfflineModeIsEnabled:
-        raise ModelsLockError(f"{what}: pinning needs the Hub, and HF_HUB_OFFLINE is set") from None
-    except HfHubHTTPError as exc:
-        raise ModelsLockError(f"{what}: the Hub at {endpoint} answered {_first_line(exc)}") from None
-    except Exception as exc:  # the client's transport errors (httpx2's): the Hub did not answer
-        raise ModelsLockError(f"{what}: the Hub at {endpoint} did not answer ({type(exc).__name__}: "
-                              f"{_first_line(exc)})") from None
+    except Exception as exc:  # the client's transport errors too (httpx2's): the Hub did not answer
+        kind = next((kind for kind, name in REFUSALS if isinstance(exc, getattr(errors, name))), UNREACHABLE)
+        detail = _first_line(exc)
+        raise refusal(kind, detail if kind != UNREACHABLE else f"{type(exc).__name__}: {detail}",
+                      endpoint, model, revision) from None
+
+
+def refusal(kind: str, detail: str, endpoint: str, model: ModelDeclaration, revision: str) -> ModelsLockError:
+    """The Hub at ENDPOINT's refusal of KIND (REFUSALS, or UNREACHABLE) about MODEL at REVISION, as one line; DETAIL:
+    the first line of what the client said (with its error's name when the Hub did not answer)."""
+    what = f"model {model.name}: {model.repo_type} {model.repo}"
+    if kind == "gated":
+        return ModelsLockError(f"{what} is gated on the Hub at {endpoint}: accept its terms on the Hub with your "
+                               "account, then log in here: hf auth login")
+    if kind == "repo_not_found":
+        return ModelsLockError(f"{what} is not on the Hub at {endpoint} (or is private: log in with an account "
+                               "that may read it: hf auth login)")
+    if kind == "revision_not_found" and revision != model.revision:
+        return ModelsLockError(f"{what}: its pinned commit {revision} (of revision {model.revision}) is no longer on "
+                               f"the Hub at {endpoint}", repin=model.name)
+    if kind == "revision_not_found":
+        return ModelsLockError(f"{what} has no revision {revision!r} on the Hub at {endpoint}")
+    if kind == "offline":
+        return ModelsLockError(f"{what}: pinning needs the Hub, and HF_HUB_OFFLINE is set")
+    if kind == "http":
+        return ModelsLockError(f"{what}: the Hub at {endpoint} answered {detail}")
+    return ModelsLockError(f"{what}: the Hub at {endpoint} did not answer ({detail})")
 
 
 def summary_line(found: dict) -> str:

@@ -1,6 +1,7 @@
 """The controller's side of `mlx-fleet models sync`: the folder each model's files are read from on the controller
-(a path entry's own folder; a Hub entry fetched once with huggingface_hub into the user's Hugging Face cache), and
-the one-shot listener that feeds the first Mac over the management network (module_utils.model_stream)."""
+(a path entry's own folder; a Hub entry fetched once with huggingface_hub into the user's Hugging Face cache), the
+one-shot listener that feeds the first Mac over the management network (module_utils.model_stream), and what a Mac
+that fetches the Hub entries itself (mlx_fleet_models_source) needs of the controller's Hub client."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import model_stream
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclaration
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.hub_pin import hub_refusals
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.hub_pin import REFUSALS, hub_refusals
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import ModelsLockError
 
 
@@ -27,6 +28,22 @@ def fetch_hub_entry(model: ModelDeclaration, commit: str, paths: list[str]) -> s
                               "huggingface_hub on the controller (pip install huggingface_hub)") from None
     with hub_refusals(constants.ENDPOINT, model, commit):
         return snapshot_download(model.repo, repo_type=model.repo_type, revision=commit, allow_patterns=paths)
+
+
+def hub_access(env_python: str) -> tuple[dict, str | None]:
+    """What a Mac fetching Hub entries needs (model_copy's hub option): the Hub and the bounded waits as this
+    controller's huggingface_hub has them (HF_ENDPOINT, HF_HUB_ETAG_TIMEOUT, HF_HUB_DOWNLOAD_TIMEOUT), the
+    cluster's environment's interpreter ENV_PYTHON that runs huggingface_hub there, the refusals' table; and the
+    user's token (HF_TOKEN or their login here, None without), for the module's no_log option only."""
+    try:
+        from huggingface_hub import constants, get_token
+    except ImportError:
+        raise ModelsLockError("mlx_fleet_models_source fetches the Hub entries on a Mac: the controller needs the "
+                              "Python package huggingface_hub for the Hub's address and your login "
+                              "(pip install huggingface_hub)") from None
+    return ({"endpoint": constants.ENDPOINT, "etag_timeout": constants.HF_HUB_ETAG_TIMEOUT,
+             "download_timeout": constants.HF_HUB_DOWNLOAD_TIMEOUT, "python": env_python,
+             "refusals": [list(entry) for entry in REFUSALS]}, get_token())
 
 
 def controller_folders(declared: tuple[ModelDeclaration, ...], manifests: list[dict],

@@ -9,9 +9,10 @@ from ansible_collections.mlx_fleet.cluster.plugins.module_utils import defaults
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base import fixes
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.model_files import ModelFileError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.cluster_view import ClusterView
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import ModelDeclarationError, parse_models
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.models import (
+    ModelDeclaration, ModelDeclarationError, parse_models, parse_models_source)
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.model.cluster import read_model
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import status
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import hub_pin, status
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import sync_plan as sync
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import (
     ModelsLockError, load_models_lock, models_lock_path)
@@ -22,16 +23,18 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.steps.common imp
 
 FACTS = ("mlx_fleet_model_files",)
 SETTINGS = {"mlx_fleet_models": None, "mlx_fleet_models_hf_cache": defaults.MODELS_HF_CACHE,
-            "mlx_fleet_models_dir": defaults.MODELS_DIR}
+            "mlx_fleet_models_dir": defaults.MODELS_DIR, "mlx_fleet_models_source": defaults.MODELS_SOURCE}
 
 
 def manifests(view: ClusterView, run: Run, lock_file: str | None, pinned_only: bool = False) -> dict:
-    """What every Mac should hold (status.Expected's JSON) and where (hf_cache, models_dir); StepFailed (bad
-    input) for a declaration, the models' lock or a path entry's folder that cannot be read, and with PINNED_ONLY
-    for a Hub entry not pinned. LOCK_FILE: the environment's lock, beside which the models' lock is. Writes a path
-    entry's record."""
+    """What every Mac should hold (status.Expected's JSON), where (hf_cache, models_dir) and which Mac fetches the
+    Hub entries (source; None: the controller); StepFailed (bad input) for a declaration, a source not of the
+    cluster, the models' lock or a path entry's folder that cannot be read, and with PINNED_ONLY for a Hub entry
+    not pinned. LOCK_FILE: the environment's lock, beside which the models' lock is. Writes a path entry's
+    record."""
     try:
         declared = parse_models(view.setting("mlx_fleet_models"))
+        source = parse_models_source(view.setting("mlx_fleet_models_source"), view.names)
         pinned = load_models_lock(models_lock_path(lock_file)) if lock_file else {}
         found = status.expected(declared, pinned, run.output_dir, write=run.write)
     except (ModelDeclarationError, ModelFileError, ModelsLockError, PathEntryError) as exc:
@@ -39,7 +42,7 @@ def manifests(view: ClusterView, run: Run, lock_file: str | None, pinned_only: b
     if pinned_only and found.not_pinned:
         raise StepFailed([models_sync.not_pinned(found.not_pinned, run.inventory, cli=run.cli)], bad_input=True)
     return dict(found.to_json(), changed=False, hf_cache=view.setting("mlx_fleet_models_hf_cache"),
-                models_dir=view.setting("mlx_fleet_models_dir"))
+                models_dir=view.setting("mlx_fleet_models_dir"), source=source)
 
 
 def judge(view: ClusterView, run: Run, expected: dict) -> dict:
@@ -93,10 +96,14 @@ def sync_plan(view: ClusterView, run: Run, expected: dict, names: list[str]) -> 
     links = list(model.links) if model else []
     if not links and len(view.names) > 1:
         run.shown.append(models_sync.no_cables(run.inventory, cli=run.cli))
-    found = sync.plan(chosen, facts, view.names, links, view.setting("mlx_fleet_models_port"))
+    source = expected.get("source")
+    found = sync.plan(chosen, facts, view.names, links, view.setting("mlx_fleet_models_port"), source)
     if found.short_of_space:
         raise StepFailed([models_sync.short_of_space(entry) for entry in found.short_of_space],
                          result={"short_of_space": found.short_of_space})
+    if found.cut_off:  # before any byte moves: the source Mac cannot feed them over the cables
+        raise StepFailed([models_sync.cut_off(name, sorted(macs), source, answered=source in facts)
+                          for name, macs in sorted(found.cut_off.items())])
     plan = dict(found.to_json(sync.cable_addresses(links)), manifests=chosen, folders={})
     wanted: dict[str, list[str]] = {}
     for entry in found.from_controller():
@@ -127,6 +134,11 @@ def from_controller(arguments: dict) -> list[dict]:
     return [f for sender in arguments["receive"] if sender["sender"] == sync.CONTROLLER for f in sender["files"]]
 
 
+def fetches_from_hub(arguments: dict) -> bool:
+    """Whether a Mac's arguments fetch files from the Hub (it is mlx_fleet_models_source)."""
+    return any(sender["sender"] == sync.HUB_SENDER for sender in arguments["receive"])
+
+
 def sync_report(view: ClusterView, run: Run, plan: dict) -> dict:
     """What every Mac's part did against PLAN: per Mac the files and bytes received, from where, at what rate, the
     files that failed; `complete` when every planned file arrived on every Mac."""
@@ -141,9 +153,25 @@ def sync_report(view: ClusterView, run: Run, plan: dict) -> dict:
             continue
         rows.append({"mac": mac, "planned": planned["files"], "received": len(done["received"]),
                      "bytes": done["bytes"], "seconds": done["seconds"],
-                     "senders": sorted({f["from"] for f in done["received"]}), "failed": done["failed"],
+                     "senders": sorted({f["from"] for f in done["received"]}),
+                     "failed": [_refused_as_said(plan, failed) for failed in done["failed"]],
                      "done": not done["failed"] and len(done["received"]) == planned["files"]})
+    refused = {f["model"] for row in rows for f in row["failed"] if f.get("from") == sync.HUB_SENDER}
     found = {"rows": rows, "complete": all(row["done"] for row in rows),
-             "bytes": sum(row["bytes"] for row in rows)}
+             "bytes": sum(row["bytes"] for row in rows),  # where each Hub entry was fetched, when it was
+             "fetched": {name: where for name, where in plan.get("fetched", {}).items()
+                         if run.write and name not in refused}}
     return {"changed": any(row["received"] for row in rows), "report": found,
             "msg": "\n".join(models_sync.report_lines(found, run.inventory, cli=run.cli))}
+
+
+def _refused_as_said(plan: dict, failed: dict) -> dict:
+    """A file a Mac could not fetch from the Hub for the Hub's refusal: why, in the words the controller's own
+    fetch uses (hub_pin.refusal); any other failure as the Mac said it."""
+    if not failed.get("refusal"):
+        return failed
+    manifest = next(m for m in plan["manifests"] if m["name"] == failed["model"])
+    model = ModelDeclaration(manifest["name"], repo=manifest["repo"], revision=manifest["revision"],
+                             repo_type=manifest.get("repo_type", "model"))
+    refused = hub_pin.refusal(failed["refusal"], failed["why"], failed["endpoint"], model, manifest["commit"])
+    return dict(failed, why=str(refused))

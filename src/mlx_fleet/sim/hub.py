@@ -16,7 +16,8 @@ What it answers, as huggingface_hub 2.4 asks (hf_api.py, file_download.py, utils
 Faults, per repo: gated (a request without `Authorization: Bearer` gets GatedRepo) and cut after N bytes (a
 download of a file from its first byte stops at byte N, the connection closed; a resume, a Range from a later byte,
 gets the rest: huggingface_hub writes what it received in 10 MiB chunks, so it resumes from the last whole chunk).
-Every request is one line of DIR/hub.log (method, path, status, the Range asked): the client's round trips.
+Every request is one line of DIR/hub.log (the client's address, method, path, status, the Range asked): the client's
+round trips, and who made them (the controller, or a Mac fetching for the cluster).
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away mid-answer
         finally:
             wanted = self.headers.get("Range")
-            self.server.log(f"{self.command} {self.path} {self._status}" + (f" {wanted}" if wanted else ""))
+            self.server.log(f"{self.client_address[0]} {self.command} {self.path} {self._status}"
+                            + (f" {wanted}" if wanted else ""))
 
     def _api(self, repo_type: str, rest: list[str], query: dict) -> None:
         keyword = next((i for i in (1, 2) if i < len(rest) and rest[i] in ("revision", "tree", "paths-info")), None)
