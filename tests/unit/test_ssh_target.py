@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,19 @@ def test_verify_and_the_watch_put_their_own_options_before_the_inventory_s():
     argv = nodes.ssh_argv(target, "echo hi", ("-o", "ServerAliveCountMax=2"), connect_timeout=5)
     assert argv == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveCountMax=2",
                     "-l", "admin", "-p", "2222", "--", "10.0.0.11", "/bin/sh -c 'echo hi'"]
+
+
+def test_within_shared_connections_every_ssh_goes_over_one_connection_per_mac_in_a_private_folder():
+    target = SshTarget("studio-1", "10.0.0.11", user="admin")
+    with nodes.shared_connections():
+        argv = nodes.ssh_argv(target, "true")
+        option = {argv[i + 1].split("=", 1)[0]: argv[i + 1].split("=", 1)[1] for i, word in enumerate(argv)
+                  if word == "-o"}
+        folder = Path(option["ControlPath"]).parent
+        assert option["ControlMaster"] == "auto" and option["ControlPath"].endswith("/%C")
+        assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
+    assert not folder.exists()
+    assert "ControlMaster=auto" not in nodes.ssh_argv(target, "true")  # outside: a connection of its own
 
 
 def test_onboarding_reaches_the_new_mac_on_the_inventory_s_port_with_its_key(tmp_path):

@@ -21,6 +21,7 @@ from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 from mlx_fleet.run import job as jobrun
 from mlx_fleet.run.checks import before_launch
 from mlx_fleet.run.facts import record_from
+from mlx_fleet.verify import nodes
 from mlx_fleet.verify.check_program import ERR, OUT
 from mlx_fleet.verify.plan import VerifyError, settings_from_inventory
 
@@ -99,6 +100,11 @@ def run_run(args) -> int:
     command = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
     if not command:
         raise UserError("give the command after --: mlx-fleet run -i INVENTORY -- COMMAND [ARG...]")
+    with nodes.shared_connections():  # the check, the staging and the stop: one ssh connection per Mac
+        return _run(args, command)
+
+
+def _run(args, command: list[str]) -> int:
     inventory = args.inventory[0]
     try:
         settings = settings_from_inventory(args.inventory)

@@ -7,13 +7,17 @@ an overall timeout: a Mac that does not answer is reported unreachable, never wa
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import shlex
+import shutil
 import subprocess
 import tarfile
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands, macos_parsers, node_facts
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.base.ssh_target import SshTarget
@@ -22,6 +26,7 @@ from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 
 CONNECT_TIMEOUT = 10
 SSH_TIMEOUT = 60
+CONTROL_PERSIST = 30  # seconds a shared connection outlives its last session (shared_connections)
 _MARK = "@@mlx-fleet-verify-section"
 # The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
 # (module_utils.node_facts); RDMA ones only for an RDMA backend.
@@ -108,12 +113,37 @@ class Node:
                                        self.parsed("service_order", "parse_network_service_order") or [])
 
 
+_shared: Path | None = None  # the folder of shared_connections()'s control sockets, while it lasts
+
+
+@contextlib.contextmanager
+def shared_connections():
+    """Inside: one ssh connection per Mac for every round (OpenSSH's ControlMaster), each round after the first a
+    session on it, without a handshake. The control sockets are in a private folder of this process; on leaving,
+    each connection is closed (a process killed before: they close themselves after CONTROL_PERSIST idle
+    seconds)."""
+    global _shared
+    folder = Path(tempfile.mkdtemp(prefix="mlx-fleet-ssh-"))  # 0700, this user's
+    _shared = folder
+    try:
+        yield
+    finally:
+        _shared = None
+        for socket_path in folder.iterdir():
+            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "mac"], capture_output=True,
+                           timeout=10, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def ssh_argv(target: SshTarget, command: str, options: tuple[str, ...] = (),
              connect_timeout: float = CONNECT_TIMEOUT) -> list[str]:
     """`ssh TARGET COMMAND` without a terminal or prompts (the user's ssh config applies, as for mlx.launch;
     TARGET carries the inventory's settings, where it has them; OPTIONS come before them). COMMAND runs under
-    /bin/sh: a Mac's login shell is zsh, which rejects a glob that matches nothing."""
-    return target.argv("-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout:g}", *options,
+    /bin/sh: a Mac's login shell is zsh, which rejects a glob that matches nothing. Within shared_connections(),
+    on the Mac's shared connection."""
+    shared = ("-o", "ControlMaster=auto", "-o", f"ControlPath={_shared}/%C",
+              "-o", f"ControlPersist={CONTROL_PERSIST}") if _shared else ()
+    return target.argv("-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout:g}", *shared, *options,
                        command=f"/bin/sh -c {shlex.quote(command)}")
 
 
