@@ -152,6 +152,15 @@ def test_the_guard_stops_its_launcher_when_the_controller_is_gone():
         os.killpg(guard.pid, 0)
 
 
+@pytest.mark.parametrize("launcher, status", [("exit 3", 3), ("kill -TERM $$", 128 + signal.SIGTERM)])
+def test_the_guard_ends_with_its_launchers_status_and_says_nothing_itself(launcher, status):
+    guard = subprocess.Popen([sys.executable, "-m", "mlx_fleet.verify.guard", "--", "sh", "-c", launcher],
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    err = guard.stderr.read()  # until it ended; its stdin still open: the controller is alive
+    assert (guard.wait(timeout=30), err) == (status, b"")
+    guard.stdin.close()
+
+
 def test_record_diff_compares_two_runs(tmp_path):
     from mlx_fleet import record as records
 

@@ -36,7 +36,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.outputs 
 from mlx_fleet import jobs, watch
 from mlx_fleet.errors import UserError
 from mlx_fleet.verify import nodes
-from mlx_fleet.verify.plan import VerifyError, read_inventory
+from mlx_fleet.verify.plan import InventoryHost, Settings, VerifyError, read_inventory
 from mlx_fleet.watch_cli import read_records
 
 # What the watch finds that stops a job: a Mac it cannot reach, a cable out or moved, a port without its address,
@@ -64,15 +64,24 @@ class Check:
     declares_models: bool = False  # the inventory declares models (mlx_fleet_models)
 
 
-def before_launch(inventory: str, backend: str, command: list[str]) -> Check:
-    """Every reason not to launch COMMAND on the cluster of INVENTORY with BACKEND (auto: the hostfile's),
-    none when it may start, and the reads. Reads only."""
-    names = ("mlx_fleet_model", "mlx_fabric_hostfile_dir", "mlx_fleet_models", "mlx_fleet_models_hf_cache",
-             "mlx_fleet_models_dir", "mlx_env_lock_file")
+# The inventory's variables the check reads for every Mac (read_cluster).
+INVENTORY_NAMES = ("mlx_fleet_model", "mlx_fabric_hostfile_dir", "mlx_fleet_models", "mlx_fleet_models_hf_cache",
+                   "mlx_fleet_models_dir", "mlx_env_lock_file")
+
+
+def read_cluster(inventory: str) -> tuple[Settings, list[InventoryHost]]:
+    """The inventory's one read for a run: its settings and every Mac with the variables the check needs."""
     try:
-        settings, hosts = read_inventory([inventory], names)
+        return read_inventory([inventory], INVENTORY_NAMES)
     except VerifyError as exc:
         raise UserError(str(exc)) from None
+
+
+def before_launch(inventory: str, backend: str, command: list[str],
+                  cluster: tuple[Settings, list[InventoryHost]] | None = None) -> Check:
+    """Every reason not to launch COMMAND on the cluster of INVENTORY (CLUSTER: its read_cluster, read here when
+    not given) with BACKEND (auto: the hostfile's), none when it may start, and the reads. Reads only."""
+    settings, hosts = cluster or read_cluster(inventory)
     values = hosts[0].values
     output_dir = settings.output_dir
     try:

@@ -19,11 +19,10 @@ from mlx_fleet import runner
 from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, EXIT_OK, UserError
 from mlx_fleet.run import job as jobrun
-from mlx_fleet.run.checks import before_launch
+from mlx_fleet.run.checks import before_launch, read_cluster
 from mlx_fleet.run.facts import record_from
 from mlx_fleet.verify import nodes
 from mlx_fleet.verify.check_program import ERR, OUT
-from mlx_fleet.verify.plan import VerifyError, settings_from_inventory
 
 BACKENDS = ("auto", "jaccl", "jaccl-ring", "ring")
 EXIT_STATUSES = f"""exit status:
@@ -106,12 +105,10 @@ def run_run(args) -> int:
 
 def _run(args, command: list[str]) -> int:
     inventory = args.inventory[0]
-    try:
-        settings = settings_from_inventory(args.inventory)
-    except VerifyError as exc:
-        raise UserError(str(exc)) from None
+    cluster = read_cluster(inventory)
+    settings = cluster[0]
     folder = Path(args.output_dir).resolve() if args.output_dir else settings.output_dir
-    check = before_launch(inventory, args.backend, command)
+    check = before_launch(inventory, args.backend, command, cluster)
     if check.findings:
         for line in lines(check.findings):
             print(f"mlx-fleet run: refused: {line}", file=sys.stderr)

@@ -324,7 +324,10 @@ def supervise(job: str, deadline: float, command: list, stall: float = 0, run_as
         elif stall and progress.quiet_for(child.pid) >= stall:
             ending = dict(event="stall", stall=stall, cpu_seconds=progress.cpu, seconds=seconds)
         else:
-            time.sleep(POLL)
+            try:
+                child.wait(POLL)  # returns as the child ends: its rank's end is not held up to the next look
+            except subprocess.TimeoutExpired:
+                pass
     if ending:
         _stop_tree(child)
     for pump in pumps:

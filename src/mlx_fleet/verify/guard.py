@@ -39,4 +39,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    status = main(sys.argv[1:])
+    # Not sys.exit: the interpreter's shutdown would wait on the stdin the watching thread reads, and abort.
+    os._exit(status)
