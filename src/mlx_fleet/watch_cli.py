@@ -111,7 +111,7 @@ class Watch:
         self.env = str(Path(settings.python).parent.parent)
         self.script = nodes.read_script(watch.PROBE_READS, None, bounded=watch.BOUNDED_READS,
                                          limit=args.rdma_timeout, files={watch.FINGERPRINT_READ: fingerprint_path(self.env)},
-                                         commands=jobs.READ)
+                                         commands=jobs.READ, first=tuple(jobs.READ))
         self.round, self.last_good, left_out = watch_page.read_status(self.out / watch_page.STATUS_FILE)
         for line in left_out:
             print(terminal_text([f"watch: {line}"]), file=sys.stderr, flush=True)

@@ -585,6 +585,16 @@ def test_the_page_escapes_what_the_macs_said(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
 
 
+def test_a_node_read_makes_its_reads_at_once_and_the_first_before_the_others_start(tmp_path):
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    script = nodes.read_script((), None, first=("ps",), commands={
+        "ps": ["sh", "-c", f"[ -e {started} ] && echo saw-a-read || echo alone"],  # a process list: before the rest
+        "waits": ["sh", "-c", f"touch {started}; while [ ! -e {gate} ]; do sleep 0.05; done; echo opened"],
+        "opens": ["sh", "-c", f"touch {gate}; exit 3"]})  # made at once: one read waits for the other
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30)
+    assert _sections(done.stdout) == {"ps": (0, "alone\n"), "waits": (0, "opened\n"), "opens": (3, "")}
+
+
 def test_sections_of_a_node_read():
     text = ("@@mlx-fleet-verify-section sw_vers\nProductName:\tmacOS\n@@mlx-fleet-verify-section end 0\n"
             "@@mlx-fleet-verify-section python\nNo such file\n@@mlx-fleet-verify-section end 127\n")

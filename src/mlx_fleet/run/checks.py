@@ -109,7 +109,7 @@ def before_launch(inventory: str, backend: str, command: list[str],
         files={HOSTFILE_READ: f"{remote}/{HOSTFILE}", HELD_READ: f"{remote}/{HELD}"},
         commands={**jobs.READ, ENVIRONMENT_READ: [f"{env_path}/bin/python", "-I", "-B", "-c", PROBE, "installed",
                                                   "digests"],
-                  **{_MODEL_READ + name: ["du", "-sk", root] for name, root in roots.items()}})
+                  **{_MODEL_READ + name: ["du", "-sk", root] for name, root in roots.items()}}, first=tuple(jobs.READ))
     probed = nodes.probe([h.ssh for h in hosts], script, CONNECT_TIMEOUT, CONNECT_TIMEOUT + RDMA_TIMEOUT + 30)
     macs = {host: watch.observe(node.reads, env_path) if node.reachable and node.reads
             else watch.unreachable(node.error or "no output") for host, node in probed.items()}

@@ -198,24 +198,34 @@ def _bounded(command: str, limit: float) -> str:
 
 
 def read_script(reads: tuple[str, ...], python: str | None, *, bounded: tuple[str, ...] = (), limit: float = 5,
-                 files: dict[str, str] | None = None, commands: dict[str, list[str]] | None = None) -> str:
-    """One shell script printing each read as a section; the BOUNDED reads get LIMIT seconds each;
-    FILES (section name -> path) are read with cat; COMMANDS (section name -> argv) are reads kept out of
-    macos_commands.READS (a process list: private, not the Mac's configuration)."""
+                files: dict[str, str] | None = None, commands: dict[str, list[str]] | None = None,
+                first: tuple[str, ...] = ()) -> str:
+    """One shell script printing each read as a section. The reads are made at once, each into a file of a
+    private temporary folder, and printed in order once all ended; the FIRST ones before the others start (a
+    process list, which must not list them). The BOUNDED reads get LIMIT seconds each; FILES (section name ->
+    path) are read with cat; COMMANDS (section name -> argv) are reads kept out of macos_commands.READS (a process
+    list: private, not the Mac's configuration)."""
     registry = {**macos_commands.READS, **(commands or {})}
-    parts = []
-    # The shell prints the marker, but the script's own text (which a process list read in it shows) holds none.
-    mark = _MARK[:-1] + '""' + _MARK[-1]
+    made = []  # (section name, the shell command printing it)
     for name in (*reads, *(commands or {})):
         command = remote_command(registry[name])
-        command = _bounded(command, limit) if name in bounded else f"{command} 2>/dev/null"
-        parts.append(f"echo {mark} {name}; {command}; echo {mark} end $?")
-    for name, path in (files or {}).items():
-        parts.append(f"echo {mark} {name}; cat {shlex.quote(path)} 2>/dev/null; echo {mark} end $?")
+        made.append((name, _bounded(command, limit) if name in bounded else f"{command} 2>/dev/null"))
+    made += [(name, f"cat {shlex.quote(path)} 2>/dev/null") for name, path in (files or {}).items()]
     if python:
-        parts.append(f"echo {mark} python; {shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1; "
-                     f"echo {mark} end $?")
-    return "; ".join(parts)
+        made.append(("python", f"{shlex.quote(python)} -B -c {shlex.quote(_VERSIONS)} 2>&1"))
+
+    def into(i: int) -> str:
+        return f'{{ {made[i][1]}; }} >"$d/{i}"; echo $? >"$d/{i}.rc"'
+
+    # The shell prints the marker, but the script's own text (which a process list read in it shows) holds none.
+    mark = _MARK[:-1] + '""' + _MARK[-1]
+    return " ".join(["d=$(mktemp -d) || exit 1;",
+                     *[into(i) + ";" for i, (name, _) in enumerate(made) if name in first],
+                     *[f"( {into(i)} ) &" for i, (name, _) in enumerate(made) if name not in first],
+                     "wait;",
+                     *[f'echo {mark} {name}; cat "$d/{i}"; echo {mark} end "$(cat "$d/{i}.rc")";'
+                       for i, (name, _) in enumerate(made)],
+                     'rm -rf "$d"'])
 
 
 def _node(host: str, result: subprocess.CompletedProcess, python: str | None) -> Node:
