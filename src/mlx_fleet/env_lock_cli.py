@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import EnvLockError
-from mlx_fleet.env_inventory import declaration_from, inventory_environment
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_resolve import find_uv, summary_line, update_lock
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.package_index import PYPI_SIMPLE
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import hub_pin
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import PYPI_SIMPLE, EnvLockError
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models.lock_file import (
     ModelsLockError, models_lock_problem)
 from mlx_fleet.errors import UserError
@@ -44,6 +40,13 @@ def add_env_lock_parser(sub, command) -> None:
 
 
 def run_env_lock(args: argparse.Namespace) -> int:
+    # Here, not at the top: every command's parser is built at each start, and the resolver's imports (the index
+    # client's HTTP stack) cost a fifth of a second.
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.env.lock_resolve import (
+        find_uv, summary_line, update_lock)
+    from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.models import hub_pin
+    from mlx_fleet.env_inventory import declaration_from, inventory_environment
+
     try:
         overrides = {k: getattr(args, k) for k in ("python_version", "uv_version", "mlx_version", "mlx_lm_version")}
         raw, lock_file = inventory_environment(args.inventory)

@@ -27,6 +27,7 @@ def _glibc_wheel(arch: str) -> re.Pattern:
 
 # The node platforms a lock can cover (mlx_env_platforms): the wheel platform tags each
 # runs, the marker values it has, and its uv-managed CPython build (uv's os, arch, libc).
+PYPI_SIMPLE = "https://pypi.org/simple"  # the package index an environment resolves from unless told
 PLATFORMS = {
     "macos-arm64": {"wheel": re.compile(r"^macosx_\d+_\d+_(arm64|universal2)$"), "sys_platform": "darwin",
                     "platform_system": "Darwin", "machine": "arm64", "build": ("darwin", "aarch64", "none")},
