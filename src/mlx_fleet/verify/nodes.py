@@ -26,6 +26,7 @@ from mlx_fleet.verify.check_program import OUTPUT_DIR, RUNNING_DIR
 
 CONNECT_TIMEOUT = 10
 SSH_TIMEOUT = 60
+_TICK = 0.05  # seconds between a bounded read's looks at its status (its answer is not held up longer)
 CONTROL_PERSIST = 30  # seconds a shared connection outlives its last session (shared_connections)
 _MARK = "@@mlx-fleet-verify-section"
 # The reads the diagnosis uses (macos_commands.READS), made into facts as the modules make them
@@ -190,9 +191,9 @@ def _bounded(command: str, limit: float) -> str:
     """COMMAND given LIMIT seconds (macOS has no timeout(1)): its output goes through a temporary file
     and its status through another, polled, so a process that hangs, even one a kill cannot end, holds
     neither this shell nor the ssh session; exit status 124 then, as timeout(1) says it."""
-    ticks = max(1, round(limit / 0.2))
+    ticks = max(1, round(limit / _TICK))
     return (f't=$(mktemp) && {{ ( {command} >"$t" 2>/dev/null; echo $? >"$t.rc" ) >/dev/null 2>&1 & p=$!; i=0; '
-            f'while [ ! -s "$t.rc" ] && [ $i -lt {ticks} ]; do sleep 0.2; i=$((i+1)); done; '
+            f'while [ ! -s "$t.rc" ] && [ $i -lt {ticks} ]; do sleep {_TICK:g}; i=$((i+1)); done; '
             f'if [ -s "$t.rc" ]; then r=$(cat "$t.rc"); else pkill -9 -P $p; kill -9 $p; r=124; fi; '
             f'cat "$t"; rm -f "$t" "$t.rc"; (exit $r); }} 2>/dev/null')
 
