@@ -17,9 +17,8 @@ try:
 except ImportError:
     pass  # env_declaration.PACKAGING_MISSING: every use starts from normalize_declaration, which says so
 
-from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import (  # noqa: F401
+from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.declare.environment import (
     PLATFORMS, PYPI_SIMPLE, EnvLockError)
-
 
 
 # Where a lock may be resolved from: TLS, or this machine's files (never plain http, which anyone on the
