@@ -121,6 +121,10 @@ def test_a_line_cut_by_mlx_launchs_merge_is_lost_in_the_stream_and_whole_in_the_
     for rank in (0, 1):
         assert ranks[rank]["garbled"] == 0 and len(ranks[rank]["lines"]) == 42 and ks(ranks[rank]) == list(range(40))
 
+    # A rank whose whole stream was lost (nothing of it in the merge): taken from its record, no time known.
+    ranks, taken = jobs.from_records({0: stream[0]}, records)
+    assert taken == [0, 1] and ks(ranks[1]) == list(range(40)) and set(ranks[1]["times"]) == {None}
+
 
 LAUNCHER = r"""
 # mlx.launch's merge, under load: each rank's output read in pieces of a few hundred bytes, the ranks' pieces in turn.

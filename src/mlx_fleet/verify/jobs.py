@@ -343,8 +343,8 @@ def from_records(tagged: dict, records: dict[int, str]) -> tuple[dict, list[int]
     for rank, text in sorted(records.items()):
         own = read_tagged(text.splitlines()).get(rank)
         if own is not None:
-            streamed = tagged.get(rank, {})
-            came = dict(zip(range(len(streamed.get("times", []))), zip(streamed.get("lines", []), streamed["times"])))
+            streamed = tagged.get(rank, {})  # nothing of a rank whose whole stream was lost
+            came = dict(enumerate(zip(streamed.get("lines", []), streamed.get("times", []))))
             # When each line came, where the stream brought the same line at the same place.
             own["times"] = [came[i][1] if i in came and came[i][0] == line else None
                             for i, line in enumerate(own["lines"])]
