@@ -14,7 +14,7 @@ from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.checks import os
 from ansible_collections.mlx_fleet.cluster.plugins.plugin_utils.storage.files import UnsafeFolder, private_folder
 from mlx_fleet.arguments import long_seconds
 from mlx_fleet.errors import EXIT_ATTENTION, UserError
-from mlx_fleet.verify import models, report
+from mlx_fleet.verify import models, nodes, report
 from mlx_fleet.verify.jobs import LaunchError, mlx_launch
 from mlx_fleet.verify.plan import (DEFAULT_SIZES, VerifyError, load_cluster, parse_sizes,
                                    settings_from_inventory)
@@ -96,7 +96,8 @@ def run_verify(args) -> int:
         raise UserError(f"verify --out: {exc}") from None
     print(f"mlx-fleet verify: {cluster.backend}, {len(cluster.hosts)} Macs, {len(cluster.cables)} cables; "
           f"report in {out}", flush=True)
-    outcome = verify(cluster, options, out, launcher)
+    with nodes.shared_connections():  # the staging, the reads after a failure and the stop: one ssh connection per Mac
+        outcome = verify(cluster, options, out, launcher)
     data = report.build(outcome, args.command_line)
     report.write(out, data)
     report.print_summary(data, out)
