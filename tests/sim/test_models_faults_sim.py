@@ -86,6 +86,16 @@ def rerun(cluster: ModelsCluster, name: str, missing: dict[str, list[str]], env:
     return sync_report(found)
 
 
+def wait_receiving(cluster: ModelsCluster, mac: str, model: str) -> None:
+    """Until MAC holds a file of MODEL, whole or still arriving (its part of the sync runs)."""
+    folder = cluster.held(mac, model)
+    for _ in range(600):
+        if folder.is_dir() and any(folder.iterdir()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{mac} received nothing of {model} within 60 s")
+
+
 def failed_files(report: dict) -> dict[str, list[str]]:
     """Per Mac not done, the files the report names as not copied (model/path)."""
     return {row["mac"]: sorted(f"{f['model']}/{f['path']}" for f in row["failed"])
@@ -123,9 +133,11 @@ def test_models_sync_faults_each_named_with_its_exit_status_and_a_rerun_resumes(
     sim.cli("plug", *ends, "--rate", str(SLOW_MBIT))
     rerun(cluster, "pulled", behind)
 
-    # A Mac cut off from the controller while it copies (its management link down, the Mac still on): exit 4, the
-    # Mac named as not answering; its link back, a rerun copies what it still lacks, to it only.
+    # A Mac cut off from the controller while it copies (its management link down once it receives, the Mac still on
+    # and its cables up): exit 4, the Mac named as not answering; its link back, a rerun copies what it still lacks,
+    # to it only.
     sync = Running(cluster, "cutoff")
+    wait_receiving(cluster, macs[2], "cutoff")
     sim.cli("link", macs[2], "down")
     status, found = sync.finish()
     assert status == 4
