@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -55,6 +56,22 @@ def test_within_shared_connections_every_ssh_goes_over_one_connection_per_mac_in
         assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.getuid()
     assert not folder.exists()
     assert "ControlMaster=auto" not in nodes.ssh_argv(target, "true")  # outside: a connection of its own
+
+
+def test_mlx_launch_s_plain_ssh_goes_over_the_shared_connection_and_makes_none_of_its_own():
+    assert nodes.launcher_env() is None  # outside: the launcher's ssh is the user's, untouched
+    with nodes.shared_connections():
+        env = nodes.launcher_env()
+        argv = nodes.ssh_argv(SshTarget("studio-1", "10.0.0.11", user="admin"), "true")
+        sockets = Path(next(w for w in argv if w.startswith("ControlPath=")).split("=", 1)[1]).parent
+        ssh = shutil.which("ssh", path=env["PATH"])
+        assert Path(ssh).is_relative_to(sockets) and Path(ssh).stat().st_mode & 0o777 == 0o700
+        # What `ssh HOST` run by mlx.launch resolves to (-G: the configuration, no connection): a session on the
+        # socket of the Mac's shared connection, never a connection left behind as another's master.
+        config = subprocess.run([ssh, "-G", "studio-1"], env=env, capture_output=True, text=True, check=True).stdout
+        option = dict(line.split(" ", 1) for line in config.splitlines())
+        assert option["controlmaster"] == "false" and Path(option["controlpath"]).parent == sockets
+    assert not Path(ssh).exists()
 
 
 def test_onboarding_reaches_the_new_mac_on_the_inventory_s_port_with_its_key(tmp_path):

@@ -274,7 +274,7 @@ def run(job: Job, *, launcher: list[str], python: str, rundir: str, command: lis
         # Under the guard, which stops the group once the pipe of its stdin closes: this process is gone.
         process = subprocess.Popen([sys.executable, "-m", "mlx_fleet.verify.guard", "--", *argv],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True, cwd="/")
+                                   start_new_session=True, cwd="/", env=nodes.launcher_env())
         readers = [threading.Thread(target=_reader, args=(pipe, sink, log, check), daemon=True)
                    for pipe, sink, check in ((process.stdout, out, seen), (process.stderr, err, None))]
         for thread in readers:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -130,10 +131,26 @@ def shared_connections():
         yield
     finally:
         _shared = None
-        for socket_path in folder.iterdir():
+        for socket_path in (path for path in folder.iterdir() if path.is_socket()):
             subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "mac"], capture_output=True,
                            timeout=10, check=False)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def launcher_env() -> dict[str, str] | None:
+    """The environment for mlx.launch: within shared_connections(), its `ssh HOST` (which reads the user's ssh
+    config) goes over the connection already open to the Mac when it resolves to the same address, port and user
+    (the socket's %C), else connects as it would have; outside, None (this process's environment)."""
+    if _shared is None:
+        return None
+    wrapper = _shared / "bin" / "ssh"
+    if not wrapper.exists():
+        real = shutil.which("ssh") or "ssh"
+        wrapper.parent.mkdir(mode=0o700)
+        wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(real)} -o ControlMaster=no "
+                           f"-o {shlex.quote(f'ControlPath={_shared}/%C')} \"$@\"\n")
+        wrapper.chmod(0o700)
+    return {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def ssh_argv(target: SshTarget, command: str, options: tuple[str, ...] = (),
