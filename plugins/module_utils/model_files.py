@@ -54,16 +54,19 @@ FileDigests = collections.namedtuple("FileDigests", "size sha256 git_sha1")
 
 
 class Digester:
-    """The sha256 and git blob id of a file of SIZE bytes, fed its bytes in order (a copy hashes while it writes)."""
+    """The sha256 of a file of SIZE bytes, fed its bytes in order (a copy hashes while it writes), and its git blob id
+    with GIT (a file pinned by that id alone: pinned_by_git). Not both for every file: a second hash of every byte
+    costs a copy a third more CPU, and a file pinned by its sha256 is judged by that alone (digests_match)."""
 
-    def __init__(self, size):
+    def __init__(self, size, git=False):
         self.size = size
         self.sha256 = hashlib.sha256()
-        self.git = hashlib.sha1("blob {0}\0".format(size).encode(), usedforsecurity=False)
+        self.git = hashlib.sha1("blob {0}\0".format(size).encode(), usedforsecurity=False) if git else None
 
     def update(self, chunk):
         self.sha256.update(chunk)
-        self.git.update(chunk)
+        if self.git is not None:
+            self.git.update(chunk)
 
     def feed(self, handle, length):
         """Hash LENGTH bytes read from HANDLE; the bytes read (fewer only at its end)."""
@@ -77,15 +80,20 @@ class Digester:
         return read
 
     def digests(self):
-        return FileDigests(self.size, self.sha256.hexdigest(), self.git.hexdigest())
+        return FileDigests(self.size, self.sha256.hexdigest(), self.git.hexdigest() if self.git is not None else None)
 
 
-def digest_file(path):
-    """Size, sha256 and git blob id of a file, read once."""
+def pinned_by_git(pinned):
+    """Whether a pinned file (a ModelFile's JSON) is known by its git blob id alone (a small file of a Hub entry)."""
+    return not pinned.get("sha256")
+
+
+def digest_file(path, git=False):
+    """Size, sha256 and, with GIT, git blob id of a file, read once."""
     with open(path, "rb") as handle:
         size = handle.seek(0, 2)
         handle.seek(0)
-        digester = Digester(size)
+        digester = Digester(size, git)
         digester.feed(handle, size)
     return digester.digests()
 
@@ -229,7 +237,7 @@ def _state_of(path, pinned, deep, verify, verified):
             return CHANGED_SINCE_SYNC, info.st_size, False
         return (OK if os.access(path, os.R_OK) else UNREADABLE), info.st_size, False
     try:
-        digests = digest_file(path)
+        digests = digest_file(path, pinned_by_git(pinned))
     except (IOError, OSError):
         return UNREADABLE, info.st_size, False
     return (OK if digests_match(pinned, digests) else HASH_DIFFERS), info.st_size, True

@@ -172,7 +172,8 @@ def _fetch(params, manifests, sender, holdings, deadline, found, verified):
             try:
                 if not os.path.isdir(os.path.dirname(final)):
                     os.makedirs(os.path.dirname(final))
-                model_stream.put_in_place(pinned[path], model_files.digest_file(staged), staged, final)
+                model_stream.put_in_place(pinned[path], model_files.digest_file(
+                    staged, model_files.pinned_by_git(pinned[path])), staged, final)
             except (model_stream.CopyFailed, OSError) as exc:
                 holdings.failed((name, path))
                 found["failed"].append({"model": name, "path": path, "from": sender["sender"],

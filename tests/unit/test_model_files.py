@@ -161,8 +161,11 @@ def test_the_module_reads_every_model_in_one_call_and_changes_nothing(hub, run_m
 def test_the_controller_checks_a_file_as_the_mac_does(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(CONFIG)
-    digests = on_mac.digest_file(str(path))
+    digests = on_mac.digest_file(str(path), git=True)
     assert (digests.size, digests.git_sha1) == (len(CONFIG), git_blob_id(CONFIG))
+    # A file pinned by its sha256 is hashed once: no git blob id, which nothing would compare.
+    assert on_mac.digest_file(str(path)).git_sha1 is None
+    assert on_mac.pinned_by_git({"size": 1, "git_sha1": "ab"}) and not on_mac.pinned_by_git({"size": 1, "sha256": "cd"})
     pinned = ModelFile("f", len(CONFIG), git_sha1=git_blob_id(CONFIG))
     assert pinned.matches(digests) and pinned.blob == git_blob_id(CONFIG)
     assert not ModelFile("f", len(CONFIG), sha256="0" * 64).matches(digests)
