@@ -139,8 +139,9 @@ def shared_connections():
 
 def launcher_env() -> dict[str, str] | None:
     """The environment for mlx.launch: within shared_connections(), its `ssh HOST` (which reads the user's ssh
-    config) goes over the connection already open to the Mac when it resolves to the same address, port and user
-    (the socket's %C), else connects as it would have; outside, None (this process's environment)."""
+    config) goes over the connection open to the Mac by that name (the staging's, by_name; the socket's %C is the
+    address, port and user it resolves to), else connects as it would have; outside, None (this process's
+    environment)."""
     if _shared is None:
         return None
     wrapper = _shared / "bin" / "ssh"
