@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,24 @@ def test_onboarding_reaches_the_new_mac_on_the_inventory_s_port_with_its_key(tmp
 def test_onboarding_refuses_a_port_that_is_not_a_number_in_one_line():
     with pytest.raises(UserError):
         onboard.inventory_ssh_args("studio-4", {"ansible_port": "ssh"})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_killed_run_s_socket_folder_is_removed_by_the_next_and_no_one_else_s(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process has any longer
+    stale = tmp_path / f"mlx-fleet-ssh-{gone.pid}-abc"
+    (stale / "bin").mkdir(parents=True, mode=0o700)
+    (stale / "bin" / "ssh").write_text("#!/bin/sh\n")
+    alive = tmp_path / f"mlx-fleet-ssh-{os.getppid()}-def"  # a process still running: its connections may serve it
+    alive.mkdir(mode=0o700)
+    others = tmp_path / f"mlx-fleet-ssh-{gone.pid}-ghi"  # not this user's
+    others.mkdir(mode=0o700)
+    os.chown(others, 65534, 65534)
+    link = tmp_path / f"mlx-fleet-ssh-{gone.pid}-jkl"  # a link: never followed, never removed
+    link.symlink_to(alive)
+    with nodes.shared_connections():
+        assert not stale.exists()
+    assert alive.is_dir() and others.is_dir() and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (alive, others, link))

@@ -13,6 +13,7 @@ import math
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -118,23 +119,47 @@ class Node:
 _shared: Path | None = None  # the folder of shared_connections()'s control sockets, while it lasts
 
 
+_SHARED_PREFIX = "mlx-fleet-ssh-"  # + the owning process's pid + "-": a folder of shared_connections()
+
+
 @contextlib.contextmanager
 def shared_connections():
     """Inside: one ssh connection per Mac for every round (OpenSSH's ControlMaster), each round after the first a
     session on it, without a handshake. The control sockets are in a private folder of this process; on leaving,
     each connection is closed (a process killed before: they close themselves after CONTROL_PERSIST idle
-    seconds)."""
+    seconds, and the next run removes the folder)."""
     global _shared
-    folder = Path(tempfile.mkdtemp(prefix="mlx-fleet-ssh-"))  # 0700, this user's
+    _remove_stale_folders()
+    folder = Path(tempfile.mkdtemp(prefix=f"{_SHARED_PREFIX}{os.getpid()}-"))  # 0700, this user's
     _shared = folder
     try:
         yield
     finally:
         _shared = None
-        for socket_path in (path for path in folder.iterdir() if path.is_socket()):
-            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "mac"], capture_output=True,
-                           timeout=10, check=False)
-        shutil.rmtree(folder, ignore_errors=True)
+        _close_and_remove(folder)
+
+
+def _close_and_remove(folder: Path) -> None:
+    for socket_path in (path for path in folder.iterdir() if path.is_socket()):
+        subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "mac"], capture_output=True,
+                       timeout=10, check=False)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_stale_folders() -> None:
+    """The folders shared_connections() left when its process was killed: this user's own (not a link), named
+    after a process that is gone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_SHARED_PREFIX}*-*"):
+        pid = folder.name[len(_SHARED_PREFIX):].split("-", 1)[0]
+        try:
+            info = folder.lstat()
+            if not (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and pid.isdigit()):
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            _close_and_remove(folder)
+        except OSError:  # gone meanwhile, or a process of another user: not ours to judge
+            continue
 
 
 def launcher_env() -> dict[str, str] | None:
