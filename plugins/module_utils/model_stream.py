@@ -260,14 +260,15 @@ class Receiver:
         folder = os.path.dirname(final)
         if not os.path.isdir(folder):
             os.makedirs(folder)
-        digester = model_files.Digester(pinned["size"], model_files.pinned_by_git(pinned))
+        git = model_files.pinned_by_git(pinned)
+        digester = model_files.Digester(pinned["size"], git)
         offset = 0
         if os.path.isfile(part):
             with open(part, "rb") as handle:
                 offset = digester.feed(handle, pinned["size"])
             if os.path.getsize(part) > pinned["size"]:
                 os.remove(part)
-                digester, offset = model_files.Digester(pinned["size"], model_files.pinned_by_git(pinned)), 0
+                digester, offset = model_files.Digester(pinned["size"], git), 0
         self.conn.sendall(json.dumps(["GET", manifest["name"], pinned["path"], offset]).encode() + b"\n")
         answer = ["WAIT"]
         while answer == ["WAIT"]:  # the sender is still receiving the file itself
