@@ -167,11 +167,11 @@ def launcher_env() -> dict[str, str] | None:
     config) goes over the connection open to the Mac by that name (the staging's, by_name; the socket's %C is the
     address, port and user it resolves to), else connects as it would have; outside, None (this process's
     environment)."""
-    if _shared is None:
+    real = shutil.which("ssh")
+    if _shared is None or real is None:  # no ssh to wrap: a wrapper calling `ssh` would find itself
         return None
     wrapper = _shared / "bin" / "ssh"
     if not wrapper.exists():
-        real = shutil.which("ssh") or "ssh"
         wrapper.parent.mkdir(mode=0o700)
         wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(real)} -o ControlMaster=no "
                            f"-o {shlex.quote(f'ControlPath={_shared}/%C')} \"$@\"\n")
