@@ -267,6 +267,28 @@ def test_thunderbolt_json_is_the_reference_byte_for_byte(make_node):
     assert node.out("system_profiler", "SPThunderboltDataType", "-json") == expected.rstrip("\n")
 
 
+@pytest.mark.parametrize("value", [
+    {}, [], {"b": [], "a": {}}, [1, -2.5, 1e300, True, False, None],
+    {"é": "tab\t quote\" back\\ nul\x00 bell\x07 ünï ✓", "z": {"y": [{"x": 0}]}},
+])
+def test_the_doubles_json_without_the_json_module_is_json_s(value):
+    from macsim import state, system_profiler
+
+    text = json.dumps(value, indent=2, separators=(",", " : "), sort_keys=True, ensure_ascii=False)
+    assert system_profiler.dumps(value) == text
+    assert state.loads(f"  {text}\n") == value
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1} 2', "nope"])
+def test_the_doubles_json_reader_refuses_what_json_refuses(text):
+    from macsim import state
+
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        state.loads(text)
+
+
 def test_several_data_types_give_one_object(make_node):
     node = make_node()
     data = json.loads(node.out("system_profiler", "SPHardwareDataType", "SPThunderboltDataType", "-json"))

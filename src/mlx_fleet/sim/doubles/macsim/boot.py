@@ -8,6 +8,7 @@ service, names the host and starts RunAtLoad LaunchDaemons. With --resume (a res
 and the addresses are as saved) it only names the host and joins bridge0's data-path ports again.
 """
 
+import os
 import socket
 import sys
 import time
@@ -41,16 +42,16 @@ def main(argv: list[str]) -> int:
     daemons = state.path(state.LAUNCH_DAEMONS)
     if node.get("filevault_locked"):  # at the FileVault login window: the data volume's jobs wait
         return 0
-    for plist in sorted(daemons.glob("*.plist")) if daemons.is_dir() else []:
+    for plist in sorted(n for n in os.listdir(daemons) if n.endswith(".plist")) if os.path.isdir(daemons) else []:
         try:
-            launchctl.load("/" + str(plist.relative_to(state.root())))
+            launchctl.load("/" + os.path.relpath(os.path.join(daemons, plist), state.root()))
         except Fail as e:
-            sys.stderr.write(f"boot: {plist.name}: {e.message}")
+            sys.stderr.write(f"boot: {plist}: {e.message}")
     return 0
 
 
 def _set_hostname(name: str | None) -> None:
     # The controller boots nodes in a private UTS namespace; under a test MACSIM_ROOT the
     # boot runs on the host itself, whose name must never change.
-    if name and str(state.root()) == "/":
+    if name and state.root() == "/":
         socket.sethostname(name)

@@ -5,6 +5,7 @@ A boolean reads as ``1`` or ``0``; a key that is not set: "The domain/default pa
 exist" on stderr and exit status 1 (tests/fixtures/macos/defaults-read-missing__*). Domains by bundle id
 (a user's ~/Library/Preferences) are not simulated."""
 
+import os
 import plistlib
 
 from . import state
@@ -36,7 +37,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) == 5 and argv[0] == "write" and argv[3] in _TYPES:
         path = _file(argv[1])
-        if not state.is_root() and str(path).startswith(str(state.path("Library"))):  # wording assumed
+        if not state.is_root() and path.startswith(state.path("Library")):  # wording assumed
             raise Fail(f"Could not write domain {argv[1]}; exiting\n", 1)
         kind, raw = _TYPES[argv[3]], argv[4]
         if kind == "bool" and raw.lower() not in ("true", "false", "yes", "no", "1", "0"):
@@ -44,7 +45,7 @@ def main(argv: list[str]) -> int:
         value = raw.lower() in ("true", "yes", "1") if kind == "bool" else int(raw) if kind == "int" else raw
         data = _load(path)
         data[argv[2]] = value
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as handle:
             plistlib.dump(data, handle, fmt=plistlib.FMT_BINARY)
         return 0

@@ -5,7 +5,6 @@ lines of Apple's ifconfig (tab, then eight spaces before 'ifmaxaddr'); the refer
 copies render each tab as four spaces. Linux's loopback 'lo' is shown as 'lo0'.
 """
 
-import ipaddress
 
 from . import net, state
 from .state import Fail, out
@@ -87,10 +86,10 @@ def describe(entry: dict, by_name: dict) -> str:
         else:
             lines.append(f"\tinet6 {a['local']} prefixlen {a['prefixlen']} ")
     for a in net.ipv4(entry):
-        mask = int(ipaddress.IPv4Network(f"0.0.0.0/{a['prefixlen']}").netmask)
+        mask = net.netmask(a["prefixlen"])
         line = f"\tinet {a['local']} netmask 0x{mask:08x} "
         if kind != "loopback":
-            bcast = a.get("broadcast") or ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False).broadcast_address
+            bcast = a.get("broadcast") or net.broadcast(a["local"], a["prefixlen"])
             line += f"broadcast {bcast}"
         lines.append(line)
     if kind == "bridge":
@@ -115,9 +114,20 @@ def describe(entry: dict, by_name: dict) -> str:
 
 
 def _netmask(text: str) -> int:
+    import ipaddress  # here, as below: the reads need none (net.py)
+
     if text.lower().startswith("0x"):
         return bin(int(text, 16)).count("1")
     return ipaddress.IPv4Network(f"0.0.0.0/{text}").prefixlen
+
+
+def _check_address(address: str, word: str) -> None:
+    import ipaddress
+
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        raise Fail(f"ifconfig: {word}: bad value\n", 1) from None
 
 
 def _denied(ioctl: str) -> Fail:
@@ -148,10 +158,7 @@ def configure(name: str, entry: dict, args: list[str]) -> None:
             _member(word, args.pop(0))
         elif address is None:
             address, _, bits = word.partition("/")
-            try:
-                ipaddress.IPv4Address(address)
-            except ValueError:
-                raise Fail(f"ifconfig: {word}: bad value\n", 1) from None
+            _check_address(address, word)
             prefix = int(bits) if bits else prefix
         else:
             raise Fail(f"ifconfig: {word}: bad value\n", 1)

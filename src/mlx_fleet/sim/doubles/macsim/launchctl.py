@@ -7,10 +7,8 @@ job already loaded, 'Boot-out failed: 3: No such process'.
 """
 
 import os
-import plistlib
 import pwd
 import signal
-import subprocess
 import sys
 import time
 
@@ -58,8 +56,10 @@ def disabled() -> dict:
 
 def load(plist_path: str) -> None:
     """bootstrap: record the job as loaded and, if RunAtLoad, start it."""
+    import plistlib  # here, as subprocess below: `launchctl print` is one of a probe's reads (state.py)
+
     try:
-        with open(state.root() / plist_path.lstrip("/"), "rb") as f:
+        with open(state.path(plist_path.lstrip("/")), "rb") as f:
             plist = plistlib.load(f)
     except (OSError, plistlib.InvalidFileException):
         raise Fail("Bootstrap failed: 5: Input/output error\n", 5) from None
@@ -82,6 +82,8 @@ def _plain(plist: dict) -> dict:
 
 def start(label: str) -> None:
     """Start the job under a detached supervisor that records its exit status."""
+    import subprocess
+
     subprocess.Popen(
         [sys.executable, os.path.abspath(sys.argv[0]), "_launchd_job", label],
         start_new_session=True,
@@ -102,13 +104,17 @@ def _program(path: str) -> str:
     the node shares the Linux host's /usr/sbin, whose sysctl is not the Mac's."""
     directory, name = os.path.split(path)
     double = state.path(f"usr/local/bin/{name}")
-    if directory in SYSTEM_BIN_DIRS and double.is_file() and "macsim" in double.read_text(errors="replace"):
-        return str(double)
+    if directory in SYSTEM_BIN_DIRS and os.path.isfile(double):
+        with open(double, errors="replace") as shim:
+            if "macsim" in shim.read():
+                return double
     return path
 
 
 def supervise(label: str) -> int:
     """The supervisor: run ProgramArguments as launchd would, then record the exit status."""
+    import subprocess
+
     record = job(label)
     plist = record["plist"]
     argv = list(plist.get("ProgramArguments") or [plist["Program"]])
@@ -145,14 +151,16 @@ def _label(target: str) -> str:
 def bootout(args: list[str]) -> None:
     _require_root("Boot-out")
     if args[0] == "system" and len(args) == 2:
-        with open(state.root() / args[1].lstrip("/"), "rb") as f:
+        import plistlib
+
+        with open(state.path(args[1].lstrip("/")), "rb") as f:
             label = plistlib.load(f).get("Label", "")
     else:
         label = _label(args[0])
     record = job(label)
     if record is None:
         raise Fail("Boot-out failed: 3: No such process\n", 3)
-    _job_path(label).unlink()
+    os.unlink(_job_path(label))
     if _alive(record):
         os.killpg(record["pid"], signal.SIGTERM)
 
@@ -188,8 +196,10 @@ def print_job(label: str) -> None:
 def list_jobs() -> None:
     text = "PID\tStatus\tLabel\n"
     run_dir = state.path(f"{state.LIBEXEC}/run/launchd")
-    for p in sorted(run_dir.glob("*.json")) if run_dir.is_dir() else []:
-        record = state.read_json(p, {})
+    for name in sorted(os.listdir(run_dir)) if os.path.isdir(run_dir) else []:
+        record = state.read_json(os.path.join(run_dir, name), {}) if name.endswith(".json") else {}
+        if not record:
+            continue
         pid = str(record["pid"]) if _alive(record) else "-"
         text += f"{pid}\t{record.get('last_exit', 0)}\t{record['label']}\n"
     out(text)

@@ -1,19 +1,40 @@
-"""The node's live network state, through iproute2 (``MACSIM_IP`` overrides the binary)."""
+"""The node's live network state, through iproute2 (``MACSIM_IP`` overrides the binary).
 
-import ipaddress
-import json
+The reads print masks and broadcasts with the helpers below; ipaddress, which costs a double a fifth of its
+start (state.py), is imported where an address is checked or a route looked up."""
+
 import os
-import subprocess
 
-from .state import Fail
+from .state import Fail, loads
 
 
 def ip(*args: str) -> str:
-    binary = os.environ.get("MACSIM_IP", "ip")
-    proc = subprocess.run([binary, *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise NetError(proc.stderr.strip())
-    return proc.stdout
+    returncode, stdout, stderr = run([os.environ.get("MACSIM_IP", "ip"), *args])
+    if returncode != 0:
+        raise NetError(stderr.strip())
+    return stdout
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ARGV, as subprocess.run(capture_output=True) gives them, without
+    importing subprocess (state.py says why). Stderr goes to an unlinked file, so neither can fill up while
+    the other is read."""
+    out_read, out_write = os.pipe()
+    err_file = os.open("/dev/shm" if os.path.isdir("/dev/shm") else "/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
+    try:
+        try:
+            pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[
+                (os.POSIX_SPAWN_DUP2, out_write, 1), (os.POSIX_SPAWN_DUP2, err_file, 2)])
+        finally:
+            os.close(out_write)
+        with open(out_read, "rb", closefd=False) as out:
+            stdout = out.read()
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        stderr = os.pread(err_file, os.fstat(err_file).st_size, 0)
+    finally:
+        os.close(out_read)
+        os.close(err_file)
+    return status, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 
 
 class NetError(Fail):
@@ -23,7 +44,7 @@ class NetError(Fail):
 
 def _json(*args: str) -> list:
     text = ip("-j", *args)
-    return json.loads(text) if text.strip() else []
+    return loads(text) if text.strip() else []
 
 
 def links() -> list[dict]:
@@ -61,9 +82,26 @@ def set_up(name: str, up: bool) -> None:
     ip("link", "set", name, "up" if up else "down")
 
 
+def netmask(prefixlen: int) -> int:
+    """A prefix length's netmask as a number (24: 0xffffff00)."""
+    return (0xFFFFFFFF << (32 - prefixlen)) & 0xFFFFFFFF
+
+
+def dotted(value: int) -> str:
+    """A 32-bit number as a dotted quad (0xffffff00: 255.255.255.0)."""
+    return ".".join(str(value >> shift & 0xFF) for shift in (24, 16, 8, 0))
+
+
+def broadcast(address: str, prefixlen: int) -> str:
+    """The broadcast address of ADDRESS's network (10.0.0.1, 30: 10.0.0.3)."""
+    value = 0
+    for part in address.split("."):
+        value = value << 8 | int(part)
+    return dotted(value | ~netmask(prefixlen) & 0xFFFFFFFF)
+
+
 def add_address(name: str, address: str, prefix: int) -> None:
-    net = ipaddress.IPv4Network(f"{address}/{prefix}", strict=False)
-    ip("addr", "replace", f"{address}/{prefix}", "broadcast", str(net.broadcast_address), "dev", name)
+    ip("addr", "replace", f"{address}/{prefix}", "broadcast", broadcast(address, prefix), "dev", name)
 
 
 def del_address(name: str, address: str, prefix: int) -> None:
@@ -74,7 +112,10 @@ def flush_ipv4(name: str) -> None:
     ip("-4", "addr", "flush", "dev", name)
 
 
-def route_cidr(route: dict) -> ipaddress.IPv4Network | None:
+def route_cidr(route: dict):
+    """The route's destination as an ipaddress.IPv4Network, or None."""
+    import ipaddress
+
     dst = route.get("dst", "")
     if dst == "default":
         return ipaddress.IPv4Network("0.0.0.0/0")
@@ -86,6 +127,8 @@ def route_cidr(route: dict) -> ipaddress.IPv4Network | None:
 
 def lookup(dest: str) -> dict | None:
     """The route the kernel would use for ``dest``: the longest matching prefix."""
+    import ipaddress
+
     addr = ipaddress.IPv4Address(dest)
     best = None
     for r in routes():

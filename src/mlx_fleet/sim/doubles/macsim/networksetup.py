@@ -8,7 +8,6 @@ the sentence printed when there are none). The 'is not a recognized network serv
 quoted in public parsers' test data.
 """
 
-import ipaddress
 
 from . import net, services, state
 from .state import Fail, out
@@ -76,7 +75,7 @@ def get_info(args) -> None:
         addrs = net.ipv4(live) if live and service["enabled"] else []
         if addrs:
             a = addrs[0]
-            mask = ipaddress.IPv4Network(f"0.0.0.0/{a['prefixlen']}").netmask
+            mask = net.dotted(net.netmask(a["prefixlen"]))
             text += f"IP address: {a['local']}\nSubnet mask: {mask}\nRouter: {_router(service['device']) or '(null)'}\n"
         text += "Client ID: \n"
     text += "IPv6: Automatic\nIPv6 IP address: none\nIPv6 Router: none\n"
@@ -88,6 +87,8 @@ def _router(device: str) -> str | None:
 
 
 def _check_ipv4(*values: str) -> None:
+    import ipaddress  # here: the reads need none (net.py)
+
     for v in values:
         try:
             ipaddress.IPv4Address(v)

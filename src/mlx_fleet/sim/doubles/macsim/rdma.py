@@ -6,8 +6,6 @@ Devices are listed in node.json's "thunderbolt" order, which the controller writ
 the order the Mac enumerates its ports (the M3 Ultra capture lists en5 before en4).
 """
 
-import hashlib
-
 from . import state
 
 
@@ -23,6 +21,8 @@ def guid(tb: dict) -> str:
     node = state.node()
     base = node.get("rdma_guid")
     if base is None:  # stable per machine, from its hardware UUID
+        import hashlib  # here: of the reads, only ibv_devinfo's GUIDs need it
+
         base = hashlib.sha256(node["hardware_uuid"].encode()).hexdigest()[:16]
     first = (int(base[:2], 16) + tb["receptacle"] - 1) & 0xFF
     return f"{first:02x}{base[2:]}"

@@ -6,6 +6,7 @@ a recorded read prints the recorded stdout (bytes as captured), the recorded std
 with the recorded status; any other call, and every write, is the normal double's.
 """
 
+import os
 import sys
 
 from . import state
@@ -16,13 +17,14 @@ REPLAY_DIR = f"{state.LIBEXEC}/replay"
 def lookup(tool: str, argv: list[str]):
     """(stdout bytes, stderr text, rc) recorded for ``tool argv``, or None."""
     directory = state.path(REPLAY_DIR)
-    manifest = state.read_json(directory / "manifest.json", None)
+    manifest = state.read_json(os.path.join(directory, "manifest.json"), None)
     if not manifest:
         return None
     wanted = [tool] + list(argv)
     for read in manifest.get("reads", {}).values():
         if read.get("argv") == wanted:
-            return (directory / read["file"]).read_bytes(), read.get("stderr", ""), int(read.get("rc", 0))
+            with open(os.path.join(directory, read["file"]), "rb") as recorded:
+                return recorded.read(), read.get("stderr", ""), int(read.get("rc", 0))
     return None
 
 

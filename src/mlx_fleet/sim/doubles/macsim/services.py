@@ -8,7 +8,6 @@ to its device while it is enabled, by networksetup at once and by ``boot`` after
 (re)boot.
 """
 
-import ipaddress
 
 from . import net, state
 
@@ -58,6 +57,8 @@ def find(services: list[dict], name: str) -> dict:
 
 
 def prefix(mask: str) -> int:
+    import ipaddress  # here: the reads need none (net.py)
+
     return ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen
 
 

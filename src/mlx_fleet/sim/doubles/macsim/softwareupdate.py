@@ -13,11 +13,7 @@ password on stdin; without them, or with a wrong password, "failed to authorize 
 Each install that starts preparing adds one to the count in INSTALLS (a Mac installs an update once).
 """
 
-import ctypes
-import ctypes.util
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -43,6 +39,9 @@ def _list(updates: list[dict]) -> int:
 
 def _password_ok(user: str, password: str) -> bool:
     """The account's password, checked against the shadow hash as the Mac's authorization does."""
+    import ctypes  # here, as json and subprocess below: `softwareupdate --list` is a read (state.py)
+    import ctypes.util
+
     try:
         with open("/etc/shadow") as handle:
             entry = next((line.split(":") for line in handle if line.split(":")[0] == user), None)
@@ -92,6 +91,9 @@ def _install(argv: list[str]) -> int:
     out(f"Downloading {update['title']}\nDownloaded: {update['title']}\n")
     sys.stdout.flush()
     # The system goes on preparing after the command returns; the detached child outlives it.
+    import json
+    import subprocess
+
     subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                                    "dispatch.py"), "_prepare_update", json.dumps(update)],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -103,7 +105,7 @@ def _install(argv: list[str]) -> int:
 def prepare(update_json: str) -> int:
     """The preparation: a while, then the machine restarts into the new build (the host acts on it)."""
     time.sleep(float(state.node().get("update_prepare_seconds", 5)))
-    state.write_json(state.path(POWER_REQUEST), {"install": json.loads(update_json)})
+    state.write_json(state.path(POWER_REQUEST), {"install": state.loads(update_json)})
     return 0
 
 

@@ -1,7 +1,6 @@
 """sysctl(8): the hardware and kernel keys cluster tools read, and the writable
 iogpu.wired_limit_mb (runtime state: a reboot resets it to 0, as on a Mac)."""
 
-import re
 import time
 
 from . import names, state
@@ -18,7 +17,7 @@ def boottime() -> str:
 
 def values() -> dict[str, str]:
     node = state.node()
-    total, perf, eff = (int(n) for n in re.findall(r"\d+", node["cpu_cores"])[:3])
+    total, perf, eff = (int(n) for n in state.cores(node)[:3])
     major, minor = (node["os_version"].split(".") + ["0"])[:2]
     keys = {
         "hw.ncpu": total,

@@ -7,18 +7,30 @@ public captures (e.g. a Mac Studio's in a Go project's tests). The text form fol
 captures quoted in public parser tests (Thunderbolt/USB4 Bus N blocks).
 """
 
-import json
-import re
-
 from . import state
 from .state import out
 
 SERVICE_IP_UUID = "066216C9-46DB-48B5-A472-768F7EA51471"  # as in the reference capture
 
 
-def _cores(node: dict) -> tuple[str, ...]:
-    """'14 (10 performance and 4 efficiency)' -> ('14', '10', '4')."""
-    return tuple(re.findall(r"\d+", node["cpu_cores"]))
+def dumps(value, indent: str = "") -> str:
+    """json.dumps(VALUE, indent=2, separators=(",", " : "), sort_keys=True, ensure_ascii=False), the form
+    system_profiler -json prints, without importing json (state.py says why); strings escaped by the same C
+    function json uses."""
+    from _json import encode_basestring
+
+    inner = indent + "  "
+    if isinstance(value, dict):
+        items = [f"{inner}{encode_basestring(key)} : {dumps(item, inner)}" for key, item in sorted(value.items())]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}" if items else "{}"
+    if isinstance(value, list):
+        items = [inner + dumps(item, inner) for item in value]
+        return "[\n" + ",\n".join(items) + f"\n{indent}]" if items else "[]"
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return repr(value)  # a number
 
 
 def hardware_items(node: dict) -> list[dict]:
@@ -30,7 +42,7 @@ def hardware_items(node: dict) -> list[dict]:
         "machine_model": node["model_id"],
         "machine_name": node["model_name"],
         # Chips differ in how many fields they report (proc 16:12:4, proc 24:16:8:0).
-        "number_processors": node.get("number_processors", "proc " + ":".join(_cores(node))),
+        "number_processors": node.get("number_processors", "proc " + ":".join(state.cores(node))),
         "os_loader_version": node["boot_rom"],
         "physical_memory": f"{node['memory_gb']} GB",
         "platform_UUID": node["hardware_uuid"],
@@ -193,7 +205,7 @@ def main(argv: list[str]) -> int:
     if as_json:
         data = {name: DATA_TYPES[name][0](node) for name in wanted}
         # system_profiler ends its JSON without a newline (zsh marks it with '%').
-        out(json.dumps(data, indent=2, separators=(",", " : "), sort_keys=True, ensure_ascii=False))
+        out(dumps(data))
     else:
         out("".join(DATA_TYPES[name][1](node) for name in wanted))
     return 0
