@@ -95,7 +95,8 @@ VENV, STORE, HOSTFILES, TARGET_PYTHON = "/opt/mlx-fleet/venv", "/opt/mlx-fleet/s
 NOOP_FIRST = "i=$(env LC_ALL=C ifconfig 2>/dev/null);"
 # Each a shell command: thunderbolt_network's record and those services' configurations (networksetup -getinfo
 # and -getadditionalroutes each), the Mac's copies of the hostfiles, and mlx_env_facts' reads (uname -m, the
-# target Python's probe, the venv's probe that imports MLX, the store's files hashed).
+# target Python's probe, the venv's probe that imports MLX, the store's record of its checked files and their
+# sizes and dates).
 NOOP_EXTRA_READS = (
     remote_command(["cat", thunderbolt_services.RECORD]),
     "networksetup -listallhardwareports | awk '/^Hardware Port: /{p=substr($0,16)} /^Device: /{if (p ~ "
@@ -106,7 +107,7 @@ NOOP_EXTRA_READS = (
     remote_command(["uname", "-m"]),
     remote_command([TARGET_PYTHON, "-I", "-B", "-c", mlx_env.PROBE]),
     remote_command([f"{VENV}/bin/python", "-I", "-B", "-c", mlx_env.PROBE, "installed", "prove"]),
-    f"sha256sum {STORE}/wheels/*.whl {STORE}/uv",
+    f"cat {STORE}/verified.json; ls -ln --time-style=+%s.%N {STORE}/wheels {STORE}/bin",
 )
 
 

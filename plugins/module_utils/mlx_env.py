@@ -249,7 +249,46 @@ def store_paths(store):
         "pythons": os.path.join(store, "python"),
         "incoming": os.path.join(store, "incoming"),
         "marker": os.path.join(store, STORE_MARKER),
+        "verified": os.path.join(store, VERIFIED),
     }
+
+
+# The store's record of the files mlx_env checked against the lock before using them: each path relative to the
+# store -> [size, modification time in ns, sha256]. As git's index (and the models' record, model_files.WRITTEN): a
+# file whose size and date are still those is known by that sha256 unread, so a converge with nothing to do reads no
+# byte of the store's wheels and uv (about 100 MB a Mac); any other file is hashed.
+VERIFIED = "verified.json"
+
+
+def read_verified(store):
+    """The store's record (VERIFIED): relative path -> (size, mtime_ns, sha256); entries of another shape skipped."""
+    try:
+        with open(store_paths(store)["verified"]) as handle:
+            listed = json.load(handle)
+    except (IOError, OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(listed, dict):
+        return {}
+    return dict((path, tuple(entry)) for path, entry in listed.items()
+                if isinstance(entry, list) and len(entry) == 3 and all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in entry[:2])
+                and isinstance(entry[2], str))
+
+
+def known_sha256(store, path, verified):
+    """The sha256 of PATH (a file of STORE): the record's (VERIFIED, read_verified) while the file's size and
+    modification time are those it recorded, else hashed."""
+    info = os.stat(path)
+    entry = verified.get(os.path.relpath(path, store))
+    if entry is not None and entry[:2] == (info.st_size, info.st_mtime_ns):
+        return entry[2]
+    return sha256_file(path)
+
+
+def verified_entry(path, sha256):
+    """The record's entry for PATH, just checked to have SHA256."""
+    info = os.stat(path)
+    return [info.st_size, info.st_mtime_ns, sha256]
 
 
 def managed_python(store, key):

@@ -13,8 +13,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    STORE_MARKER, VENV_MARKER, build_state, fingerprint_path, folder_state, next_path, path_problems, pyvenv_home,
-    run_probe, sha256_file, store_paths)
+    STORE_MARKER, VENV_MARKER, build_state, fingerprint_path, folder_state, known_sha256, next_path, path_problems,
+    pyvenv_home, read_verified, run_probe, store_paths)
 
 __metaclass__ = type
 
@@ -96,13 +96,13 @@ def managed_builds(store, pythons):
     return builds
 
 
-def wheels_in(folder):
+def wheels_in(store, folder, verified):
     wheels = {}
     if os.path.isdir(folder):
         for name in sorted(os.listdir(folder)):
             full = os.path.join(folder, name)
             if name.endswith(".whl") and os.path.isfile(full):
-                wheels[name] = sha256_file(full)
+                wheels[name] = known_sha256(store, full, verified)
     return wheels
 
 
@@ -115,10 +115,12 @@ def read_fingerprint(path):
 
 
 def read_store(store):
-    """What the store holds: the managed Python builds, the wheels, uv's sha256."""
-    layout = store_paths(store)
-    return dict(managed_builds=managed_builds(store, layout["pythons"]), wheels=wheels_in(layout["wheels"]),
-                uv_sha256=sha256_file(layout["uv"]) if os.path.isfile(layout["uv"]) else "")
+    """What the store holds: the managed Python builds, the wheels, uv's sha256 (those two hashed unless recorded
+    as mlx_env checked them: read_verified)."""
+    layout, verified = store_paths(store), read_verified(store)
+    return dict(managed_builds=managed_builds(store, layout["pythons"]),
+                wheels=wheels_in(store, layout["wheels"], verified),
+                uv_sha256=known_sha256(store, layout["uv"], verified) if os.path.isfile(layout["uv"]) else "")
 
 
 def read_venv(module, path):

@@ -22,6 +22,9 @@ description:
     puts the wheels in the store, extracts uv from its wheel, and extracts a uv-managed CPython
     build into the store (a build that is missing, unfinished or altered is replaced).
   - Before using them it re-checks the sha256 of the store's uv and the files of the Python build.
+  - It records the store's wheels and uv it checked (size, modification time, sha256) in C(verified.json) in the
+    store, as git's index does: the next converge's read takes the sha256 of a file still of that size and date from
+    there and hashes only the others.
   - When the venv at O(path) is missing, made from another interpreter, holds another set or does not
     run MLX, a new one is built whole beside it, in C(.NAME.next) in the same folder (relocatable, so it
     runs once renamed), from the planned interpreter, installing offline with the store's uv
@@ -139,8 +142,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.files import json_text, write_atomically
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.locks import LockTimeout, lock_within, open_lock_file
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env import (
-    STORE_MARKER, VENV_MARKER, build_marker, build_state, claim, fingerprint, fingerprint_path, next_path,
-    path_problems, pyvenv_home, run_probe, sha256_file, store_paths, tree_digest)
+    STORE_MARKER, VENV_MARKER, build_marker, build_state, claim, fingerprint, fingerprint_path, known_sha256,
+    next_path, path_problems, pyvenv_home, read_verified, run_probe, sha256_file, store_paths, tree_digest,
+    verified_entry)
 
 INSTALL_LOCK = ".mlx-fleet-install.lock"  # in the store: one install at a time on a Mac
 INSTALL_WAIT = 300  # seconds an install waits for an earlier one to end
@@ -301,6 +305,7 @@ class _Run:
         self.new = next_path(self.path)
         self.new_python = os.path.join(self.new, "bin", "python")
         self.staging = None
+        self.checked = {}  # the store's files this run checked against the lock: path in the store -> sha256
 
 
 def _prepare_store(run):
@@ -336,6 +341,7 @@ def _receive_bundle(run):
     for name, tmp in files.items():
         if name.startswith("wheels/"):
             os.rename(tmp, os.path.join(run.layout["wheels"], name.split("/", 1)[1]))
+            run.checked[name] = expected[name]
     return files
 
 
@@ -399,6 +405,8 @@ def _sync_new_venv(run):
     """Make the new venv from the interpreter and install exactly the locked set into it, offline."""
     module, layout = run.module, run.layout
     _check_uv(module, layout["uv"], run.uv.get("sha256"))
+    run.checked["bin/uv"] = run.uv.get("sha256")
+    _record_store(run)
     claim(module, run.new, VENV_MARKER, clear=True)
     # Relocatable: its scripts find their Python beside them, so they run once it is renamed to PATH.
     _run(module, [layout["uv"], "venv", "--relocatable", "--allow-existing", "--python", run.interpreter, run.new],
@@ -415,6 +423,23 @@ def _sync_new_venv(run):
              "uv pip sync", {"UV_CACHE_DIR": os.path.join(run.staging, "uv-cache")})
     finally:
         os.unlink(reqfile)
+
+
+def _record_store(run):
+    """The store's record (module_utils.mlx_env.VERIFIED) of the wheels this install uses and its uv, each checked
+    against the lock: by this run (run.checked), else by the record's sha256 while the file is as it recorded it,
+    else hashed now. A file that differs is left out (uv's --require-hashes then names it)."""
+    store, verified = run.store, read_verified(run.store)
+    wanted = dict(("wheels/%s" % r["filename"], r["sha256"]) for r in run.plan["requirements"])
+    wanted["bin/uv"] = run.uv.get("sha256")
+    record = {}
+    for name, sha256 in sorted(wanted.items()):
+        full = os.path.join(store, name)
+        if not os.path.isfile(full):
+            continue
+        if (run.checked.get(name) or known_sha256(store, full, verified)) == sha256:
+            record[name] = verified_entry(full, sha256)
+    write_atomically(run.module, run.layout["verified"], json_text(record))
 
 
 def _rebuild_venv(run, venv):

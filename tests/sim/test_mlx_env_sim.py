@@ -118,6 +118,7 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
         assert venv.stat().st_uid == (sim.dir / "nodes" / node / "fs/Users/admin").stat().st_uid
         assert (venv.parent.stat().st_uid, (venv / ".mlx-fleet-venv").exists()) == (0, True)
         assert not list((venv.parent / "store" / "incoming").iterdir())
+        assert stored_record(venv.parent / "store") == files_of(venv.parent / "store")
 
     # Re-run: no change anywhere, nothing downloaded or sent, the nodes only read.
     out = play(sim, cache=fresh_cache)
@@ -165,7 +166,21 @@ def test_env_converges_once_idempotent_and_repairs_drift(make_sim, tmp_path):
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == next(
         r["sha256"] for r in plan["hosts"][odd]["requirements"] if r["filename"] == stored.name)
     assert {n: v for n, v in listing(sim).items() if n != odd} == other_before
+    store = stored.parent.parent
+    assert stored_record(store) == files_of(store)  # the swapped wheel recorded again, as sent and checked
     print("\nmlx_env measurements:", json.dumps(report))
+
+
+def files_of(store: Path) -> dict[str, list]:
+    """The store's wheels and uv: path in the store -> [size, modification time in ns, sha256]."""
+    return {str(f.relative_to(store)): [f.stat().st_size, f.stat().st_mtime_ns,
+                                        hashlib.sha256(f.read_bytes()).hexdigest()]
+            for f in [*sorted((store / "wheels").glob("*.whl")), store / "bin" / "uv"]}
+
+
+def stored_record(store: Path) -> dict[str, list]:
+    """The store's record of what mlx_env checked (verified.json)."""
+    return json.loads((store / "verified.json").read_text())
 
 
 # ---------------------------------------------------------------- an interrupted install

@@ -202,6 +202,83 @@ def test_the_stores_uv_is_used_only_with_its_locked_hash(tmp_path):
         mlx_env._check_uv(FakeModule(), str(uv), _sha(b"#!uv"))
 
 
+class _RecordingModule(FakeModule):
+    """FakeModule that can write (files.write_atomically's calls)."""
+
+    def __init__(self):
+        self.tmpdir = None
+
+    def atomic_move(self, src, dest, unsafe_writes=False):
+        os.replace(src, dest)
+
+
+def _store_with(tmp_path, wheels: dict[str, bytes], uv: bytes = b"#!uv"):
+    layout = node.store_paths(str(tmp_path))
+    os.makedirs(layout["wheels"])
+    os.makedirs(os.path.dirname(layout["uv"]))
+    for name, body in wheels.items():
+        (tmp_path / "wheels" / name).write_bytes(body)
+    (tmp_path / "bin" / "uv").write_bytes(uv)
+    return layout
+
+
+def _install_run(tmp_path, wheels: dict[str, bytes], checked: dict[str, str] | None = None):
+    """An mlx_env run at the point it installs: the plan's wheels and uv, what it checked itself (CHECKED)."""
+    run = mlx_env._Run.__new__(mlx_env._Run)
+    run.module, run.store, run.layout = _RecordingModule(), str(tmp_path), node.store_paths(str(tmp_path))
+    run.plan = {"requirements": [{"filename": n, "sha256": _sha(b)} for n, b in wheels.items()]}
+    run.uv, run.checked = {"sha256": _sha(b"#!uv")}, dict(checked or {})
+    return run
+
+
+def test_the_install_records_the_stores_files_it_checked_and_the_read_then_reads_none_of_them(tmp_path, monkeypatch):
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env_state
+
+    wheels = {"mlx-0.32.4-py3-none-any.whl": b"mlx", "numpy-2.4.6-py3-none-any.whl": b"numpy"}
+    _store_with(tmp_path, dict(wheels, **{"stray-1.0-py3-none-any.whl": b"stray"}))
+    mlx_env._record_store(_install_run(tmp_path, wheels, {"bin/uv": _sha(b"#!uv")}))
+    record = json.loads((tmp_path / node.VERIFIED).read_text())
+    assert sorted(record) == ["bin/uv", "wheels/mlx-0.32.4-py3-none-any.whl", "wheels/numpy-2.4.6-py3-none-any.whl"]
+    stat = os.stat(tmp_path / "wheels" / "mlx-0.32.4-py3-none-any.whl")
+    assert record["wheels/mlx-0.32.4-py3-none-any.whl"] == [stat.st_size, stat.st_mtime_ns, _sha(b"mlx")]
+
+    hashed = []
+    monkeypatch.setattr(node, "sha256_file", lambda path: hashed.append(os.path.basename(path)) or "hashed")
+    store = mlx_env_state.read_store(str(tmp_path))
+    assert store["wheels"] == {"mlx-0.32.4-py3-none-any.whl": _sha(b"mlx"), "numpy-2.4.6-py3-none-any.whl": _sha(b"numpy"),
+                               "stray-1.0-py3-none-any.whl": "hashed"}
+    assert store["uv_sha256"] == _sha(b"#!uv") and hashed == ["stray-1.0-py3-none-any.whl"]
+
+
+@pytest.mark.parametrize("change", ["same size, new date", "other size, same date"])
+def test_a_recorded_file_changed_since_is_hashed_again(tmp_path, change):
+    from ansible_collections.mlx_fleet.cluster.plugins.module_utils import mlx_env_state
+
+    wheels = {"mlx-0.32.4-py3-none-any.whl": b"mlx"}
+    _store_with(tmp_path, wheels)
+    mlx_env._record_store(_install_run(tmp_path, wheels, {"bin/uv": _sha(b"#!uv")}))
+    wheel = tmp_path / "wheels" / "mlx-0.32.4-py3-none-any.whl"
+    before = os.stat(wheel)
+    wheel.write_bytes(b"evl" if change.startswith("same size") else b"evil")
+    os.utime(wheel, ns=(before.st_atime_ns, before.st_mtime_ns + (10**9 if change.startswith("same size") else 0)))
+    assert mlx_env_state.read_store(str(tmp_path))["wheels"] == {"mlx-0.32.4-py3-none-any.whl": _sha(wheel.read_bytes())}
+
+
+def test_the_install_leaves_out_of_its_record_a_file_that_is_not_the_locked_one(tmp_path):
+    wheels = {"mlx-0.32.4-py3-none-any.whl": b"mlx"}
+    _store_with(tmp_path, {"mlx-0.32.4-py3-none-any.whl": b"evil"}, uv=b"#!evil uv")
+    mlx_env._record_store(_install_run(tmp_path, wheels))
+    assert json.loads((tmp_path / node.VERIFIED).read_text()) == {}
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"wheels/a.whl": [1, 2]}', '{"wheels/a.whl": [true, 2, "x"]}',
+                                  '{"wheels/a.whl": "x"}', "[" * 100000],
+                         ids=["empty", "a list", "two fields", "a boolean size", "a string", "nested too deep"])
+def test_a_record_of_another_shape_is_no_record(tmp_path, text):
+    (tmp_path / node.VERIFIED).write_text(text)
+    assert node.read_verified(str(tmp_path)) == {}
+
+
 def test_folders_to_make_leave_an_existing_parent_alone(tmp_path):
     from ansible_collections.mlx_fleet.cluster.plugins.module_utils.mlx_env_state import _to_make
 
