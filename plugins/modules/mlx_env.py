@@ -23,7 +23,7 @@ description:
     build into the store (a build that is missing, unfinished or altered is replaced).
   - Before using them it re-checks the sha256 of the store's uv and the files of the Python build.
   - It records the store's wheels and uv it checked (size, modification time, sha256) in C(verified.json) in the
-    store, as git's index does: the next converge's read takes the sha256 of a file still of that size and date from
+    store, as git's index does; the next converge's read takes the sha256 of a file still of that size and date from
     there and hashes only the others.
   - When the venv at O(path) is missing, made from another interpreter, holds another set or does not
     run MLX, a new one is built whole beside it, in C(.NAME.next) in the same folder (relocatable, so it
