@@ -19,6 +19,7 @@ import pwd
 import stat
 
 from ansible_collections.mlx_fleet.cluster.plugins.module_utils import macos_commands
+from ansible_collections.mlx_fleet.cluster.plugins.module_utils.model_files import stamp
 
 PROBE = r'''
 import json, os, platform, re, struct, sys, sysconfig
@@ -278,17 +279,15 @@ def read_verified(store):
 def known_sha256(store, path, verified):
     """The sha256 of PATH (a file of STORE): the record's (VERIFIED, read_verified) while the file's size and
     modification time are those it recorded, else hashed."""
-    info = os.stat(path)
     entry = verified.get(os.path.relpath(path, store))
-    if entry is not None and entry[:2] == (info.st_size, info.st_mtime_ns):
+    if entry is not None and entry[:2] == stamp(path):
         return entry[2]
     return sha256_file(path)
 
 
 def verified_entry(path, sha256):
     """The record's entry for PATH, just checked to have SHA256."""
-    info = os.stat(path)
-    return [info.st_size, info.st_mtime_ns, sha256]
+    return list(stamp(path)) + [sha256]
 
 
 def managed_python(store, key):
