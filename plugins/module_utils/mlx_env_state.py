@@ -96,8 +96,8 @@ def managed_builds(store, pythons):
     return builds
 
 
-def wheels_in(store, folder, verified):
-    wheels = {}
+def wheels_in(store, verified):
+    wheels, folder = {}, store_paths(store)["wheels"]
     if os.path.isdir(folder):
         for name in sorted(os.listdir(folder)):
             full = os.path.join(folder, name)
@@ -119,7 +119,7 @@ def read_store(store):
     as mlx_env checked them: read_verified)."""
     layout, verified = store_paths(store), read_verified(store)
     return dict(managed_builds=managed_builds(store, layout["pythons"]),
-                wheels=wheels_in(store, layout["wheels"], verified),
+                wheels=wheels_in(store, verified),
                 uv_sha256=known_sha256(store, layout["uv"], verified) if os.path.isfile(layout["uv"]) else "")
 
 

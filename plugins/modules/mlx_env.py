@@ -405,7 +405,7 @@ def _sync_new_venv(run):
     """Make the new venv from the interpreter and install exactly the locked set into it, offline."""
     module, layout = run.module, run.layout
     _check_uv(module, layout["uv"], run.uv.get("sha256"))
-    run.checked["bin/uv"] = run.uv.get("sha256")
+    run.checked[os.path.relpath(layout["uv"], run.store)] = run.uv.get("sha256")
     _record_store(run)
     claim(module, run.new, VENV_MARKER, clear=True)
     # Relocatable: its scripts find their Python beside them, so they run once it is renamed to PATH.
@@ -431,7 +431,7 @@ def _record_store(run):
     else hashed now. A file that differs is left out (uv's --require-hashes then names it)."""
     store, verified = run.store, read_verified(run.store)
     wanted = dict(("wheels/%s" % r["filename"], r["sha256"]) for r in run.plan["requirements"])
-    wanted["bin/uv"] = run.uv.get("sha256")
+    wanted[os.path.relpath(run.layout["uv"], store)] = run.uv.get("sha256")
     record = {}
     for name, sha256 in sorted(wanted.items()):
         full = os.path.join(store, name)
