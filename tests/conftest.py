@@ -3,6 +3,7 @@
 The only conftest.py: test modules import names from it (`from conftest import load`), which
 would be ambiguous with a second one."""
 
+import fcntl
 import json
 import os
 import re
@@ -41,6 +42,45 @@ def load(path):
     if body and _PROMPT.match(body[0]):
         body = body[1:]
     return "\n".join(body)
+
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # make test runs the suite on xdist workers (tests/xdist_worker)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "alone: needs no other worker building a simulated cluster meanwhile")
+    if WORKER and os.geteuid() == 0:
+        _own_ssh_drop_ins()
+
+
+def _own_ssh_drop_ins():
+    """This worker's folder of ssh drop-ins, over /etc/ssh/ssh_config.d in its own mount namespace, with the
+    machine's own drop-ins copied: a plain `ssh mini-1` (MLX's tools) reaches this worker's mini-1, whatever
+    another worker's clusters call their Macs."""
+    if os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt"):  # the run's own
+        raise pytest.UsageError("xdist workers run as root need a mount namespace of their own: "
+                                "--tx 'popen//python=tests/xdist_worker .venv/bin/python' (make test)")
+    from mlx_fleet.sim.host import DROP_IN_DIR, DROP_IN_GLOB
+
+    kept = {p.name: p.read_bytes() for p in DROP_IN_DIR.glob("*.conf") if not p.match(DROP_IN_GLOB)}
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m", "mlx-fleet-tests", str(DROP_IN_DIR)],
+                   check=True)
+    for name, data in kept.items():
+        (DROP_IN_DIR / name).write_bytes(data)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test marked `alone` runs while no other worker runs a test (its fixtures' set-up and teardown
+    included); the others share the machine. A turnstile first, so a waiting `alone` test is not starved."""
+    if not WORKER:
+        return (yield)
+    folder = item.config._tmp_path_factory.getbasetemp().parent  # the run's, shared by its workers
+    with open(folder / "turnstile.lock", "w") as turnstile, open(folder / "machine.lock", "w") as machine:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(machine, fcntl.LOCK_EX if item.get_closest_marker("alone") else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        return (yield)  # the machine's lock goes with its file
 
 
 def pytest_collection_modifyitems(items):

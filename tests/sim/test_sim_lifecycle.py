@@ -137,6 +137,7 @@ def test_down_leaves_no_trace(make_sim, tmp_path):
     assert subprocess.run(["ssh", "-G", "mini-1"], capture_output=True, text=True).stdout.count("mfs") == 0
 
 
+@pytest.mark.alone  # it takes the next free cluster index for its own
 def test_failed_up_cleans_up_after_itself():
     import tempfile
 
