@@ -34,11 +34,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt | deps
 demo: deps venv
 	SIM_DIR=$(SIM_DIR) $(VENV)/bin/python scripts/demo.py
 
-# The suite on one worker per CPU, a file to a worker (a file's tests share its clusters), each worker in a
-# mount namespace of its own (tests/xdist_worker): its simulated Macs' names are its own.
-TEST_WORKERS ?= $(shell nproc)
+# The suite on one worker per CPU and one more (a sim test waits on its Macs' networks part of the time), a file
+# to a worker (a file's tests share its clusters), the sim files first (conftest.py), each worker in a mount
+# namespace of its own (tests/xdist_worker): its simulated Macs' names are its own.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: deps venv
-	$(VENV)/bin/pytest --dist loadfile --tx '$(TEST_WORKERS)*popen//python=tests/xdist_worker $(VENV)/bin/python'
+	$(VENV)/bin/pytest --dist loadfile --no-loadscope-reorder --tx '$(TEST_WORKERS)*popen//python=tests/xdist_worker $(VENV)/bin/python'
 
 lint: venv
 	$(VENV)/bin/ruff check .

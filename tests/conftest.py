@@ -48,7 +48,6 @@ WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # make test runs the suite on xd
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "alone: needs no other worker building a simulated cluster meanwhile")
     if WORKER and os.geteuid() == 0:
         _own_ssh_drop_ins()
 
@@ -84,6 +83,8 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_collection_modifyitems(items):
+    if WORKER:  # the simulated clusters' files first, in their order, the short unit files filling in at the end
+        items.sort(key=lambda item: REPO / "tests" / "sim" not in item.path.parents)
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="macsim needs root")
         for item in items:

@@ -142,9 +142,16 @@ def test_a_path_entry_is_read_in_its_folder(tmp_path):
     assert on_mac.read_model(manifest, "/nonexistent", str(tmp_path / "models"), True)["present"]
 
 
-def test_free_bytes_are_those_of_the_nearest_existing_folder(tmp_path):
-    expected = os.statvfs(tmp_path)
-    assert on_mac.free_bytes(str(tmp_path / "not" / "yet")) == expected.f_bavail * expected.f_frsize > 0
+def test_free_bytes_are_those_of_the_nearest_existing_folder(tmp_path, monkeypatch):
+    asked = []  # the volume's figures change while other tests write: what matters is which folder is asked
+
+    def statvfs(path):
+        asked.append(path)
+        return os.statvfs_result((4096, 4096, 10, 9, 7, 100, 90, 80, 0, 255))
+
+    monkeypatch.setattr(on_mac.os, "statvfs", statvfs)
+    assert on_mac.free_bytes(str(tmp_path / "not" / "yet")) == 7 * 4096
+    assert asked == [str(tmp_path)]
 
 
 def test_the_module_reads_every_model_in_one_call_and_changes_nothing(hub, run_module):
