@@ -20,6 +20,7 @@ Prints one line per run and the medians; wall times on a shared machine are nois
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import resource
@@ -41,6 +42,7 @@ RECEIVE = r'''
 import hashlib, json, os, socket, sys, tarfile
 mode, dest = sys.argv[1], sys.argv[2]
 hashing = mode.endswith("+hash")
+durable = mode.endswith("+fsync")  # each file on the disk before it is renamed, as a copy that survives a power cut
 os.makedirs(dest)
 digests = {}
 def take(name, stream, size):
@@ -56,6 +58,9 @@ def take(name, stream, size):
                 digest.update(chunk)
             out.write(chunk)
             left -= len(chunk)
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
     os.rename(part, os.path.join(dest, name))
     digests[name] = digest.hexdigest() if digest else None
 if mode.startswith("tar"):
@@ -125,12 +130,20 @@ class Bench:
         self.key = folder / "id_ed25519"
         self.source = f"/opt/mlx-fleet/models/{MODEL}"
 
-    def cable_address(self, node: str) -> str:
-        """The node's address on its Thunderbolt cable (the /30 the fabric gave it)."""
+    def cable_addresses(self, node: str) -> list[str]:
+        """The node's addresses on its Thunderbolt cables (the /30s the fabric gave them)."""
         out = subprocess.run(["ip", "-n", self.netns[node], "-4", "-j", "addr"], capture_output=True, text=True,
                              check=True).stdout
-        return next(a["local"] for link in json.loads(out) for a in link.get("addr_info", [])
-                    if a.get("prefixlen") == 30)
+        return [a["local"] for link in json.loads(out) for a in link.get("addr_info", []) if a.get("prefixlen") == 30]
+
+    def cable_address(self, node: str) -> str:
+        """The node's address on its (first) Thunderbolt cable."""
+        return self.cable_addresses(node)[0]
+
+    def address_toward(self, sender: str, receiver: str) -> str:
+        """The sender's address on the cable it shares with the receiver (the /30 both have an address in)."""
+        theirs = {ipaddress.ip_interface(f"{a}/30").network for a in self.cable_addresses(receiver)}
+        return next(a for a in self.cable_addresses(sender) if ipaddress.ip_interface(f"{a}/30").network in theirs)
 
     def enter(self, node: str) -> list[str]:
         return ["nsenter", "-t", self.pid[node], "-m", "-n"]
@@ -195,6 +208,32 @@ class Bench:
         received = self.on(self.receiver, ["python3", "-c", RECEIVE, method, dest, self.sender_address, str(PORT)])
         assert sender.wait() == 0
         return json.loads(received.stdout)
+
+    def raw_at_once(self, copies: list[tuple[str, str]], expected: dict[str, str]) -> float:
+        """One raw stream per (sender, receiver) of COPIES, all at once, each from the sender's copy at the model's
+        path over the cable the two share, into a fresh folder, each file on the receiver's disk (fsync) before it
+        is renamed: the floor of those copies made side by side on the same CPUs and disk (every stream runs from
+        the start, even one whose sender would first have to receive). Seconds."""
+        dest = f"/opt/mlx-fleet/models/{MODEL}-copy"
+        senders, receivers = [], []
+        for port, (sender, receiver) in enumerate(copies, PORT):
+            shutil.rmtree(self.host_path(receiver, dest), ignore_errors=True)
+            self.host_path(receiver, dest).parent.mkdir(parents=True, exist_ok=True)
+            address = self.address_toward(sender, receiver)
+            senders.append(subprocess.Popen([*self.enter(sender), "python3", "-c", SEND, self.source, address,
+                                             str(port)], stdout=subprocess.PIPE, text=True))
+            assert senders[-1].stdout.readline().strip() == "ready"
+            receivers.append([*self.enter(receiver), "python3", "-c", RECEIVE, "raw+fsync", dest, address,
+                              str(port)])
+        started = time.monotonic()
+        running = [subprocess.Popen(argv, stdout=subprocess.DEVNULL) for argv in receivers]
+        assert [p.wait() for p in running + senders] == [0] * (2 * len(copies)), "a raw stream failed"
+        seconds = time.monotonic() - started
+        for _, receiver in copies:
+            copied = {p.name for p in self.host_path(receiver, dest).iterdir()}
+            assert copied == set(expected), f"raw to {receiver}: {sorted(copied)}"
+            shutil.rmtree(self.host_path(receiver, dest))
+        return seconds
 
     def measure(self, method: str, expected: dict[str, str], mib: int) -> dict:
         dest = f"/opt/mlx-fleet/models/{MODEL}-copy"
