@@ -2,9 +2,12 @@
 
 ``install_doubles(fs_root)`` copies the stdlib-only ``macsim`` package and
 ``dispatch.py`` into the node's private filesystem and writes a shim per tool in
-``/usr/local/bin`` plus the root-only boot program ``/usr/local/libexec/macsim/boot``.
+``/usr/local/bin`` plus the root-only boot program ``/usr/local/libexec/macsim/boot``,
+and gives the node's Python the cache of Ansible's compiled module payloads
+(macsim_payload_code.py).
 """
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -47,3 +50,18 @@ def install_doubles(fs_root: Path) -> None:
     boot = fs_root / BOOT
     boot.write_text(_shim("boot"))
     boot.chmod(0o700)  # root only: it configures the node
+    site = _local_site_packages()
+    if site:
+        folder = fs_root / site.lstrip("/")
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(HERE / "macsim_payload_code.py", folder / "macsim_payload_code.py")
+        (folder / "macsim_payload_code.pth").write_text("import macsim_payload_code\n")
+
+
+@functools.cache
+def _local_site_packages() -> str | None:
+    """The site-packages folder under /usr/local that the nodes' /usr/bin/python3 reads (Debian's
+    /usr/local/lib/python3.X/dist-packages); None if it reads none (then no module payload is cached)."""
+    found = subprocess.run(["/usr/bin/python3", "-c", "import site; print('\\n'.join(site.getsitepackages()))"],
+                           capture_output=True, text=True, check=True, stdin=subprocess.DEVNULL).stdout
+    return next((path for path in found.split() if path.startswith("/usr/local/")), None)
