@@ -77,11 +77,7 @@ def timed(argv: list[str], env: dict | None = None, runs: Path | None = None) ->
         profile = run_profile(f"full output: {folders[-1]}/stdout", wall, wall + seconds)
     return {"seconds": round(seconds, 2), "cpu_seconds": round(children_cpu_seconds() - own, 2),
             "machine_cpu_seconds": round(busy_cpu_seconds() - machine, 2), "profile": profile, "summary": summary,
-            "hashed_bytes": hashed_bytes(folders[-1]) if folders else None}
-
-
-def newest_run(runs: Path) -> Path:
-    return max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+            "hashed_bytes": hashed_bytes(folders[-1]) if folders else None, "run": folders[-1] if folders else None}
 
 
 def copies_made(run: Path) -> list[tuple[str, str]]:
@@ -151,7 +147,7 @@ class ModelsBench:
         self.clear(self.macs[1:])
         found = self.sync()
         self.check_held(self.macs)
-        self.copies = copies_made(newest_run(self.cluster.dir / "out" / "runs"))
+        self.copies = copies_made(found["run"])
         return found
 
     def noop(self) -> dict:
@@ -204,8 +200,9 @@ class ModelsBench:
         machine = busy_cpu_seconds()
         seconds = self.transport.raw_at_once(self.copies, self.expected)
         machine = round(busy_cpu_seconds() - machine, 2)  # its Macs' CPU: nothing else of the bench runs meanwhile
+        print(f"# {CABLES_FLOOR}: " + ", ".join(f"{a} -> {b}" for a, b in self.copies), flush=True)
         return {"seconds": round(seconds, 2), "cpu_seconds": machine, "machine_cpu_seconds": machine, "profile": [],
-                "summary": ", ".join(f"{a} -> {b}" for a, b in self.copies)}
+                "summary": ""}
 
     def check_held(self, macs: list[str]) -> None:
         for mac in macs:
