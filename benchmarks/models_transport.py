@@ -201,13 +201,17 @@ class Bench:
             sender.stdout.close()
             assert sender.wait() == 0
             return json.loads(received.stdout)
-        sender = subprocess.Popen([*self.enter(self.sender), "python3", "-c", SEND, self.source,
-                                   self.sender_address, str(PORT)],
-                                  stdout=subprocess.PIPE, text=True)
-        assert sender.stdout.readline().strip() == "ready"
+        sender = self.listening_sender(self.sender, self.sender_address, PORT)
         received = self.on(self.receiver, ["python3", "-c", RECEIVE, method, dest, self.sender_address, str(PORT)])
         assert sender.wait() == 0
         return json.loads(received.stdout)
+
+    def listening_sender(self, sender: str, address: str, port: int) -> subprocess.Popen:
+        """The raw stream's sending end on SENDER, listening at ADDRESS:PORT for one receiver."""
+        process = subprocess.Popen([*self.enter(sender), "python3", "-c", SEND, self.source, address, str(port)],
+                                   stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline().strip() == "ready"
+        return process
 
     def raw_at_once(self, copies: list[tuple[str, str]], expected: dict[str, str]) -> float:
         """One raw stream per (sender, receiver) of COPIES, all at once, each from the sender's copy at the model's
@@ -220,9 +224,7 @@ class Bench:
             shutil.rmtree(self.host_path(receiver, dest), ignore_errors=True)
             self.host_path(receiver, dest).parent.mkdir(parents=True, exist_ok=True)
             address = self.address_toward(sender, receiver)
-            senders.append(subprocess.Popen([*self.enter(sender), "python3", "-c", SEND, self.source, address,
-                                             str(port)], stdout=subprocess.PIPE, text=True))
-            assert senders[-1].stdout.readline().strip() == "ready"
+            senders.append(self.listening_sender(sender, address, port))
             receivers.append([*self.enter(receiver), "python3", "-c", RECEIVE, "raw+fsync", dest, address,
                               str(port)])
         started = time.monotonic()

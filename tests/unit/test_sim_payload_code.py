@@ -13,6 +13,8 @@ import pytest
 
 from mlx_fleet.sim import doubles
 
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/python3").exists() or sys.platform != "linux",
+                                reason="the simulator's nodes run the machine's /usr/bin/python3")
 HOOK = Path(doubles.__file__).parent / "macsim_payload_code.py"
 MODULE = "def fail():\n    raise RuntimeError('from the payload')\n\nANSWER = 42\n"
 # Imports the hook as the node's .pth does, then the payload's module; prints its answer and where its traceback
@@ -51,9 +53,6 @@ def run(tmp_path: Path, zipped: Path) -> list[str]:
 def cached(tmp_path: Path) -> list[Path]:
     return sorted((tmp_path / f"macsim-payload-code-{os.getuid()}").glob("*"))
 
-
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/python3").exists() or sys.platform != "linux",
-                                reason="the simulator's nodes run the machine's /usr/bin/python3")
 
 
 def test_a_module_compiled_once_is_loaded_by_the_next_run_with_its_own_zip_in_tracebacks(tmp_path):
